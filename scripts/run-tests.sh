@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite, as the README and CI run it.
+#  1. unit, property, simulation and integration tests, plus compat_tests against this broker
+#     (compat_tests/conftest.py starts `amqp-broker` on a free port);
+#  2. compat_tests again against a real RabbitMQ 3.10 on port 5673, to prove every expectation is
+#     RabbitMQ's behaviour (skipped with a message when rabbitmq-server is not installed;
+#     set SKIP_RABBITMQ=1 to skip on purpose).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+status=0
+python3 -m pytest tests compat_tests -q -p no:cacheprovider "$@" || status=$?
+
+if [ "${SKIP_RABBITMQ:-0}" != "1" ]; then
+  if command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ]; then
+    if bash .ci/rabbitmq.sh start; then
+      python3 -m pytest compat_tests -q -p no:cacheprovider \
+        --broker-url amqp://guest:guest@127.0.0.1:5673/ "$@" || status=$?
+      bash .ci/rabbitmq.sh stop || true
+    else
+      echo "could not start RabbitMQ for the compat run" >&2
+      status=1
+    fi
+  else
+    echo "rabbitmq-server not installed: compat run against RabbitMQ skipped (bash .ci/rabbitmq.sh install)"
+  fi
+fi
+exit $status
