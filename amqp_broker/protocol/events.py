@@ -1,0 +1,177 @@
+"""Events produced by the sans-IO AMQP 0-9-1 server connection.
+
+`ServerConnection.next_events()` returns these; the trio shell in `amqp_broker/server/` matches on
+them and answers through the connection's methods (accept_login, accept_open, send_method, ...).
+Every event is a frozen, slotted dataclass so the hot path (Publish, Ack) stays cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "Event",
+    "LoginRequest",
+    "OpenRequest",
+    "ChannelOpened",
+    "MethodReceived",
+    "Publish",
+    "Ack",
+    "Nack",
+    "Reject",
+    "ChannelCloseRequested",
+    "ChannelClosed",
+    "ConnectionCloseRequested",
+    "ConnectionClosed",
+    "HeartbeatTimeout",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LoginRequest:
+    """The client sent connection.start-ok; answer with accept_login() or refuse_login().
+
+    Emitted only for a known mechanism (PLAIN or AMQPLAIN) whose response parsed.
+    """
+
+    mechanism: str
+    username: str
+    password: str
+    client_properties: dict
+
+
+@dataclass(frozen=True, slots=True)
+class OpenRequest:
+    """The client sent connection.open; answer with accept_open() or refuse_open(text)."""
+
+    virtual_host: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelOpened:
+    """channel.open arrived and channel.open-ok has already been queued."""
+
+    channel: int
+
+
+@dataclass(frozen=True, slots=True)
+class MethodReceived:
+    """Any channel method not covered by a dedicated event, as the pamqp command object.
+
+    Examples: Queue.Declare, Exchange.Declare, Basic.Consume, Basic.Qos, Confirm.Select, Tx.*,
+    Basic.Cancel, Basic.Get, Basic.Recover, Channel.Flow, Channel.CloseOk is NOT sent here.
+    """
+
+    channel: int
+    method: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """A complete basic.publish: method + content header + all body frames.
+
+    `properties` is the raw property section of the content header (16-bit flags followed by the
+    property fields) exactly as the client sent it, so it can be forwarded untouched. Decode with
+    `amqp_broker.protocol.properties.decode_properties` or peek with `peek_*` helpers.
+    """
+
+    channel: int
+    exchange: str
+    routing_key: str
+    mandatory: bool
+    immediate: bool
+    properties: bytes
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """basic.ack from the client (decoded by the struct fast path)."""
+
+    channel: int
+    delivery_tag: int
+    multiple: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Nack:
+    """basic.nack from the client (decoded by the struct fast path)."""
+
+    channel: int
+    delivery_tag: int
+    multiple: bool
+    requeue: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """basic.reject from the client (decoded by the struct fast path)."""
+
+    channel: int
+    delivery_tag: int
+    requeue: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelCloseRequested:
+    """The client closed a channel; channel.close-ok has already been queued.
+
+    The channel number is free again; the server should requeue the channel's unacked messages.
+    """
+
+    channel: int
+    reply_code: int
+    reply_text: str
+    class_id: int
+    method_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelClosed:
+    """Our server-initiated channel.close got its close-ok; the channel number is free again."""
+
+    channel: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionCloseRequested:
+    """The client sent connection.close; connection.close-ok has already been queued."""
+
+    reply_code: int
+    reply_text: str
+    class_id: int
+    method_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionClosed:
+    """The connection is over; flush data_to_send() then close the socket.
+
+    `reason` is a short human-readable string (e.g. "client close", "501 FRAME_ERROR - ...",
+    "bad protocol header", "login refused", "heartbeat timeout").
+    """
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatTimeout:
+    """No inbound bytes for two negotiated heartbeat intervals; the connection is marked closed."""
+
+
+Event = (
+    LoginRequest
+    | OpenRequest
+    | ChannelOpened
+    | MethodReceived
+    | Publish
+    | Ack
+    | Nack
+    | Reject
+    | ChannelCloseRequested
+    | ChannelClosed
+    | ConnectionCloseRequested
+    | ConnectionClosed
+    | HeartbeatTimeout
+)
