@@ -1,0 +1,162 @@
+#!/bin/sh
+# Start, stop or install a private RabbitMQ 3.10 (Debian's rabbitmq-server) used as the oracle for
+# compat_tests/ and bench/.  Everything it owns lives under one state directory keyed by the AMQP
+# port, so it never touches /var/lib/rabbitmq, never collides with our broker on 5672, and a second
+# `start` first stops the node left by the first.
+#
+#   .ci/rabbitmq.sh install                 apt-get install rabbitmq-server if it is missing
+#   .ci/rabbitmq.sh start [AMQP] [MGMT]     default 5673 15673; prints the AMQP URL when ready
+#   .ci/rabbitmq.sh stop  [AMQP]            stops the node and removes its state directory
+#   .ci/rabbitmq.sh status [AMQP]
+#
+# Environment: RMQ_STATE_ROOT (default ${TMPDIR:-/tmp}), RMQ_START_TIMEOUT seconds (default 90).
+# Works as root in a container without systemd: the Debian wrapper in /usr/sbin is bypassed (it
+# would `su rabbitmq`) and the server script in /usr/lib/rabbitmq/bin is run directly, in the
+# background, with its own node name, mnesia, log, config, plugins file and Erlang cookie.
+# RabbitMQ defaults are kept on purpose (frame_max 131072, heartbeat 60, max_message_size 128 MiB in
+# 3.10, consumer_timeout 30 min); the tests do not depend on shortened timeouts.
+set -eu
+
+RMQ_BIN=/usr/lib/rabbitmq/bin
+CMD=${1:-start}
+AMQP_PORT=${2:-5673}
+MGMT_PORT=${3:-15673}
+STATE_ROOT=${RMQ_STATE_ROOT:-${TMPDIR:-/tmp}}
+BASE="$STATE_ROOT/rabbitmq-compat-$AMQP_PORT"
+NODE="compat$AMQP_PORT@localhost"
+START_TIMEOUT=${RMQ_START_TIMEOUT:-90}
+
+log() { echo "rabbitmq.sh: $*" >&2; }
+
+# Every rabbitmq* command must see the same node name, cookie (via HOME) and env file.
+node_env() {
+    export HOME="$BASE"
+    export RABBITMQ_NODENAME="$NODE"
+    export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
+    export RABBITMQ_NODE_PORT="$AMQP_PORT"
+    # Erlang distribution port; default would be AMQP+20000, pin it to avoid surprises.
+    export RABBITMQ_DIST_PORT=$((AMQP_PORT + 20000))
+    export RABBITMQ_MNESIA_BASE="$BASE/mnesia"
+    export RABBITMQ_LOG_BASE="$BASE/log"
+    export RABBITMQ_CONFIG_FILE="$BASE/rabbitmq.conf"
+    export RABBITMQ_ADVANCED_CONFIG_FILE="$BASE/advanced.config"
+    export RABBITMQ_ENABLED_PLUGINS_FILE="$BASE/enabled_plugins"
+    export RABBITMQ_PID_FILE="$BASE/rabbitmq.pid"
+    export RABBITMQ_CONF_ENV_FILE="$BASE/rabbitmq-env.conf"
+    export RABBITMQ_PLUGINS_EXPAND_DIR="$BASE/plugins-expand"
+    # Short node names on "localhost" work without DNS.
+    export RABBITMQ_USE_LONGNAME=false
+}
+
+ctl() { "$RMQ_BIN/rabbitmqctl" -n "$NODE" "$@"; }
+
+port_open() {
+    python3 - "$1" <<'EOF'
+import socket, sys
+s = socket.socket()
+s.settimeout(1)
+try:
+    s.connect(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)
+s.close()
+EOF
+}
+
+do_install() {
+    if [ -x "$RMQ_BIN/rabbitmq-server" ]; then
+        log "rabbitmq-server already installed"
+        return 0
+    fi
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y rabbitmq-server
+    # The package may start a system node under systemd/init; we only want our private one.
+    if command -v service >/dev/null 2>&1; then service rabbitmq-server stop >/dev/null 2>&1 || true; fi
+}
+
+do_stop() {
+    [ -d "$BASE" ] || { log "no node state at $BASE"; return 0; }
+    node_env
+    # beam.pid is the wrapper shell we started; rabbitmq.pid is the beam.smp it spawned.
+    pids=""
+    for f in "$BASE/rabbitmq.pid" "$BASE/beam.pid"; do
+        [ -f "$f" ] && pids="$pids $(cat "$f")"
+    done
+    ctl stop >/dev/null 2>&1 || true
+    for pid in $pids; do
+        i=0
+        while kill -0 "$pid" 2>/dev/null && [ $i -lt 30 ]; do sleep 0.5; i=$((i + 1)); done
+        if kill -0 "$pid" 2>/dev/null; then
+            log "pid $pid did not stop, killing it"
+            kill -9 "$pid" 2>/dev/null || true
+        fi
+    done
+    rm -rf "$BASE"
+    log "stopped $NODE"
+}
+
+write_config() {
+    mkdir -p "$BASE/mnesia" "$BASE/log" "$BASE/plugins-expand"
+    cat >"$BASE/rabbitmq.conf" <<EOF
+listeners.tcp.1 = 127.0.0.1:$AMQP_PORT
+management.tcp.port = $MGMT_PORT
+management.tcp.ip = 127.0.0.1
+loopback_users.guest = true
+log.console = false
+log.file.level = info
+EOF
+    echo "[]." >"$BASE/advanced.config"
+    echo "[rabbitmq_management]." >"$BASE/enabled_plugins"
+    : >"$BASE/rabbitmq-env.conf"
+    # A fixed cookie for this private node; readable by its owner only (Erlang insists).
+    printf 'compatcookie%s' "$AMQP_PORT" >"$BASE/.erlang.cookie"
+    chmod 600 "$BASE/.erlang.cookie"
+}
+
+do_start() {
+    [ -x "$RMQ_BIN/rabbitmq-server" ] || { log "not installed; run: $0 install"; exit 1; }
+    do_stop >/dev/null 2>&1 || true
+    if port_open "$AMQP_PORT"; then
+        log "port $AMQP_PORT is already in use by something else"; exit 1
+    fi
+    write_config
+    node_env
+    # epmd is shared by all Erlang nodes on the host; start it if nobody has.
+    epmd -daemon 2>/dev/null || true
+    (cd "$BASE" && setsid "$RMQ_BIN/rabbitmq-server" \
+        >"$BASE/log/startup_log" 2>"$BASE/log/startup_err" </dev/null &
+     echo $! >"$BASE/beam.pid")
+    log "starting $NODE (pid $(cat "$BASE/beam.pid")), state in $BASE"
+    i=0
+    until port_open "$AMQP_PORT"; do
+        if ! kill -0 "$(cat "$BASE/beam.pid")" 2>/dev/null; then
+            log "node exited during start; see $BASE/log"; tail -20 "$BASE/log/startup_log" >&2 || true
+            exit 1
+        fi
+        i=$((i + 1))
+        if [ $i -gt $((START_TIMEOUT * 2)) ]; then log "timed out"; do_stop; exit 1; fi
+        sleep 0.5
+    done
+    ctl await_startup >/dev/null
+    # Quorum queues, stream queues, at-least-once dead lettering and friends.
+    ctl enable_feature_flag all >/dev/null
+    log "management on http://127.0.0.1:$MGMT_PORT/"
+    echo "amqp://guest:guest@localhost:$AMQP_PORT/"
+}
+
+do_status() {
+    node_env
+    if port_open "$AMQP_PORT" && [ -d "$BASE" ]; then
+        echo "running $NODE amqp://guest:guest@localhost:$AMQP_PORT/"
+    else
+        echo "not running"; exit 3
+    fi
+}
+
+case "$CMD" in
+    install) do_install ;;
+    start) do_start ;;
+    stop) do_stop ;;
+    status) do_status ;;
+    *) echo "usage: $0 install|start|stop|status [amqp_port] [mgmt_port]" >&2; exit 2 ;;
+esac
