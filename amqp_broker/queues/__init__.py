@@ -1,6 +1,15 @@
 """Queue types: the interface the channel code calls (`base`), the message model (`message`) and
 the in-memory classic queue (`classic`). See `base.py` for how the server drives a queue."""
 
+from amqp_broker.queues.arguments import (
+    OVERFLOW_DROP_HEAD,
+    OVERFLOW_REJECT_PUBLISH,
+    OVERFLOW_REJECT_PUBLISH_DLX,
+    QueueSettings,
+    apply_policy,
+    parse_consumer_priority,
+    parse_queue_arguments,
+)
 from amqp_broker.queues.base import (
     REASON_DELIVERY_LIMIT,
     REASON_EXPIRED,
@@ -11,10 +20,23 @@ from amqp_broker.queues.base import (
     Delivery,
     QueueJournal,
     QueueType,
+    queue_key,
 )
+from amqp_broker.queues.classic import ClassicQueue
+from amqp_broker.queues.consumers import ConsumerSet
 from amqp_broker.queues.message import Entry, Message, parse_basic_properties
 
 __all__ = [
+    "ClassicQueue",
+    "ConsumerSet",
+    "OVERFLOW_DROP_HEAD",
+    "OVERFLOW_REJECT_PUBLISH",
+    "OVERFLOW_REJECT_PUBLISH_DLX",
+    "QueueSettings",
+    "apply_policy",
+    "parse_consumer_priority",
+    "parse_queue_arguments",
+    "queue_key",
     "Consumer",
     "DeadLetter",
     "Delivery",

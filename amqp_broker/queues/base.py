@@ -36,6 +36,7 @@ __all__ = [
     "DeadLetter",
     "QueueJournal",
     "QueueType",
+    "queue_key",
     "REASON_REJECTED",
     "REASON_EXPIRED",
     "REASON_MAXLEN",
@@ -104,7 +105,17 @@ class QueueJournal(Protocol):
 
     def enqueued(self, queue: str, msg_id: int, message: Message) -> int: ...
 
+    def delivered(self, queue: str, msg_ids: Iterable[int]) -> int:
+        """First delivery of these messages: recovered after a crash, they come back with
+        redelivered=True (as RabbitMQ classic queues do)."""
+        ...
+
     def removed(self, queue: str, msg_ids: Iterable[int]) -> int: ...
+
+
+def queue_key(vhost: str, name: str) -> str:
+    """The journal's key for a queue: unique per (vhost, name); NUL cannot occur in names."""
+    return f"{vhost}\x00{name}"
 
 
 class QueueType(Protocol):

@@ -1,0 +1,410 @@
+"""The classic queue: an in-memory queue on one node, RabbitMQ classic-queue semantics.
+
+Who calls it: the server's channel code, through the `QueueType` interface (see base.py), and the
+recovery code in `amqp_broker/store/` (`restore`). Pure: time comes in as `now_ms`, persistence goes
+through the injected `QueueJournal` (which only buffers), no trio, no IO.
+
+Layout: one deque of `Entry` per priority level (a single level without x-max-priority), each in
+msg-id order; `_unacked` maps msg id -> entry for deliveries awaiting ack. Publish, dispatch and ack
+are O(1) per message; requeue merges back by msg id (only the head part that is out of order moves).
+
+Rules, following RabbitMQ's rabbit_amqqueue_process:
+- TTL: deadline = enqueue time + min(per-message expiration, x-message-ttl); expired messages are
+  dropped only when they reach the head of their level (dead-letter reason "expired").
+- x-max-length / x-max-length-bytes count ready messages only. drop-head drops the oldest
+  (highest level first, as fetch order) with reason "maxlen"; reject-publish refuses the publish;
+  reject-publish-dlx refuses it and dead-letters it.
+- x-expires: deleted after being unused (no consumers, no basic.get, no redeclare) that long.
+- Dead letters are recorded only while a dead-letter exchange is set (argument or policy).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Iterable
+
+from amqp_broker.queues.arguments import (
+    OVERFLOW_DROP_HEAD,
+    OVERFLOW_REJECT_PUBLISH_DLX,
+    QueueSettings,
+    apply_policy,
+    parse_consumer_priority,
+    parse_queue_arguments,
+)
+from amqp_broker.queues.base import (
+    REASON_EXPIRED,
+    REASON_MAXLEN,
+    REASON_REJECTED,
+    Consumer,
+    DeadLetter,
+    Delivery,
+    QueueJournal,
+    queue_key,
+)
+from amqp_broker.queues.consumers import ConsumerSet
+from amqp_broker.queues.message import Entry, Message
+
+__all__ = ["ClassicQueue"]
+
+
+class ClassicQueue:
+    """One classic queue. Implements `amqp_broker.queues.base.QueueType`.
+
+    `journal` is given for durable queues only; then every persistent message accepted, first
+    delivered and removed is reported to it. `exclusive_owner` is the server's connection ref for
+    exclusive queues (stored, not interpreted here).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        vhost: str = "/",
+        *,
+        durable: bool = False,
+        auto_delete: bool = False,
+        exclusive: bool = False,
+        exclusive_owner: Any = None,
+        arguments: dict[str, Any] | None = None,
+        journal: QueueJournal | None = None,
+        now_ms: int = 0,
+    ) -> None:
+        self.name = name
+        self.vhost = vhost
+        self.durable = durable
+        self.auto_delete = auto_delete
+        self.exclusive = exclusive
+        self.exclusive_owner = exclusive_owner
+        self.arguments: dict[str, Any] = dict(arguments or {})
+        self._declared = parse_queue_arguments(name, vhost, self.arguments)
+        self.settings: QueueSettings = self._declared
+        self.key = queue_key(vhost, name)
+        self._journal = journal if durable else None
+        levels = (self._declared.max_priority or 0) + 1
+        self._levels: list[deque[Entry]] = [deque() for _ in range(levels)]
+        self._max_level = levels - 1
+        self._ready_count = 0
+        self._ready_bytes = 0
+        self._unacked: dict[int, Entry] = {}
+        self._next_id = 1
+        self._consumers = ConsumerSet(self._declared.single_active_consumer)
+        self._dead: list[DeadLetter] = []
+        self._last_used = now_ms
+        self.has_had_consumers = False  # for auto-delete: only after the first consumer left
+
+    # -- policy --------------------------------------------------------------------------------
+    def apply_policy(self, policy: dict[str, Any] | None) -> None:
+        """Re-derive the effective settings from the declared arguments plus a policy definition."""
+        self.settings = apply_policy(self._declared, policy)
+
+    # -- counters ------------------------------------------------------------------------------
+    @property
+    def message_count(self) -> int:
+        return self._ready_count
+
+    @property
+    def message_bytes(self) -> int:
+        return self._ready_bytes
+
+    @property
+    def consumer_count(self) -> int:
+        return len(self._consumers)
+
+    @property
+    def unacked_count(self) -> int:
+        return len(self._unacked)
+
+    def consumers(self) -> list[Consumer]:
+        return self._consumers.all()
+
+    @property
+    def active_consumer(self) -> Consumer | None:
+        return self._consumers.active
+
+    # -- publishing ----------------------------------------------------------------------------
+    def publish(self, message: Message, now_ms: int) -> bool:
+        s = self.settings
+        if s.overflow != OVERFLOW_DROP_HEAD and self._would_overflow(message.size):
+            if s.overflow == OVERFLOW_REJECT_PUBLISH_DLX:
+                self._dead_letter(message, REASON_MAXLEN, False)
+            return False
+        entry = Entry(self._next_id, message, now_ms, self._deadline(message, now_ms))
+        self._next_id += 1
+        if self._journal is not None and message.persistent:
+            self._journal.enqueued(self.key, entry.msg_id, message)
+        self._push(entry)
+        if s.max_length is not None or s.max_length_bytes is not None:
+            self._drop_head_over_limits()
+        return True
+
+    def _deadline(self, message: Message, now_ms: int) -> int | None:
+        ttl = message.expiration_ms
+        qttl = self.settings.message_ttl
+        if qttl is not None and (ttl is None or qttl < ttl):
+            ttl = qttl
+        return None if ttl is None else now_ms + ttl
+
+    def _would_overflow(self, size: int) -> bool:
+        s = self.settings
+        if s.max_length is not None and self._ready_count + 1 > s.max_length:
+            return True
+        return s.max_length_bytes is not None and self._ready_bytes + size > s.max_length_bytes
+
+    def _push(self, entry: Entry) -> None:
+        level = entry.message.priority
+        if level > self._max_level:
+            level = self._max_level
+        self._levels[level].append(entry)
+        self._ready_count += 1
+        self._ready_bytes += entry.message.size
+
+    def _drop_head_over_limits(self) -> None:
+        s = self.settings
+        max_len = s.max_length if s.max_length is not None else self._ready_count
+        max_bytes = s.max_length_bytes if s.max_length_bytes is not None else self._ready_bytes
+        dropped: list[int] = []
+        while self._ready_count > max_len or self._ready_bytes > max_bytes:
+            entry = self._pop_head()
+            self._dead_letter(entry.message, REASON_MAXLEN, entry.redelivered)
+            if entry.message.persistent:
+                dropped.append(entry.msg_id)
+        self._journal_removed(dropped)
+
+    # -- ready-list primitives -------------------------------------------------------------------
+    def _head_level(self) -> deque[Entry] | None:
+        for level in range(self._max_level, -1, -1):
+            if self._levels[level]:
+                return self._levels[level]
+        return None
+
+    def _pop_head(self) -> Entry:
+        dq = self._head_level()
+        assert dq is not None
+        entry = dq.popleft()
+        self._ready_count -= 1
+        self._ready_bytes -= entry.message.size
+        return entry
+
+    # -- consumers -----------------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer, now_ms: int) -> None:
+        if "x-priority" in consumer.arguments:
+            consumer.priority = parse_consumer_priority(self.name, self.vhost, consumer.arguments)
+        self._consumers.add(consumer, self.name, self.vhost)
+        self.has_had_consumers = True
+        self._last_used = now_ms
+
+    def remove_consumer(self, channel: Any, tag: str, now_ms: int) -> Consumer | None:
+        consumer = self._consumers.remove(channel, tag)
+        if consumer is not None:
+            self._last_used = now_ms
+        return consumer
+
+    def remove_channel(self, channel: Any, now_ms: int) -> list[Consumer]:
+        gone = self._consumers.remove_channel(channel)
+        if gone:
+            self._last_used = now_ms
+        return gone
+
+    @property
+    def should_auto_delete(self) -> bool:
+        """auto_delete queues go once they had a consumer and the last one left."""
+        return self.auto_delete and self.has_had_consumers and not len(self._consumers)
+
+    # -- delivery ------------------------------------------------------------------------------
+    def dispatch(self, now_ms: int) -> list[Delivery]:
+        out: list[Delivery] = []
+        if not self._ready_count or not len(self._consumers):
+            return out
+        first_delivered: list[int] = []
+        removed: list[int] = []
+        pick = self._consumers.pick
+        while self._ready_count:
+            dq = self._head_level()
+            entry = dq[0]  # type: ignore[index]
+            if entry.expires_at is not None and now_ms > entry.expires_at:
+                self._expire_one(dq, removed)  # type: ignore[arg-type]
+                continue
+            consumer = pick()
+            if consumer is None:
+                break
+            dq.popleft()  # type: ignore[union-attr]
+            self._ready_count -= 1
+            self._ready_bytes -= entry.message.size
+            self._hand_out(entry, consumer.no_ack, first_delivered, removed)
+            out.append(Delivery(consumer, entry))
+        self._journal_delivered(first_delivered)
+        self._journal_removed(removed)
+        return out
+
+    def _hand_out(self, entry: Entry, no_ack: bool, first: list[int], removed: list[int]) -> None:
+        """Bookkeeping for a message leaving the ready list towards a client."""
+        persistent = entry.message.persistent
+        if no_ack:
+            if persistent:
+                removed.append(entry.msg_id)
+        else:
+            if persistent and entry.delivery_count == 0:
+                first.append(entry.msg_id)
+            self._unacked[entry.msg_id] = entry
+        entry.delivery_count += 1
+
+    def get(self, now_ms: int, no_ack: bool) -> Entry | None:
+        self._last_used = now_ms
+        removed: list[int] = []
+        self._expire_heads(now_ms, removed)
+        entry = None
+        if self._ready_count:
+            entry = self._pop_head()
+            first: list[int] = []
+            self._hand_out(entry, no_ack, first, removed)
+            self._journal_delivered(first)
+        self._journal_removed(removed)
+        return entry
+
+    # -- settlement ----------------------------------------------------------------------------
+    def settle(self, msg_ids: Iterable[int]) -> None:
+        removed = []
+        unacked = self._unacked
+        for msg_id in msg_ids:
+            entry = unacked.pop(msg_id, None)
+            if entry is not None and entry.message.persistent:
+                removed.append(msg_id)
+        self._journal_removed(removed)
+
+    def requeue(self, msg_ids: Iterable[int]) -> None:
+        by_level: dict[int, list[Entry]] = {}
+        for msg_id in msg_ids:
+            entry = self._unacked.pop(msg_id, None)
+            if entry is None:
+                continue
+            entry.redelivered = True
+            level = min(entry.message.priority, self._max_level)
+            by_level.setdefault(level, []).append(entry)
+            self._ready_count += 1
+            self._ready_bytes += entry.message.size
+        for level, entries in by_level.items():
+            _merge_front(self._levels[level], entries)
+        s = self.settings
+        if by_level and s.overflow == OVERFLOW_DROP_HEAD and (
+            s.max_length is not None or s.max_length_bytes is not None
+        ):
+            self._drop_head_over_limits()
+
+    def discard(self, msg_ids: Iterable[int], reason: str = REASON_REJECTED) -> None:
+        removed = []
+        for msg_id in msg_ids:
+            entry = self._unacked.pop(msg_id, None)
+            if entry is None:
+                continue
+            self._dead_letter(entry.message, reason, entry.redelivered)
+            if entry.message.persistent:
+                removed.append(msg_id)
+        self._journal_removed(removed)
+
+    def take_dead_letters(self) -> list[DeadLetter]:
+        dead, self._dead = self._dead, []
+        return dead
+
+    def _dead_letter(self, message: Message, reason: str, redelivered: bool) -> None:
+        if self.settings.dead_letter_exchange is not None:
+            self._dead.append(DeadLetter(message, reason, self.name, redelivered))
+
+    # -- whole queue ---------------------------------------------------------------------------
+    def purge(self) -> int:
+        count = self._ready_count
+        removed = [e.msg_id for dq in self._levels for e in dq if e.message.persistent]
+        for dq in self._levels:
+            dq.clear()
+        self._ready_count = 0
+        self._ready_bytes = 0
+        self._journal_removed(removed)
+        return count
+
+    def delete(self) -> int:
+        count = self.purge()
+        removed = [i for i, e in self._unacked.items() if e.message.persistent]
+        self._unacked.clear()
+        self._journal_removed(removed)
+        self._consumers = ConsumerSet(self.settings.single_active_consumer)
+        return count
+
+    def touch(self, now_ms: int) -> None:
+        self._last_used = now_ms
+
+    def is_unused(self) -> bool:
+        return not len(self._consumers)
+
+    # -- timers --------------------------------------------------------------------------------
+    def next_deadline(self, now_ms: int) -> int | None:
+        best: int | None = None
+        for dq in self._levels:
+            if dq and dq[0].expires_at is not None:
+                due = dq[0].expires_at + 1  # expired strictly after the deadline
+                best = due if best is None or due < best else best
+        expires = self.settings.expires
+        if expires is not None and not len(self._consumers):
+            due = self._last_used + expires
+            best = due if best is None or due < best else best
+        return best
+
+    def expire(self, now_ms: int) -> bool:
+        removed: list[int] = []
+        self._expire_heads(now_ms, removed)
+        self._journal_removed(removed)
+        expires = self.settings.expires
+        return expires is not None and not len(self._consumers) and now_ms >= self._last_used + expires
+
+    def _expire_heads(self, now_ms: int, removed: list[int]) -> None:
+        for dq in self._levels:
+            while dq and dq[0].expires_at is not None and now_ms > dq[0].expires_at:
+                self._expire_one(dq, removed)
+
+    def _expire_one(self, dq: deque[Entry], removed: list[int]) -> None:
+        entry = dq.popleft()
+        self._ready_count -= 1
+        self._ready_bytes -= entry.message.size
+        self._dead_letter(entry.message, REASON_EXPIRED, entry.redelivered)
+        if entry.message.persistent:
+            removed.append(entry.msg_id)
+
+    # -- recovery ------------------------------------------------------------------------------
+    def restore(self, entries: Iterable[tuple[int, Message, bool]], now_ms: int) -> None:
+        """Load recovered messages (msg id order) into an empty queue: (msg_id, message,
+        redelivered). TTL deadlines restart from `now_ms`. Used by store recovery only."""
+        for msg_id, message, redelivered in entries:
+            entry = Entry(msg_id, message, now_ms, self._deadline(message, now_ms), redelivered)
+            if redelivered:
+                entry.delivery_count = 1
+            self._push(entry)
+            if msg_id >= self._next_id:
+                self._next_id = msg_id + 1
+
+    # -- journal ---------------------------------------------------------------------------------
+    def _journal_removed(self, msg_ids: list[int]) -> None:
+        if msg_ids and self._journal is not None:
+            self._journal.removed(self.key, msg_ids)
+
+    def _journal_delivered(self, msg_ids: list[int]) -> None:
+        if msg_ids and self._journal is not None:
+            self._journal.delivered(self.key, msg_ids)
+
+    def __repr__(self) -> str:
+        return (
+            f"ClassicQueue({self.name!r}, vhost={self.vhost!r}, ready={self._ready_count}, "
+            f"unacked={len(self._unacked)}, consumers={len(self._consumers)})"
+        )
+
+
+def _merge_front(dq: deque[Entry], entries: list[Entry]) -> None:
+    """Put requeued `entries` back into `dq` at their original positions (msg-id order).
+
+    Only the part of `dq`'s head with ids below the largest requeued id is touched, so the common
+    case (everything requeued is older than everything ready) is O(len(entries)).
+    """
+    entries.sort(key=lambda e: e.msg_id)
+    top = entries[-1].msg_id
+    if dq and dq[0].msg_id < top:
+        head = []
+        while dq and dq[0].msg_id < top:
+            head.append(dq.popleft())
+        entries = sorted(entries + head, key=lambda e: e.msg_id)
+    dq.extendleft(reversed(entries))
