@@ -1,0 +1,131 @@
+"""Fixtures for the compat suite: which broker to test, client connections, unique names.
+
+Broker choice: `--broker-url URL`, else env `BROKER_URL`, else this project's `amqp-broker` is
+started as a subprocess on a free port for the session.  Markers: `rabbitmq4` (skipped against
+RabbitMQ 3.x) and `ours_only` (skipped against a real RabbitMQ), decided from the server-properties
+of connection.start.
+"""
+
+from __future__ import annotations
+
+import os
+
+import kombu
+import pika
+import pytest
+
+from compat_tests.support import Names, ServerInfo, launch_our_broker, probe_server, run_aio
+from compat_tests.support.launcher import LaunchError
+
+_TEST_TIMEOUT = 60  # seconds per test unless the test says otherwise
+
+
+def pytest_addoption(parser):
+    parser.addoption("--broker-url", default=None,
+                     help="AMQP URL of the broker under test (default: env BROKER_URL, "
+                          "else start amqp-broker on a free port)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "rabbitmq4: RabbitMQ 4.x behaviour; skipped against RabbitMQ 3.x")
+    config.addinivalue_line("markers", "ours_only: needs this broker; skipped against a real RabbitMQ")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "compat_tests" in str(item.fspath) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(_TEST_TIMEOUT))
+
+
+@pytest.fixture(scope="session")
+def broker_url(request, tmp_path_factory):
+    url = request.config.getoption("--broker-url") or os.environ.get("BROKER_URL")
+    if url:
+        yield url
+        return
+    try:
+        broker = launch_our_broker(tmp_path_factory.mktemp("amqp-broker"))
+    except LaunchError as e:
+        pytest.skip(f"cannot start our broker: {e}")
+    try:
+        yield broker.url
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def server_info(broker_url) -> ServerInfo:
+    return probe_server(broker_url)
+
+
+@pytest.fixture(autouse=True)
+def _skip_by_server(request, server_info):
+    if request.node.get_closest_marker("rabbitmq4") and server_info.is_rabbitmq3:
+        pytest.skip(f"RabbitMQ 4.x behaviour; server is {server_info.product} {server_info.version}")
+    if request.node.get_closest_marker("ours_only") and server_info.is_rabbitmq:
+        pytest.skip(f"checks this broker only; server is {server_info.product} {server_info.version}")
+
+
+@pytest.fixture
+def pika_params(broker_url):
+    """A factory of pika.URLParameters for the broker, with keyword overrides."""
+    def _make(**overrides) -> pika.URLParameters:
+        params = pika.URLParameters(broker_url)
+        params.connection_attempts = 1
+        for key, value in overrides.items():
+            setattr(params, key, value)
+        return params
+    return _make
+
+
+@pytest.fixture
+def pika_connect(pika_params):
+    """Open pika BlockingConnections (keyword overrides go to the parameters); all are closed
+    after the test."""
+    opened: list[pika.BlockingConnection] = []
+
+    def _connect(**overrides) -> pika.BlockingConnection:
+        conn = pika.BlockingConnection(pika_params(**overrides))
+        opened.append(conn)
+        return conn
+
+    yield _connect
+    for conn in opened:
+        if conn.is_open:
+            try:
+                conn.close()
+            except Exception:  # already closing after a broker error
+                pass
+
+
+@pytest.fixture
+def conn(pika_connect) -> pika.BlockingConnection:
+    return pika_connect()
+
+
+@pytest.fixture
+def ch(conn):
+    return conn.channel()
+
+
+@pytest.fixture
+def names(request, broker_url):
+    n = Names(request.node.name)
+    yield n
+    n.cleanup(broker_url)
+
+
+@pytest.fixture
+def aio(broker_url):
+    """`aio(body)` runs `await body(aio_pika_connection)` on a fresh event loop and returns its
+    result (pytest here runs without an asyncio plugin)."""
+    def _run(body, timeout: float = 20.0):
+        return run_aio(broker_url, body, timeout)
+    return _run
+
+
+@pytest.fixture
+def kombu_conn(broker_url):
+    c = kombu.Connection(broker_url, transport="pyamqp", connect_timeout=10)
+    yield c
+    c.release()

@@ -1,0 +1,33 @@
+"""Helpers shared by the compat tests: server detection, our-broker launcher, raw AMQP sockets,
+pika polling helpers and the aio-pika runner.  Imported by compat_tests/conftest.py and the tests.
+"""
+
+from compat_tests.support.aio import run_aio
+from compat_tests.support.launcher import LaunchedBroker, launch_our_broker
+from compat_tests.support.names import Names
+from compat_tests.support.pika_util import (
+    consume_n,
+    get_body,
+    get_n,
+    publish,
+    roundtrip,
+    wait_until,
+)
+from compat_tests.support.raw import RawClient
+from compat_tests.support.server import ServerInfo, probe_server
+
+__all__ = [
+    "LaunchedBroker",
+    "Names",
+    "RawClient",
+    "ServerInfo",
+    "consume_n",
+    "get_body",
+    "get_n",
+    "launch_our_broker",
+    "probe_server",
+    "publish",
+    "roundtrip",
+    "run_aio",
+    "wait_until",
+]

@@ -1,0 +1,66 @@
+"""Small polling helpers for pika BlockingConnection tests.
+
+No fixed sleeps: each helper polls the connection with a deadline so tests stay fast on a quick
+broker and still pass on a slow one.  Called by the pika-based test modules.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import pika
+
+DEFAULT_TIMEOUT = 10.0
+
+
+def roundtrip(ch) -> None:
+    """A synchronous no-op RPC: makes an asynchronous channel.close (e.g. after a publish to a
+    missing exchange) surface now as ChannelClosedByBroker."""
+    ch.exchange_declare("amq.direct", passive=True)
+
+
+def wait_until(conn, predicate: Callable[[], bool], timeout: float = DEFAULT_TIMEOUT) -> bool:
+    """Pump `conn` until predicate() is true; returns the final value of predicate()."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return predicate()
+        conn.process_data_events(time_limit=0.05)
+    return True
+
+
+def get_n(ch, queue: str, n: int, *, auto_ack: bool = True, timeout: float = DEFAULT_TIMEOUT):
+    """basic.get until n messages arrived; returns [(method, properties, body)]."""
+    out = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        method, props, body = ch.basic_get(queue, auto_ack=auto_ack)
+        if method is None:
+            ch.connection.process_data_events(time_limit=0.02)
+            continue
+        out.append((method, props, body))
+    return out
+
+
+def get_body(ch, queue: str, *, timeout: float = DEFAULT_TIMEOUT) -> bytes | None:
+    got = get_n(ch, queue, 1, timeout=timeout)
+    return got[0][2] if got else None
+
+
+def consume_n(ch, queue: str, n: int, *, auto_ack: bool = False, timeout: float = DEFAULT_TIMEOUT,
+              **consume_kwargs):
+    """Start a consumer, collect n deliveries (method, properties, body), leave them unacked unless
+    auto_ack.  Returns (consumer_tag, deliveries)."""
+    got: list = []
+
+    def _on(chan, method, props, body):
+        got.append((method, props, body))
+
+    tag = ch.basic_consume(queue, _on, auto_ack=auto_ack, **consume_kwargs)
+    wait_until(ch.connection, lambda: len(got) >= n, timeout)
+    return tag, got
+
+
+def publish(ch, routing_key: str, body: bytes, exchange: str = "", **props) -> None:
+    ch.basic_publish(exchange, routing_key, body, pika.BasicProperties(**props) if props else None)

@@ -1,0 +1,122 @@
+"""A tiny blocking AMQP client on a raw socket, built on pamqp, for tests that must send bytes no
+real client library would send (bad protocol header, oversized frame) and read the exact reply.
+
+Used by compat_tests/test_raw_protocol.py.  Frames are read whole before pamqp decodes them,
+because pamqp.frame.unmarshal raises on partial input.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from urllib.parse import unquote, urlparse
+
+from pamqp import commands, frame, header
+
+_FRAME_END = b"\xce"
+
+
+class RawClient:
+    def __init__(self, url: str, timeout: float = 10.0) -> None:
+        u = urlparse(url)
+        self.user = unquote(u.username or "guest")
+        self.password = unquote(u.password or "guest")
+        self.vhost = unquote(u.path[1:]) if u.path and u.path != "/" else "/"
+        self.sock = socket.create_connection((u.hostname or "localhost", u.port or 5672), timeout=timeout)
+        self._buf = b""
+        self.start: commands.Connection.Start | None = None
+        self.tune: commands.Connection.Tune | None = None
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "RawClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- bytes ---------------------------------------------------------------------------------
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, channel: int, value) -> None:
+        self.sock.sendall(frame.marshal(value, channel))
+
+    def recv_exact(self, n: int) -> bytes:
+        """Read exactly n bytes (fewer only if the peer closed)."""
+        while len(self._buf) < n:
+            try:
+                chunk = self.sock.recv(65536)
+            except ConnectionResetError:
+                break  # RabbitMQ resets instead of a FIN in some error paths; same as EOF here
+            if not chunk:
+                break
+            self._buf += chunk
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def read_until_eof(self, timeout: float = 10.0) -> bytes:
+        """Everything the server sends until it closes the socket (or timeout)."""
+        self.sock.settimeout(timeout)
+        data, self._buf = self._buf, b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                chunk = self.sock.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    # -- frames --------------------------------------------------------------------------------
+
+    def read_frame(self):
+        """Return (channel, frame value), or None at EOF.  Heartbeats are returned too."""
+        head = self.recv_exact(7)
+        if len(head) < 7:
+            return None
+        size = struct.unpack(">I", head[3:7])[0]
+        rest = self.recv_exact(size + 1)
+        if len(rest) < size + 1:
+            return None
+        _, channel, value = frame.unmarshal(head + rest)
+        return channel, value
+
+    def read_method(self, kind=None):
+        """Next non-heartbeat frame value; asserts its type when `kind` is given."""
+        while True:
+            got = self.read_frame()
+            if got is None:
+                return None
+            channel, value = got
+            if value.name == "Heartbeat":
+                continue
+            if kind is not None:
+                assert isinstance(value, kind), f"expected {kind.__name__}, got {value!r}"
+            return value
+
+    # -- handshake -----------------------------------------------------------------------------
+
+    def handshake(self, *, vhost: str | None = None, tune_ok: dict | None = None,
+                  capabilities: dict | None = None):
+        """Header, start-ok (PLAIN), tune-ok (echoing the server's tune unless overridden), open.
+        Returns the reply to connection.open (OpenOk or Close)."""
+        self.send_raw(frame.marshal(header.ProtocolHeader(), 0))
+        self.start = self.read_method(commands.Connection.Start)
+        caps = capabilities if capabilities is not None else {"authentication_failure_close": True}
+        self.send(0, commands.Connection.StartOk(
+            client_properties={"product": "compat-raw", "capabilities": caps},
+            mechanism="PLAIN", response=f"\0{self.user}\0{self.password}"))
+        self.tune = self.read_method()
+        if not isinstance(self.tune, commands.Connection.Tune):
+            return self.tune
+        t = dict(channel_max=self.tune.channel_max, frame_max=self.tune.frame_max, heartbeat=0)
+        t.update(tune_ok or {})
+        self.send(0, commands.Connection.TuneOk(**t))
+        self.send(0, commands.Connection.Open(virtual_host=vhost if vhost is not None else self.vhost))
+        return self.read_method()

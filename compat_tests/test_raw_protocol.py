@@ -1,0 +1,151 @@
+"""Bad input only a raw socket can send: wrong protocol header, oversized frames, frames out of
+order.  Each test asserts the reply code, its class/method and that the connection (not just a
+channel) is closed.  See /work/shared/PROTOCOL-ERRORS.md for the measured table."""
+
+import struct
+
+import pytest
+from pamqp import body, commands, header, heartbeat
+
+from compat_tests.support.raw import RawClient
+
+AMQP_0_9_1 = b"AMQP\x00\x00\x09\x01"
+
+
+@pytest.mark.parametrize("first_bytes", [
+    b"AMQP\x00\x00\x09\x02",      # right protocol, wrong revision
+    b"AMQP\x01\x01\x00\x0a",      # AMQP 1.0 style header
+    b"HELLO WORLD\r\n",           # garbage
+    b"GET / HTTP/1.1\r\n\r\n",    # someone pointed a browser at it
+])
+def test_bad_protocol_header_gets_0_9_1_header_then_close(broker_url, first_bytes):
+    with RawClient(broker_url) as raw:
+        raw.send_raw(first_bytes)
+        data = raw.read_until_eof(timeout=10)
+        assert data == AMQP_0_9_1
+
+
+def _expect_connection_close(raw, code, class_id=None, method_id=None):
+    reply = raw.read_method()
+    assert reply is not None, "socket closed without a connection.close"
+    assert reply.name == "Connection.Close", reply
+    assert reply.reply_code == code, reply.reply_text
+    if class_id is not None:
+        assert (reply.class_id, reply.method_id) == (class_id, method_id)
+    return reply
+
+
+def test_frame_larger_than_frame_max_is_501(broker_url):
+    with RawClient(broker_url) as raw:
+        assert raw.handshake().name == "Connection.OpenOk"
+        # Only the 7-byte header and a little payload: the server must judge the declared size
+        # without waiting for 200000 bytes.
+        raw.send_raw(struct.pack(">BHI", 1, 0, 200_000) + b"\x00" * 64)
+        reply = _expect_connection_close(raw, 501)
+        assert reply.reply_text.startswith("FRAME_ERROR")
+
+
+def test_bad_frame_end_octet_is_501(broker_url):
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        frame_bytes = bytearray(raw_frame(1, commands.Channel.Open()))
+        frame_bytes[-1] = 0
+        raw.send_raw(bytes(frame_bytes))
+        _expect_connection_close(raw, 501)
+
+
+def test_unknown_frame_type_is_501(broker_url):
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.send_raw(struct.pack(">BHI", 9, 0, 4) + b"abcd\xce")
+        _expect_connection_close(raw, 501)
+
+
+def raw_frame(channel, value) -> bytes:
+    from pamqp import frame
+    return frame.marshal(value, channel)
+
+
+def test_content_header_without_publish_is_505(broker_url):
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.send(1, commands.Channel.Open())
+        raw.read_method(commands.Channel.OpenOk)
+        raw.send(1, header.ContentHeader(0, 0, commands.Basic.Properties()))
+        _expect_connection_close(raw, 505)
+
+
+def test_heartbeat_on_nonzero_channel_is_505(broker_url):
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.send(1, commands.Channel.Open())
+        raw.read_method(commands.Channel.OpenOk)
+        raw.send_raw(struct.pack(">BHI", 8, 1, 0) + b"\xce")
+        _expect_connection_close(raw, 505)
+
+
+def test_second_channel_open_is_504(broker_url):
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.send(1, commands.Channel.Open())
+        raw.read_method(commands.Channel.OpenOk)
+        raw.send(1, commands.Channel.Open())
+        reply = _expect_connection_close(raw, 504, 20, 10)
+        assert reply.reply_text == "CHANNEL_ERROR - second 'channel.open' seen"
+
+
+def test_method_on_unopened_channel_is_504(broker_url):
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.send(3, commands.Queue.Declare(queue="", exclusive=True))
+        reply = _expect_connection_close(raw, 504)
+        assert reply.reply_text == "CHANNEL_ERROR - expected 'channel.open'"
+
+
+def test_body_frame_after_publish_on_other_channel_is_505(broker_url):
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        for ch in (1, 2):
+            raw.send(ch, commands.Channel.Open())
+            raw.read_method(commands.Channel.OpenOk)
+        raw.send(1, commands.Basic.Publish(exchange="", routing_key="nowhere"))
+        raw.send(1, header.ContentHeader(0, 3, commands.Basic.Properties()))
+        raw.send(2, body.ContentBody(b"abc"))
+        _expect_connection_close(raw, 505)
+
+
+def _assert_refused_before_open(reply):
+    """RabbitMQ 3.10 logs "failed to negotiate connection parameters" and drops the socket
+    (after its 3 s silent-close delay) without a close frame; a 530 close is also acceptable
+    (CLIENT-EXPECTATIONS.md's target).  Never an open-ok."""
+    if reply is not None:
+        assert reply.name == "Connection.Close", reply
+        assert reply.reply_code == 530
+
+
+def test_tune_ok_frame_max_below_minimum_is_refused(broker_url):
+    with RawClient(broker_url) as raw:
+        reply = raw.handshake(tune_ok={"frame_max": 1024})
+        _assert_refused_before_open(reply)
+
+
+def test_tune_ok_frame_max_above_server_is_refused(broker_url):
+    with RawClient(broker_url) as raw:
+        reply = raw.handshake(tune_ok={"frame_max": 1 << 20})
+        _assert_refused_before_open(reply)
+
+
+def test_heartbeat_frames_on_channel_zero_are_accepted(broker_url):
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.send(0, heartbeat.Heartbeat())
+        raw.send(1, commands.Channel.Open())
+        assert raw.read_method().name == "Channel.OpenOk"
+
+
+def test_close_handshake_from_client(broker_url):
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.send(0, commands.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+        # The client, having sent close, is the one that closes the socket after close-ok.
+        assert raw.read_method().name == "Connection.CloseOk"
