@@ -1,0 +1,144 @@
+"""The node's broker state: users, vhosts, sessions, and the services the channels share.
+
+Created once by `node.run_node` (tests may build one directly). Sessions call `authenticate`,
+`open_vhost`, `register_session`/`unregister_session`; channels reach vhosts (`vhost.py`) for
+routing and queues, and the shared services: `pending` + `run_pending()` (end-of-batch dispatch),
+`timers` (deadline heap), `durability` (confirms after fsync), `reply_to` (direct reply-to) and
+`dead_letter` (dead-letter routing of dropped, rejected and expired messages).
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from amqp_broker.core.errors import NotAllowed
+from amqp_broker.protocol import ProtocolConfig, default_server_properties
+from amqp_broker.settings import Settings
+
+from .durability import Durability
+from .reply_to import ReplyTo
+from .timers import DeadlineHeap
+from .vhost import VHost
+
+if TYPE_CHECKING:
+    from .queue_runtime import QueueRuntime
+    from .session import Session
+
+__all__ = ["Broker", "is_loopback"]
+
+_log = logging.getLogger(__name__)
+
+
+def is_loopback(peer: Any) -> bool:
+    """127/8, ::1 and ::ffff:127.x count as loopback (rabbit_net:is_loopback)."""
+    try:
+        host = peer[0] if isinstance(peer, tuple) else str(peer)
+        addr = ipaddress.ip_address(host.split("%")[0])
+    except (ValueError, IndexError, TypeError):
+        return isinstance(peer, (str, bytes))  # unix socket paths
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return addr.is_loopback
+
+
+class Broker:
+    """Everything one node serves over AMQP."""
+
+    def __init__(self, settings: Settings, store: Any = None) -> None:
+        self.settings = settings
+        self.store = store
+        props = default_server_properties(settings.product, settings.version,
+                                          platform=settings.platform)
+        props["cluster_name"] = settings.cluster_name
+        self.protocol_config = ProtocolConfig(
+            server_properties=props,
+            channel_max=settings.channel_max,
+            frame_max=settings.frame_max,
+            heartbeat=settings.heartbeat,
+        )
+        self.users: dict[str, str] = {settings.default_user: settings.default_pass}
+        self.vhosts: dict[str, VHost] = {}
+        self.sessions: set["Session"] = set()
+        self.pending: list["QueueRuntime"] = []
+        self.now_ms = int(time.time() * 1000)
+        self.timers = DeadlineHeap()
+        journal = getattr(store, "journal", None)
+        self.journal = journal
+        self.durability = Durability(journal)
+        self.reply_to = ReplyTo()
+        self.add_vhost(settings.default_vhost)
+
+    # -- clock ---------------------------------------------------------------------------------
+    def clock_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def update_clock(self) -> int:
+        """Refresh the coarse clock (once per batch of events, not per message)."""
+        self.now_ms = now = int(time.time() * 1000)
+        return now
+
+    # -- auth and vhosts -----------------------------------------------------------------------
+    def authenticate(self, username: str, password: str, peer: Any) -> bool:
+        expected = self.users.get(username)
+        if expected is None or expected != password:
+            return False
+        if username in self.settings.loopback_users and not is_loopback(peer):
+            return False  # same generic refusal as a wrong password (no user enumeration)
+        return True
+
+    def open_vhost(self, username: str, name: str) -> VHost:
+        vhost = self.vhosts.get(name)
+        if vhost is None:
+            raise NotAllowed(f"vhost {name} not found")
+        if username not in self.users:
+            raise NotAllowed(f"access to vhost '{name}' refused for user '{username}'")
+        limit = self.settings.connection_max
+        if limit is not None and len(self.sessions) >= limit:
+            raise NotAllowed(f"connection refused: node connection limit ({limit}) is reached")
+        return vhost
+
+    def add_vhost(self, name: str) -> VHost:
+        vhost = self.vhosts.get(name)
+        if vhost is None:
+            vhost = self.vhosts[name] = VHost(self, name)
+        return vhost
+
+    # -- sessions ------------------------------------------------------------------------------
+    def register_session(self, session: "Session") -> None:
+        self.sessions.add(session)
+
+    def unregister_session(self, session: "Session") -> None:
+        self.sessions.discard(session)
+        for vhost in self.vhosts.values():
+            vhost.drop_exclusive(session)
+        self.run_pending()
+
+    def session_count(self) -> int:
+        return len(self.sessions)
+
+    def new_name(self, prefix: str) -> str:
+        """Server-generated names: amq.ctag-..., amq.gen-... (random, URL-safe)."""
+        return prefix + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+
+    # -- batch end -----------------------------------------------------------------------------
+    def run_pending(self) -> None:
+        """Dispatch every queue touched since the last call (and those its work touches)."""
+        pending = self.pending
+        rounds = 0
+        while pending and rounds < 100:
+            rounds += 1
+            batch = pending[:]
+            pending.clear()
+            for rt in batch:
+                rt.run()
+
+    # -- dead lettering ------------------------------------------------------------------------
+    def dead_letter(self, vhost: VHost, dead_letters: list) -> None:
+        from . import deadletter
+
+        deadletter.route_dead_letters(self, vhost, dead_letters)

@@ -1,0 +1,416 @@
+"""Channel semantics: delivery tags, acks, qos/prefetch, consumers, publishing, confirms, tx.
+
+One `Channel` per open AMQP channel, created and driven by `session.Session`: the session calls
+`on_publish`, `on_ack`, `on_nack`, `on_method` for events on this channel and `release()` when the
+channel (or connection) goes away. Errors are raised as `AMQPError`; the session turns soft ones
+into channel.close and hard ones into connection.close. Exchange and queue methods are delegated
+to `declares.py`; queues are reached through the vhost's `QueueRuntime` objects.
+
+Hot path (publish, deliver, ack) uses no pamqp: the protocol layer's struct fast paths.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from pamqp import commands as C
+
+from amqp_broker.core.errors import (
+    AMQPError,
+    NotAllowed,
+    NotImplemented_,
+    PreconditionFailed,
+)
+from amqp_broker.queues import Consumer, Message
+
+from . import declares
+from .confirms import ConfirmTracker
+
+if TYPE_CHECKING:
+    from .queue_runtime import QueueRuntime
+    from .session import Session
+
+__all__ = ["Channel"]
+
+_PUBLISH = (60, 40)
+REPLY_TO = "amq.rabbitmq.reply-to"
+
+
+class _ConsumerState:
+    """Per-consumer prefetch accounting (RabbitMQ's global=false qos)."""
+
+    __slots__ = ("tag", "runtime", "consumer", "prefetch", "unacked", "no_ack")
+
+    def __init__(self, tag: str, runtime: "QueueRuntime | None", prefetch: int, no_ack: bool):
+        self.tag = tag
+        self.runtime = runtime
+        self.consumer: Consumer | None = None
+        self.prefetch = prefetch
+        self.unacked = 0
+        self.no_ack = no_ack
+
+
+class Channel:
+    """The server side of one AMQP channel."""
+
+    def __init__(self, session: "Session", number: int) -> None:
+        self.session = session
+        self.number = number
+        self.conn = session.conn
+        self.broker = session.broker
+        self.vhost = session.vhost
+        self._max_size = session.settings.max_message_size
+        self._next_tag = 1
+        # delivery tag -> (runtime, msg_id, consumer state or None, delivered_at seconds)
+        self._unacked: dict[int, tuple] = {}
+        self._consumers: dict[str, _ConsumerState] = {}
+        self._prefetch = 0  # applies to consumers created afterwards (global=false)
+        self._global_prefetch = 0  # shared by all consumers of the channel (global=true)
+        self._global_unacked = 0
+        self._confirms: ConfirmTracker | None = None
+        self._tx: list | None = None
+        self._released = False
+        self._ctag_seq = 0
+
+    # -- publish -------------------------------------------------------------------------------
+    def on_publish(self, ev) -> None:
+        if self._tx is not None:
+            self._check_publish(ev)
+            self._tx.append(("publish", ev))
+            return
+        self._publish(ev)
+
+    def _check_publish(self, ev) -> None:
+        if ev.immediate:
+            raise NotImplemented_("immediate=true").with_method(*_PUBLISH)
+        if len(ev.body) > self._max_size:
+            raise PreconditionFailed(
+                f"message size {len(ev.body)} is larger than configured max size {self._max_size}"
+            ).with_method(*_PUBLISH)
+
+    def _publish(self, ev) -> None:
+        self._check_publish(ev)
+        msg = Message.from_publish(ev.exchange, ev.routing_key, ev.properties, ev.body)
+        vhost = self.vhost
+        try:
+            targets = vhost.route(ev.exchange, ev.routing_key, msg)
+        except AMQPError as err:
+            raise err.with_method(*_PUBLISH)
+        confirms = self._confirms
+        seq = confirms.next_seq() if confirms is not None else 0
+        if not targets:
+            if ev.exchange == "" and ev.routing_key.startswith(REPLY_TO + "."):
+                if self.broker.reply_to.deliver(ev.routing_key, msg):
+                    if seq:
+                        confirms.decide_now(seq, True)
+                    return
+            if ev.mandatory:
+                self.conn.send_return(self.number, 312, "NO_ROUTE", ev.exchange, ev.routing_key,
+                                      ev.properties, ev.body)
+            if seq:
+                confirms.decide_now(seq, True)
+            return
+        now_ms = self.broker.now_ms
+        if not seq:
+            for rt in targets:
+                rt.publish(msg, now_ms, None)
+            return
+        # Confirm once every target queue accepted it (some only after the journal fsync).
+        confirms.wait_for(seq, len(targets))
+        for rt in targets:
+            rt.publish(msg, now_ms, (confirms, seq))
+
+    # -- deliveries (called by QueueRuntime) ----------------------------------------------------
+    def make_consumer_credit(self, st: _ConsumerState):
+        def take_credit() -> bool:
+            if st.prefetch and st.unacked >= st.prefetch:
+                return False
+            if self._global_prefetch and self._global_unacked >= self._global_prefetch:
+                return False
+            st.unacked += 1
+            self._global_unacked += 1
+            return True
+
+        return take_credit
+
+    def deliver(self, runtime: "QueueRuntime", consumer: Consumer, entry) -> None:
+        """Send one basic.deliver for a message the queue handed to `consumer`."""
+        tag = self._next_tag
+        self._next_tag = tag + 1
+        st = self._consumers.get(consumer.tag)
+        if not consumer.no_ack:
+            self._unacked[tag] = (runtime, entry.msg_id, st, time.monotonic())
+        m = entry.message
+        self.conn.send_deliver(self.number, consumer.tag, tag, entry.redelivered, m.exchange,
+                               m.routing_key, m.properties, m.body)
+
+    def deliver_direct(self, consumer_tag: str, msg: Message) -> None:
+        """Direct reply-to: a no-ack delivery that never sat in a queue."""
+        tag = self._next_tag
+        self._next_tag = tag + 1
+        self.conn.send_deliver(self.number, consumer_tag, tag, False, msg.exchange,
+                               msg.routing_key, msg.properties, msg.body)
+        self.session.wake()
+
+    def consumer_cancelled(self, tag: str) -> None:
+        """The queue went away under a consumer (queue deleted): tell the client if it cares."""
+        st = self._consumers.pop(tag, None)
+        if st is None:
+            return
+        if self.session.capabilities.get("consumer_cancel_notify"):
+            self.conn.send_method(self.number, C.Basic.Cancel(consumer_tag=tag, nowait=True))
+            self.session.wake()
+
+    # -- acks ----------------------------------------------------------------------------------
+    def on_ack(self, tag: int, multiple: bool) -> None:
+        if self._tx is not None:
+            self._tx.append(("ack", tag, multiple))
+            return
+        self._settle(self._take(tag, multiple, (60, 80)), "ack")
+
+    def on_nack(self, tag: int, multiple: bool, requeue: bool) -> None:
+        ids = (60, 120) if multiple else (60, 90)
+        if self._tx is not None:
+            self._tx.append(("nack", tag, multiple, requeue))
+            return
+        self._settle(self._take(tag, multiple, ids), "requeue" if requeue else "discard")
+
+    def _take(self, tag: int, multiple: bool, method: tuple[int, int]) -> list[tuple]:
+        unacked = self._unacked
+        if multiple:
+            if tag == 0:
+                taken = list(unacked.values())
+                unacked.clear()
+                return taken
+            if tag not in unacked:
+                # As RabbitMQ: multiple=true still needs the named tag to be outstanding.
+                raise PreconditionFailed(f"unknown delivery tag {tag}").with_method(*method)
+            taken = []
+            for t in list(unacked):
+                if t > tag:
+                    break
+                taken.append(unacked.pop(t))
+            return taken
+        rec = unacked.pop(tag, None)
+        if rec is None:
+            raise PreconditionFailed(f"unknown delivery tag {tag}").with_method(*method)
+        return [rec]
+
+    def _settle(self, recs: list[tuple], how: str) -> None:
+        if not recs:
+            return
+        by_queue: dict = {}
+        for rt, msg_id, st, _ in recs:
+            if st is not None:
+                st.unacked -= 1
+                self._global_unacked -= 1
+            ids = by_queue.get(rt)
+            if ids is None:
+                by_queue[rt] = [msg_id]
+            else:
+                ids.append(msg_id)
+        for rt, ids in by_queue.items():
+            rt.settle(ids, how)
+        # Credit came back: every queue this channel consumes from may deliver again.
+        self._kick_consumers()
+
+    def _kick_consumers(self) -> None:
+        for st in self._consumers.values():
+            if st.runtime is not None and not st.no_ack:
+                st.runtime.kick()
+
+    # -- methods -------------------------------------------------------------------------------
+    def on_method(self, method) -> None:
+        try:
+            handler = _HANDLERS.get(type(method))
+            if handler is None:
+                handler = declares.HANDLERS.get(type(method))
+                if handler is None:
+                    raise NotImplemented_(f"method {method.name} not supported")
+            handler(self, method)
+        except AMQPError as err:
+            if not err.class_id:
+                err.with_method(method.index >> 16, method.index & 0xFFFF)
+            raise
+
+    def reply(self, method) -> None:
+        self.conn.send_method(self.number, method)
+
+    def _qos(self, m: C.Basic.Qos) -> None:
+        if m.prefetch_size:
+            raise NotImplemented_(f"prefetch_size!=0 ({m.prefetch_size})")
+        if m.global_:
+            self._global_prefetch = m.prefetch_count
+        else:
+            self._prefetch = m.prefetch_count
+        self.reply(C.Basic.QosOk())
+        self._kick_consumers()
+
+    def _consume(self, m: C.Basic.Consume) -> None:
+        tag = m.consumer_tag or self._new_ctag()
+        if tag in self._consumers:
+            raise NotAllowed(f"attempt to reuse consumer tag '{tag}'")
+        if m.queue == REPLY_TO:
+            self._consume_reply_to(m, tag)
+            return
+        rt = self.vhost.get_queue(m.queue or self._default_queue(), self.session)
+        st = _ConsumerState(tag, rt, 0 if m.no_ack else self._prefetch, m.no_ack)
+        args = dict(m.arguments or {})
+        priority = args.get("x-priority", 0)
+        consumer = Consumer(tag=tag, channel=self, no_ack=m.no_ack, exclusive=m.exclusive,
+                            priority=int(priority) if isinstance(priority, int) else 0,
+                            arguments=args)
+        if not m.no_ack:
+            consumer.take_credit = self.make_consumer_credit(st)
+        st.consumer = consumer
+        rt.add_consumer(consumer)  # raises AccessRefused for exclusivity conflicts
+        self._consumers[tag] = st
+        if not m.nowait:
+            self.reply(C.Basic.ConsumeOk(consumer_tag=tag))
+        rt.kick()
+
+    def _consume_reply_to(self, m: C.Basic.Consume, tag: str) -> None:
+        if not m.no_ack:
+            raise PreconditionFailed("reply consumer cannot acknowledge")
+        name = self.broker.reply_to.register(self, tag)
+        self.reply_to_name = name
+        self._consumers[tag] = _ConsumerState(tag, None, 0, True)
+        if not m.nowait:
+            self.reply(C.Basic.ConsumeOk(consumer_tag=tag))
+
+    def _new_ctag(self) -> str:
+        return self.broker.new_name("amq.ctag-")
+
+    def _default_queue(self) -> str:
+        # An empty queue name means the channel's last declared queue (spec rule).
+        name = getattr(self, "last_queue", "")
+        if not name:
+            from amqp_broker.core.errors import NotFound
+
+            raise NotFound("no previously declared queue")
+        return name
+
+    def _cancel(self, m: C.Basic.Cancel) -> None:
+        st = self._consumers.pop(m.consumer_tag, None)
+        if st is not None:
+            if st.runtime is not None:
+                st.runtime.remove_consumer(self, st.tag)
+            else:
+                self.broker.reply_to.unregister(self, st.tag)
+        if not m.nowait:
+            self.reply(C.Basic.CancelOk(consumer_tag=m.consumer_tag))
+
+    def _get(self, m: C.Basic.Get) -> None:
+        rt = self.vhost.get_queue(m.queue or self._default_queue(), self.session)
+        entry, count = rt.get(m.no_ack)
+        if entry is None:
+            self.reply(C.Basic.GetEmpty())
+            return
+        tag = self._next_tag
+        self._next_tag = tag + 1
+        if not m.no_ack:
+            self._unacked[tag] = (rt, entry.msg_id, None, time.monotonic())
+        msg = entry.message
+        self.conn.send_get_ok(self.number, tag, entry.redelivered, msg.exchange, msg.routing_key,
+                              count, msg.properties, msg.body)
+
+    def _recover(self, m) -> None:
+        if not m.requeue:
+            raise NotImplemented_("requeue=false")
+        self._settle(self._take(0, True, (60, 110)), "requeue")
+        if isinstance(m, C.Basic.Recover):
+            self.reply(C.Basic.RecoverOk())
+
+    def _confirm_select(self, m: C.Confirm.Select) -> None:
+        if self._tx is not None:
+            raise PreconditionFailed("cannot switch from tx to confirm mode")
+        if self._confirms is None:
+            self._confirms = ConfirmTracker(self._send_confirm, self._schedule_confirm_flush)
+        if not m.nowait:
+            self.reply(C.Confirm.SelectOk())
+
+    def _send_confirm(self, tag: int, multiple: bool, ack: bool) -> None:
+        self.conn.send_confirm(self.number, tag, multiple, ack)
+
+    def _schedule_confirm_flush(self) -> None:
+        if not self._released:
+            self.session.add_flush_hook(self.number, self._confirms.flush)
+
+    def _tx_select(self, m) -> None:
+        if self._confirms is not None:
+            raise PreconditionFailed("cannot switch from confirm to tx mode")
+        if self._tx is None:
+            self._tx = []
+        self.reply(C.Tx.SelectOk())
+
+    def _tx_commit(self, m) -> None:
+        if self._tx is None:
+            raise PreconditionFailed("channel is not transactional")
+        ops, self._tx = self._tx, []
+        for op in ops:
+            if op[0] == "publish":
+                self._publish(op[1])
+            elif op[0] == "ack":
+                self._settle(self._take(op[1], op[2], (60, 80)), "ack")
+            else:
+                self._settle(self._take(op[1], op[2], (60, 120)), "requeue" if op[3] else "discard")
+        self.reply(C.Tx.CommitOk())
+
+    def _tx_rollback(self, m) -> None:
+        if self._tx is None:
+            raise PreconditionFailed("channel is not transactional")
+        self._tx = []
+        self.reply(C.Tx.RollbackOk())
+
+    def _flow(self, m: C.Channel.Flow) -> None:
+        if not m.active:
+            raise NotImplemented_("active=false")
+        self.reply(C.Channel.FlowOk(active=True))
+
+    # -- timers and teardown -------------------------------------------------------------------
+    def check_consumer_timeout(self, now: float, timeout: float) -> None:
+        """Raise 406 if the oldest unacked delivery is older than `timeout` seconds."""
+        if not self._unacked:
+            return
+        first = next(iter(self._unacked.values()))
+        if now - first[3] > timeout:
+            raise PreconditionFailed(
+                f"delivery acknowledgement on channel {self.number} timed out. Timeout value used: "
+                f"{int(timeout * 1000)} ms. This timeout value can be configured, see consumers "
+                "doc guide to learn more"
+            )
+
+    def release(self) -> None:
+        """The channel is gone: drop consumers, requeue unacked (redelivered), nack confirms."""
+        if self._released:
+            return
+        self._released = True
+        for st in self._consumers.values():
+            if st.runtime is not None:
+                st.runtime.remove_consumer(self, st.tag)
+            else:
+                self.broker.reply_to.unregister(self, st.tag)
+        self._consumers.clear()
+        recs = list(self._unacked.values())
+        self._unacked.clear()
+        by_queue: dict = {}
+        for rt, msg_id, _st, _ in recs:
+            by_queue.setdefault(rt, []).append(msg_id)
+        for rt, ids in by_queue.items():
+            rt.settle(ids, "requeue")
+
+
+_HANDLERS = {
+    C.Basic.Qos: Channel._qos,
+    C.Basic.Consume: Channel._consume,
+    C.Basic.Cancel: Channel._cancel,
+    C.Basic.Get: Channel._get,
+    C.Basic.Recover: Channel._recover,
+    C.Basic.RecoverAsync: Channel._recover,
+    C.Confirm.Select: Channel._confirm_select,
+    C.Tx.Select: Channel._tx_select,
+    C.Tx.Commit: Channel._tx_commit,
+    C.Tx.Rollback: Channel._tx_rollback,
+    C.Channel.Flow: Channel._flow,
+}

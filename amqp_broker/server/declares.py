@@ -1,0 +1,105 @@
+"""exchange.* and queue.* methods of a channel: argument unpacking and the -ok replies.
+
+Called through `HANDLERS` by `Channel.on_method`; the semantics (equivalence checks, exclusive
+ownership, idempotent deletes, persistence) live in `vhost.VHost` and `core.router.Topology`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pamqp import commands as C
+
+from amqp_broker.core.bindings import Dest
+from amqp_broker.core.errors import AccessRefused
+
+if TYPE_CHECKING:
+    from .channel import Channel
+
+__all__ = ["HANDLERS"]
+
+
+def _exchange_declare(ch: "Channel", m: C.Exchange.Declare) -> None:
+    ch.vhost.declare_exchange(m.exchange, m.exchange_type or "direct", passive=m.passive,
+                              durable=m.durable, auto_delete=m.auto_delete, internal=m.internal,
+                              arguments=dict(m.arguments or {}))
+    if not m.nowait:
+        ch.reply(C.Exchange.DeclareOk())
+
+
+def _exchange_delete(ch: "Channel", m: C.Exchange.Delete) -> None:
+    ch.vhost.delete_exchange(m.exchange, m.if_unused)
+    if not m.nowait:
+        ch.reply(C.Exchange.DeleteOk())
+
+
+def _exchange_bind(ch: "Channel", m: C.Exchange.Bind) -> None:
+    ch.vhost.bind(ch.session, m.source, Dest.exchange(m.destination), m.routing_key,
+                  dict(m.arguments or {}))
+    if not m.nowait:
+        ch.reply(C.Exchange.BindOk())
+
+
+def _exchange_unbind(ch: "Channel", m: C.Exchange.Unbind) -> None:
+    ch.vhost.unbind(ch.session, m.source, Dest.exchange(m.destination), m.routing_key,
+                    dict(m.arguments or {}))
+    if not m.nowait:
+        ch.reply(C.Exchange.UnbindOk())
+
+
+def _queue_name(ch: "Channel", name: str) -> str:
+    # An empty name in bind/purge/delete/consume means the channel's last declared queue.
+    return name or getattr(ch, "last_queue", "") or name
+
+
+def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
+    name = m.queue
+    if not name and not m.passive:
+        name = ch.broker.new_name("amq.gen-")
+    elif not name:
+        name = _queue_name(ch, name)
+    rt = ch.vhost.declare_queue(ch.session, name, passive=m.passive, durable=m.durable,
+                                exclusive=m.exclusive, auto_delete=m.auto_delete,
+                                arguments=dict(m.arguments or {}))
+    ch.last_queue = name
+    if not m.nowait:
+        ch.reply(C.Queue.DeclareOk(queue=name, message_count=rt.message_count,
+                                   consumer_count=rt.consumer_count))
+
+
+def _queue_bind(ch: "Channel", m: C.Queue.Bind) -> None:
+    ch.vhost.bind(ch.session, m.exchange, Dest.queue(_queue_name(ch, m.queue)), m.routing_key,
+                  dict(m.arguments or {}))
+    if not m.nowait:
+        ch.reply(C.Queue.BindOk())
+
+
+def _queue_unbind(ch: "Channel", m: C.Queue.Unbind) -> None:
+    ch.vhost.unbind(ch.session, m.exchange, Dest.queue(_queue_name(ch, m.queue)), m.routing_key,
+                    dict(m.arguments or {}))
+    ch.reply(C.Queue.UnbindOk())
+
+
+def _queue_purge(ch: "Channel", m: C.Queue.Purge) -> None:
+    n = ch.vhost.purge_queue(ch.session, _queue_name(ch, m.queue))
+    if not m.nowait:
+        ch.reply(C.Queue.PurgeOk(message_count=n))
+
+
+def _queue_delete(ch: "Channel", m: C.Queue.Delete) -> None:
+    n = ch.vhost.delete_queue(ch.session, _queue_name(ch, m.queue), m.if_unused, m.if_empty)
+    if not m.nowait:
+        ch.reply(C.Queue.DeleteOk(message_count=n))
+
+
+HANDLERS = {
+    C.Exchange.Declare: _exchange_declare,
+    C.Exchange.Delete: _exchange_delete,
+    C.Exchange.Bind: _exchange_bind,
+    C.Exchange.Unbind: _exchange_unbind,
+    C.Queue.Declare: _queue_declare,
+    C.Queue.Bind: _queue_bind,
+    C.Queue.Unbind: _queue_unbind,
+    C.Queue.Purge: _queue_purge,
+    C.Queue.Delete: _queue_delete,
+}

@@ -1,0 +1,53 @@
+"""TCP listener: accepts AMQP clients and runs one `Session` per socket.
+
+Started by `node.run_node` with `await nursery.start(serve_amqp, broker)`; reports the bound port
+through `task_status.started(port)` so tests and the CLI can bind to port 0.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from .session import Session
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+__all__ = ["serve_amqp"]
+
+_log = logging.getLogger(__name__)
+
+
+async def serve_amqp(broker: "Broker", *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    settings = broker.settings
+    host = None if settings.host in ("", "0.0.0.0", "::") else settings.host
+    listeners = await trio.open_tcp_listeners(settings.port, host=host)
+    port = listeners[0].socket.getsockname()[1]
+    _log.info("AMQP 0-9-1 listening on %s:%d (data dir %s)", settings.host or "0.0.0.0", port,
+              settings.data_dir)
+    async with trio.open_nursery() as nursery:
+        task_status.started(port)
+        await trio.serve_listeners(lambda stream: _handle(broker, stream), listeners,
+                                   handler_nursery=nursery)
+
+
+async def _handle(broker: "Broker", stream: trio.SocketStream) -> None:
+    try:
+        peer = stream.socket.getpeername()
+        stream.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
+    except OSError:
+        await stream.aclose()
+        return
+    limit = broker.settings.connection_max
+    if limit is not None and broker.session_count() >= limit:
+        _log.warning("refusing connection from %s: connection_max %d reached", peer, limit)
+        await stream.aclose()
+        return
+    session = Session(broker, stream, peer)
+    try:
+        await session.run()
+    except Exception:
+        _log.exception("session %s crashed", session.name)

@@ -1,0 +1,186 @@
+"""The trio-side owner of one queue: runs a pure `QueueType` and performs what it asks for.
+
+Created by `broker.VHost` when a queue is declared (or recovered). Channels call `publish`,
+`settle`, `get`, `add_consumer`, `remove_consumer`; none of these deliver directly. Instead the
+runtime marks itself dirty and the broker's `run_pending()` (called once after each batch of
+events a session handles, and by timer/journal tasks) calls `dispatch()`, which hands deliveries
+to the consumers' channels, drains dead letters and re-arms the queue's timer. So a burst of
+publishes costs one dispatch pass, not one per message.
+
+Confirms: a persistent message accepted by a durable queue is confirmed only once the journal
+reports the record durable (`broker.durability`); everything else is decided at publish time.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Iterable
+
+from amqp_broker.queues import Consumer, Message
+
+if TYPE_CHECKING:
+    from .broker import Broker, VHost
+    from .session import Session
+
+__all__ = ["QueueRuntime", "JournalTap"]
+
+_log = logging.getLogger(__name__)
+
+
+class JournalTap:
+    """Passes a queue's journal calls through and remembers the last record's sequence number,
+    so the runtime knows which journal position a publisher confirm has to wait for."""
+
+    __slots__ = ("journal", "last")
+
+    def __init__(self, journal) -> None:
+        self.journal = journal
+        self.last = 0
+
+    def enqueued(self, queue: str, msg_id: int, message: Message) -> int:
+        self.last = seq = self.journal.enqueued(queue, msg_id, message)
+        return seq
+
+    def delivered(self, queue: str, msg_ids: Iterable[int]) -> int:
+        fn = getattr(self.journal, "delivered", None)
+        return fn(queue, msg_ids) if fn is not None else 0
+
+    def removed(self, queue: str, msg_ids: Iterable[int]) -> int:
+        return self.journal.removed(queue, msg_ids)
+
+
+class QueueRuntime:
+    """One live queue: the pure queue object plus owner, consumers, confirms and timers."""
+
+    def __init__(self, broker: "Broker", vhost: "VHost", queue: Any,
+                 tap: JournalTap | None, owner: "Session | None") -> None:
+        self.broker = broker
+        self.vhost = vhost
+        self.queue = queue
+        self.name: str = queue.name
+        self.durable: bool = queue.durable
+        self.auto_delete: bool = queue.auto_delete
+        self.exclusive: bool = queue.exclusive
+        self.arguments: dict = queue.arguments
+        self._tap = tap
+        self.owner = owner  # the declaring connection of an exclusive queue
+        self.consumers: dict[tuple[int, str], Consumer] = {}
+        self.had_consumer = False
+        self.deleted = False
+        self.dirty = False
+        self.timer_deadline: int | None = None
+
+    # -- publish -------------------------------------------------------------------------------
+    def publish(self, msg: Message, now_ms: int, confirm: tuple | None) -> None:
+        tap = self._tap
+        if tap is not None:
+            before = tap.last
+        ok = self.queue.publish(msg, now_ms)
+        self._mark()
+        if confirm is None:
+            return
+        tracker, seq = confirm
+        if not ok:
+            tracker.settle(seq, False)
+        elif tap is not None and tap.last != before:
+            # Persisted: confirm when the journal has fsynced this record.
+            self.broker.durability.wait(tap.last, tracker, seq)
+        else:
+            tracker.settle(seq, True)
+
+    # -- consumers -----------------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.queue.add_consumer(consumer, self.broker.now_ms)
+        self.consumers[(id(consumer.channel), consumer.tag)] = consumer
+        self.had_consumer = True
+        self._mark()
+
+    def remove_consumer(self, channel: Any, tag: str) -> None:
+        if self.consumers.pop((id(channel), tag), None) is None:
+            return
+        if not self.deleted:
+            self.queue.remove_consumer(channel, tag, self.broker.now_ms)
+            self._mark()
+            if self.auto_delete and not self.consumers:
+                # Auto-delete fires when the last consumer goes, never before the first one.
+                self.vhost.delete_queue_now(self)
+
+    def kick(self) -> None:
+        """A consumer of this queue got credit back: dispatch at the end of the batch."""
+        self._mark()
+
+    # -- settlement ----------------------------------------------------------------------------
+    def settle(self, msg_ids: list[int], how: str) -> None:
+        if self.deleted:
+            return
+        if how == "ack":
+            self.queue.settle(msg_ids)
+        elif how == "requeue":
+            self.queue.requeue(msg_ids)
+        else:
+            self.queue.discard(msg_ids)
+        self._mark()
+
+    def get(self, no_ack: bool):
+        """basic.get: (entry or None, messages left)."""
+        entry = self.queue.get(self.broker.now_ms, no_ack)
+        self._mark()
+        return entry, self.queue.message_count
+
+    # -- batch end ------------------------------------------------------------------------------
+    def _mark(self) -> None:
+        if not self.dirty:
+            self.dirty = True
+            self.broker.pending.append(self)
+
+    def run(self) -> None:
+        """Dispatch, dead-letter and re-arm the timer (called by `Broker.run_pending`)."""
+        self.dirty = False
+        if self.deleted:
+            return
+        q = self.queue
+        now = self.broker.now_ms
+        if self.consumers:
+            for d in q.dispatch(now):
+                ch = d.consumer.channel
+                ch.deliver(self, d.consumer, d.entry)
+                ch.session.wake()
+        dls = q.take_dead_letters()
+        if dls:
+            self.broker.dead_letter(self.vhost, dls)
+        deadline = q.next_deadline(now)
+        if deadline != self.timer_deadline:
+            self.timer_deadline = deadline
+            if deadline is not None:
+                self.broker.timers.schedule(deadline, self)
+
+    def on_timer(self, now_ms: int) -> None:
+        """The deadline heap fired for this queue."""
+        if self.deleted:
+            return
+        self.timer_deadline = None
+        if self.queue.expire(now_ms):
+            _log.info("queue %r in vhost %r expired", self.name, self.vhost.name)
+            self.vhost.delete_queue_now(self)
+            return
+        self._mark()
+
+    # -- deletion ------------------------------------------------------------------------------
+    def delete(self) -> int:
+        """Drop the queue; consumers get basic.cancel (if they asked for notifications)."""
+        if self.deleted:
+            return 0
+        count = self.queue.delete()
+        self.deleted = True
+        consumers, self.consumers = self.consumers, {}
+        for c in consumers.values():
+            c.channel.consumer_cancelled(c.tag)
+        return count
+
+    @property
+    def message_count(self) -> int:
+        return self.queue.message_count
+
+    @property
+    def consumer_count(self) -> int:
+        return self.queue.consumer_count

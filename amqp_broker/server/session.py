@@ -1,0 +1,296 @@
+"""One client connection: a trio reader task and writer task around a sans-IO ServerConnection.
+
+Created by `listener.py` for each accepted socket. The reader feeds bytes to the protocol object
+and handles its events synchronously (publish, route, enqueue, deliver all happen inside the
+reader's turn: no task switch per message). Anything that wants bytes on the wire (this
+connection's channels, or queues delivering to this connection's consumers from another task)
+calls `wake()`; the writer then drains everything queued since it last woke with a single
+`send_all`. Channels with pending publisher confirms register in `_flush_hooks` so that confirms
+are coalesced once per writer wake-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import TYPE_CHECKING, Callable
+
+import trio
+
+from amqp_broker.core.errors import AMQPError, InternalError
+from amqp_broker.protocol import (
+    Ack,
+    ChannelClosed,
+    ChannelCloseRequested,
+    ChannelOpened,
+    ConnectionClosed,
+    ConnectionCloseRequested,
+    HeartbeatTimeout,
+    LoginRequest,
+    MethodReceived,
+    Nack,
+    OpenRequest,
+    Publish,
+    Reject,
+    ServerConnection,
+)
+
+from .channel import Channel
+
+if TYPE_CHECKING:
+    from .broker import Broker, VHost
+
+__all__ = ["Session"]
+
+_log = logging.getLogger(__name__)
+_RECV_SIZE = 256 * 1024
+_CLOSE_OK_WAIT = 3.0  # how long we wait for connection.close-ok after closing
+
+
+class Session:
+    """State of one AMQP connection on the server side."""
+
+    def __init__(self, broker: "Broker", stream: trio.SocketStream, peer: tuple) -> None:
+        self.broker = broker
+        self.settings = broker.settings
+        self.stream = stream
+        self.peer = peer
+        self.name = f"{peer[0]}:{peer[1]}" if len(peer) >= 2 else str(peer)
+        self.conn = ServerConnection(broker.protocol_config)
+        self.channels: dict[int, Channel] = {}
+        self.vhost: VHost | None = None
+        self.user: str | None = None
+        self.client_properties: dict = {}
+        self.capabilities: dict = {}
+        self.opened = False
+        self._closing_deadline = math.inf
+        self._closed = False
+        self._wake_event = trio.Event()
+        self._flush_hooks: dict[int, Callable[[], None]] = {}
+        self._cancel: trio.CancelScope | None = None
+        self._delay_close = False
+
+    # -- called by channels, queues and the broker -------------------------------------------
+    def wake(self) -> None:
+        """Ask the writer to flush; cheap and idempotent, callable from any task."""
+        self._wake_event.set()
+
+    def add_flush_hook(self, key: int, hook: Callable[[], None]) -> None:
+        """Run `hook` once just before the next flush (used to coalesce confirms)."""
+        self._flush_hooks[key] = hook
+        self._wake_event.set()
+
+    def force_close(self, code: int, text: str) -> None:
+        """Close the connection from the server side (e.g. CONNECTION_FORCED on shutdown)."""
+        if self._closed or self._closing_deadline != math.inf:
+            return
+        self._start_close(code, text, 0, 0)
+
+    # -- task bodies ---------------------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._cancel = nursery.cancel_scope
+                nursery.start_soon(self._writer)
+                nursery.start_soon(self._heartbeat)
+                await self._reader()
+                # Reader finished: let the writer flush the last bytes (close frames).
+                self._closed = True
+                self.wake()
+            if self._delay_close:
+                await trio.sleep(self.settings.silent_close_delay)
+        finally:
+            self._cleanup()
+            with trio.move_on_after(1) as scope:
+                scope.shield = True
+                await self.stream.aclose()
+
+    async def _reader(self) -> None:
+        handshake_deadline = trio.current_time() + self.settings.handshake_timeout
+        while not self._closed:
+            deadline = self._closing_deadline
+            if not self.opened:
+                deadline = min(deadline, handshake_deadline)
+            with trio.move_on_at(deadline):
+                try:
+                    data = await self.stream.receive_some(_RECV_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = b""
+                if not data:
+                    _log.debug("%s: peer closed the socket", self.name)
+                    return
+                self.conn.feed(data)
+                self._handle_events()
+                self.wake()
+                continue
+            # Deadline hit: handshake timeout or no close-ok in time.
+            _log.info("%s: closing (%s)", self.name,
+                      "no close-ok" if self._closing_deadline != math.inf else "handshake timeout")
+            return
+
+    async def _writer(self) -> None:
+        while True:
+            await self._wake_event.wait()
+            self._wake_event = trio.Event()
+            if self._flush_hooks:
+                hooks = list(self._flush_hooks.values())
+                self._flush_hooks.clear()
+                for hook in hooks:
+                    hook()
+            data = self.conn.data_to_send()
+            if data:
+                try:
+                    await self.stream.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._closed = True
+                    self._cancel_all()
+                    return
+            if self._closed:
+                self._cancel_all()
+                return
+
+    async def _heartbeat(self) -> None:
+        timeout = self.settings.consumer_timeout
+        while True:
+            await trio.sleep(1.0)
+            self.conn.tick(trio.current_time())
+            self._handle_events()
+            if timeout is not None:
+                self._check_consumer_timeouts(timeout)
+            self.wake()
+
+    def _check_consumer_timeouts(self, timeout: float) -> None:
+        now = time.monotonic()
+        for number, ch in list(self.channels.items()):
+            try:
+                ch.check_consumer_timeout(now, timeout)
+            except AMQPError as err:
+                self._on_error(number, err)
+        self.broker.run_pending()
+
+    # -- event dispatch -----------------------------------------------------------------------
+    def _handle_events(self) -> None:
+        events = self.conn.next_events()
+        if not events:
+            return
+        broker = self.broker
+        broker.update_clock()
+        for ev in events:
+            try:
+                self._handle(ev)
+            except AMQPError as err:
+                self._on_error(getattr(ev, "channel", 0), err)
+            except Exception:  # a bug in our code must not kill the node
+                _log.exception("%s: internal error handling %r", self.name, type(ev).__name__)
+                self._on_error(0, InternalError("internal error"))
+        # Dispatch once for the whole batch (deliveries, dead letters, timers).
+        broker.run_pending()
+
+    def _handle(self, ev) -> None:
+        # Ordered by frequency: the hot path first.
+        match ev:
+            case Publish():
+                ch = self.channels.get(ev.channel)
+                if ch is not None:
+                    ch.on_publish(ev)
+            case Ack():
+                ch = self.channels.get(ev.channel)
+                if ch is not None:
+                    ch.on_ack(ev.delivery_tag, ev.multiple)
+            case MethodReceived():
+                ch = self.channels.get(ev.channel)
+                if ch is not None:
+                    ch.on_method(ev.method)
+            case Nack():
+                ch = self.channels.get(ev.channel)
+                if ch is not None:
+                    ch.on_nack(ev.delivery_tag, ev.multiple, ev.requeue)
+            case Reject():
+                ch = self.channels.get(ev.channel)
+                if ch is not None:
+                    ch.on_nack(ev.delivery_tag, False, ev.requeue)
+            case ChannelOpened():
+                self.channels[ev.channel] = Channel(self, ev.channel)
+            case ChannelCloseRequested() | ChannelClosed():
+                ch = self.channels.pop(ev.channel, None)
+                if ch is not None:
+                    ch.release()
+            case LoginRequest():
+                self._on_login(ev)
+            case OpenRequest():
+                self._on_open(ev)
+            case ConnectionCloseRequested():
+                self._release_channels()
+            case ConnectionClosed():
+                self._on_closed(ev.reason)
+            case HeartbeatTimeout():
+                _log.info("%s: missed heartbeats from client, closing", self.name)
+                self._on_closed("heartbeat timeout")
+
+    def _on_login(self, ev: LoginRequest) -> None:
+        self.client_properties = ev.client_properties or {}
+        caps = self.client_properties.get("capabilities")
+        self.capabilities = caps if isinstance(caps, dict) else {}
+        if self.broker.authenticate(ev.username, ev.password, self.peer):
+            self.user = ev.username
+            self.conn.accept_login()
+        else:
+            _log.warning("%s: login refused for user %r", self.name, ev.username)
+            self.conn.refuse_login()
+            # Wait at most the silent-close delay for the client's close-ok.
+            self._closing_deadline = trio.current_time() + self.settings.silent_close_delay
+
+    def _on_open(self, ev: OpenRequest) -> None:
+        try:
+            self.vhost = self.broker.open_vhost(self.user or "", ev.virtual_host)
+        except AMQPError as err:
+            self.conn.refuse_open(err.message)
+            return
+        self.opened = True
+        self.conn.accept_open()
+        self.broker.register_session(self)
+        _log.info("%s: connection open (user %r, vhost %r)", self.name, self.user, ev.virtual_host)
+
+    def _on_closed(self, reason: str) -> None:
+        self._release_channels()
+        if self._closed:
+            return
+        self._closed = True
+        self.wake()
+        if not self.opened and not reason.startswith(("bad protocol header", "client")):
+            # Pre-auth errors: make the peer wait (RabbitMQ's SILENT_CLOSE_DELAY) so it cannot
+            # hammer us with cheap garbage; the writer still flushes any close frame first.
+            self._delay_close = True
+
+    def _on_error(self, channel: int, err: AMQPError) -> None:
+        ch = self.channels.get(channel) if channel else None
+        if err.is_soft and ch is not None:
+            self.channels.pop(channel, None)
+            ch.release()
+            self.conn.close_channel(channel, err.reply_code, err.reply_text, err.class_id, err.method_id)
+            # Keep the number reserved until close-ok (the protocol layer discards the rest).
+            return
+        self._start_close(err.reply_code, err.reply_text, err.class_id, err.method_id)
+
+    def _start_close(self, code: int, text: str, class_id: int, method_id: int) -> None:
+        _log.info("%s: closing connection: %s", self.name, text)
+        self._release_channels()
+        self.conn.close_connection(code, text, class_id, method_id)
+        self._closing_deadline = trio.current_time() + _CLOSE_OK_WAIT
+        self.wake()
+
+    # -- teardown -----------------------------------------------------------------------------
+    def _release_channels(self) -> None:
+        channels, self.channels = self.channels, {}
+        for ch in channels.values():
+            ch.release()
+
+    def _cancel_all(self) -> None:
+        if self._cancel is not None:
+            self._cancel.cancel()
+
+    def _cleanup(self) -> None:
+        self._release_channels()
+        if self.opened:
+            self.broker.unregister_session(self)

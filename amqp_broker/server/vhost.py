@@ -1,0 +1,230 @@
+"""One virtual host: its topology (exchanges, bindings) and its live queues.
+
+Owned by `broker.Broker`. Channels (through `declares.py`) call the declare/bind/delete methods and
+`route`/`get_queue` on the hot path. The pure `core.router.Topology` does exchange and binding
+semantics; this class adds what needs the server: queue runtimes, exclusive ownership per
+connection (405 for anyone else), auto-delete and expiry deletion, and persistence of durable
+entities through the broker's store (`amqp_broker/store/`) when one is configured.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from amqp_broker.core.bindings import Dest
+from amqp_broker.core.errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
+from amqp_broker.core.fieldtypes import values_equal
+from amqp_broker.core.router import Topology
+from amqp_broker.queues.classic import ClassicQueue
+
+from .queue_runtime import JournalTap, QueueRuntime
+
+if TYPE_CHECKING:
+    from amqp_broker.queues import Message
+
+    from .broker import Broker
+    from .session import Session
+
+__all__ = ["VHost"]
+
+_log = logging.getLogger(__name__)
+
+# Arguments compared on redeclare (rabbit_amqqueue:declare_args), absent == absent.
+_EQUIV_ARGS = (
+    "x-expires", "x-message-ttl", "x-max-length", "x-max-length-bytes", "x-max-priority",
+    "x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+    "x-single-active-consumer", "x-queue-mode", "x-queue-type",
+)
+
+
+def _atom(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+class VHost:
+    def __init__(self, broker: "Broker", name: str) -> None:
+        self.broker = broker
+        self.name = name
+        self.topology = Topology(name)
+        self.queues: dict[str, QueueRuntime] = {}
+
+    # -- hot path ------------------------------------------------------------------------------
+    def route(self, exchange: str, routing_key: str, msg: "Message") -> list[QueueRuntime]:
+        headers = msg.headers if msg._headers_offset >= 0 else None
+        if exchange == "" and not headers:
+            rt = self.queues.get(routing_key)
+            return [rt] if rt is not None else []
+        queues = self.queues
+        return [queues[n] for n in self.topology.route(exchange, routing_key, headers) if n in queues]
+
+    def get_queue(self, name: str, session: "Session | None") -> QueueRuntime:
+        rt = self.queues.get(name)
+        if rt is None:
+            raise NotFound(f"no queue '{name}' in vhost '{self.name}'")
+        self._check_owner(rt, session)
+        return rt
+
+    def _check_owner(self, rt: QueueRuntime, session: "Session | None") -> None:
+        if rt.exclusive and rt.owner is not session:
+            raise ResourceLocked(
+                f"cannot obtain exclusive access to locked queue '{rt.name}' in vhost "
+                f"'{self.name}'. It could be originally declared on another connection or the "
+                "exclusive property value does not match that of the original declaration."
+            )
+
+    # -- queues --------------------------------------------------------------------------------
+    def declare_queue(self, session: "Session", name: str, *, passive: bool, durable: bool,
+                      exclusive: bool, auto_delete: bool, arguments: dict) -> QueueRuntime:
+        if passive:
+            rt = self.get_queue(name, session)
+            return rt
+        rt = self.queues.get(name)
+        if rt is not None:
+            self._check_owner(rt, session)
+            self._check_equivalent(rt, durable, exclusive, auto_delete, arguments)
+            rt.queue.touch(self.broker.now_ms)
+            return rt
+        if name.startswith("amq."):
+            raise AccessRefused(f"queue name '{name}' contains reserved prefix 'amq.*'")
+        return self.create_queue(name, durable=durable, exclusive=exclusive,
+                                 auto_delete=auto_delete, arguments=arguments,
+                                 owner=session if exclusive else None)
+
+    def create_queue(self, name: str, *, durable: bool, exclusive: bool, auto_delete: bool,
+                     arguments: dict, owner: "Session | None", persist: bool = True) -> QueueRuntime:
+        journal = self.broker.journal if durable and not exclusive else None
+        tap = JournalTap(journal) if journal is not None else None
+        q = ClassicQueue(name, self.name, durable=durable, auto_delete=auto_delete,
+                         exclusive=exclusive, exclusive_owner=owner, arguments=arguments,
+                         journal=tap, now_ms=self.broker.now_ms)
+        rt = QueueRuntime(self.broker, self, q, tap, owner)
+        self.queues[name] = rt
+        self.topology.add_queue(name)
+        if durable and not exclusive and persist:
+            self._store("queue_declared", self.name, name, durable, auto_delete, dict(arguments))
+        rt._mark()  # arm x-expires
+        return rt
+
+    def _check_equivalent(self, rt: QueueRuntime, durable: bool, exclusive: bool,
+                          auto_delete: bool, arguments: dict) -> None:
+        where = f"queue '{rt.name}' in vhost '{self.name}'"
+        for field, current, received in (("durable", rt.durable, durable),
+                                         ("exclusive", rt.exclusive, exclusive),
+                                         ("auto_delete", rt.auto_delete, auto_delete)):
+            if current != received:
+                raise PreconditionFailed(f"inequivalent arg '{field}' for {where}: received "
+                                         f"'{_atom(received)}' but current is '{_atom(current)}'")
+        cur_args = rt.arguments
+        for key in _EQUIV_ARGS:
+            cur, new = cur_args.get(key), arguments.get(key)
+            if key == "x-queue-type":
+                cur = cur or "classic"
+                new = new or "classic"
+            if cur is None and new is None:
+                continue
+            if cur is not None and new is not None and values_equal(cur, new):
+                continue
+            raise PreconditionFailed(f"inequivalent arg '{key}' for {where}: received "
+                                     f"{_val(new)} but current is {_val(cur)}")
+
+    def delete_queue(self, session: "Session", name: str, if_unused: bool, if_empty: bool) -> int:
+        rt = self.queues.get(name)
+        if rt is None:
+            return 0  # idempotent, as the spec says
+        self._check_owner(rt, session)
+        if if_unused and rt.consumer_count:
+            raise PreconditionFailed(f"queue '{name}' in vhost '{self.name}' in use")
+        if if_empty and rt.message_count:
+            raise PreconditionFailed(f"queue '{name}' in vhost '{self.name}' is not empty")
+        return self.delete_queue_now(rt)
+
+    def delete_queue_now(self, rt: QueueRuntime) -> int:
+        if self.queues.get(rt.name) is not rt:
+            return 0
+        del self.queues[rt.name]
+        count = rt.delete()
+        for x in self.topology.delete_queue(rt.name):
+            self._store("exchange_deleted", self.name, x)
+        if rt.durable and not rt.exclusive:
+            self._store("queue_deleted", self.name, rt.name)
+        return count
+
+    def purge_queue(self, session: "Session", name: str) -> int:
+        rt = self.get_queue(name, session)
+        n = rt.queue.purge()
+        rt._mark()
+        return n
+
+    def drop_exclusive(self, session: "Session") -> None:
+        """The owner connection closed: its exclusive queues go, even durable ones."""
+        for rt in [rt for rt in self.queues.values() if rt.owner is session]:
+            self.delete_queue_now(rt)
+
+    # -- exchanges and bindings ----------------------------------------------------------------
+    def declare_exchange(self, name: str, type_: str, *, passive: bool, durable: bool,
+                         auto_delete: bool, internal: bool, arguments: dict) -> None:
+        x, created = self.topology.declare_exchange(name, type_, durable, auto_delete, internal,
+                                                    arguments, passive=passive)
+        if created and durable:
+            self._store("exchange_declared", self.name, name, type_, durable, auto_delete,
+                        internal, dict(arguments))
+
+    def delete_exchange(self, name: str, if_unused: bool) -> None:
+        for x in self.topology.delete_exchange(name, if_unused):
+            self._store("exchange_deleted", self.name, x)
+
+    def bind(self, session: "Session", source: str, dest: Dest, routing_key: str,
+             arguments: dict) -> None:
+        if dest.is_queue:
+            rt = self.queues.get(dest.name)
+            if rt is None:
+                raise NotFound(f"no queue '{dest.name}' in vhost '{self.name}'")
+            self._check_owner(rt, session)
+        if self.topology.bind(source, dest, routing_key, arguments) and self._durable_binding(source, dest):
+            self._store("binding_added", self.name, source, dest.kind, dest.name, routing_key,
+                        dict(arguments))
+
+    def unbind(self, session: "Session", source: str, dest: Dest, routing_key: str,
+               arguments: dict) -> None:
+        if dest.is_queue:
+            rt = self.queues.get(dest.name)
+            if rt is None:
+                return  # queue.unbind is idempotent
+            self._check_owner(rt, session)
+        try:
+            res = self.topology.unbind(source, dest, routing_key, arguments)
+        except NotFound:
+            return
+        if res.removed:
+            self._store("binding_removed", self.name, source, dest.kind, dest.name, routing_key,
+                        dict(arguments))
+        for x in res.deleted_exchanges:
+            self._store("exchange_deleted", self.name, x)
+
+    def _durable_binding(self, source: str, dest: Dest) -> bool:
+        x = self.topology.lookup_exchange(source)
+        if x is None or not x.durable:
+            return False
+        if dest.is_queue:
+            rt = self.queues.get(dest.name)
+            return rt is not None and rt.durable and not rt.exclusive
+        d = self.topology.lookup_exchange(dest.name)
+        return d is not None and d.durable
+
+    # -- persistence ---------------------------------------------------------------------------
+    def _store(self, op: str, *args: Any) -> None:
+        meta = getattr(self.broker.store, "metadata", None)
+        fn = getattr(meta, op, None)
+        if fn is not None:
+            fn(*args)
+
+
+def _val(v: Any) -> str:
+    if v is None:
+        return "none"
+    from amqp_broker.core.fieldtypes import type_name
+
+    return f"the value '{v}' of type '{type_name(v)}'"

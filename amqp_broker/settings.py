@@ -1,0 +1,55 @@
+"""Typed, frozen settings for one broker node.
+
+Built once at start-up (by the CLI from flags, or by `amqp_broker.config` from a rabbitmq.conf-style
+file) and passed down to the server, broker and sessions. No module-level singleton: tests build
+their own `Settings(...)` with `dataclasses.replace`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Settings", "default_data_dir"]
+
+
+def default_data_dir() -> Path:
+    """$AMQP_BROKER_DATA_DIR, else $XDG_DATA_HOME/amqp-broker, else ~/.local/share/amqp-broker."""
+    env = os.environ.get("AMQP_BROKER_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "amqp-broker"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a node needs to know to serve AMQP. Defaults follow RabbitMQ 4.x."""
+
+    host: str = "0.0.0.0"
+    port: int = 5672
+    data_dir: Path = field(default_factory=default_data_dir)
+    default_vhost: str = "/"
+    default_user: str = "guest"
+    default_pass: str = "guest"
+    # Users that may only log in from 127/8, ::1 (RabbitMQ's loopback_users).
+    loopback_users: tuple[str, ...] = ("guest",)
+    heartbeat: int = 60  # seconds proposed in connection.tune; 0 disables
+    frame_max: int = 131072
+    channel_max: int = 2047
+    max_message_size: int = 16 * 1024 * 1024
+    consumer_timeout: float | None = 30 * 60.0  # seconds; None disables the check
+    handshake_timeout: float = 10.0
+    silent_close_delay: float = 3.0
+    connection_max: int | None = None
+    product: str = "amqp-broker"  # see protocol/config.py: not "RabbitMQ" on purpose (kombu qos)
+    version: str = "0.1.0"
+    platform: str = "Python/trio"
+    cluster_name: str = "amqp-broker"
+    # Consumers bigger than this many unacked messages per writer wake are fine; this bounds
+    # how many deliveries a queue pushes in one dispatch pass (fairness between queues).
+    dispatch_batch: int = 256
+    # Seconds between journal group-commit flushes when nothing forces an earlier one.
+    journal_flush_interval: float = 0.002
