@@ -55,7 +55,8 @@ class ProtocolConfig:
     """What the server advertises in connection.start and proposes in connection.tune.
 
     channel_max / frame_max / heartbeat: 0 means "no limit" / "no limit" / "disabled", as in the
-    spec. frame_max must be 0 or >= 4096 (FRAME_MIN_SIZE).
+    spec. frame_max must be 0 or >= 4096 (FRAME_MIN_SIZE). `mechanisms` may list only
+    PLAIN and AMQPLAIN (the ones the protocol layer can parse).
     """
 
     server_properties: dict = field(default_factory=default_server_properties)
@@ -64,3 +65,5 @@ class ProtocolConfig:
     channel_max: int = 2047
     frame_max: int = 131072
     heartbeat: int = 60
+    #: Seconds from the first tick() until connection.open must have been answered.
+    handshake_timeout: float = 10.0

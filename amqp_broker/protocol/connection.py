@@ -1,96 +1,433 @@
 """The sans-IO AMQP 0-9-1 server connection (like h11): bytes in -> events, calls -> bytes out.
 
-Called by the trio shell (`amqp_broker/server/`): it feeds every chunk read from the socket to
-`feed()`, handles `next_events()`, calls the answer/send methods, writes `data_to_send()` and
-closes the socket once `closed` is true and the output is flushed. `tick(now)` is called
-periodically with a monotonic time for heartbeat bookkeeping.
+Called by the trio shell (`amqp_broker/server/`):
+
+    conn = ServerConnection(config)
+    loop:  conn.feed(await stream.receive_some())    # b"" means the peer closed the socket
+           for event in conn.next_events(): ...        # answer with accept_login() etc.
+           await stream.send_all(conn.data_to_send())
+           if conn.closed: sleep(conn.linger); close the socket
+    timer: conn.tick(trio.current_time())              # about once a second
+
+Contract:
+- `feed` never raises on bad input. Protocol errors become a connection.close (or, before the
+  client has sent start-ok and been answered, a silent close) plus a `ConnectionClosed` event.
+- `ConnectionClosed` is emitted exactly once, when the connection stops carrying traffic: the
+  server should then drop its channels and consumers. `closed` becomes true when the socket
+  should be closed (after our close got its close-ok, at once for a client close, or after a
+  timeout counted by `tick`); `linger` is how long to wait first (RabbitMQ's 3 s silent-close
+  delay against pre-auth floods and after frame errors).
+- While a LoginRequest or OpenRequest is unanswered, input is buffered and not parsed.
+- Output to a channel that is not open (or is closing) is dropped, so the server never has to
+  race a client-initiated channel.close.
+- The heartbeat used is the one the client put in tune-ok (the client already applied the
+  "0 means take the other side's, else the smaller" rule).
 
 No IO, no trio, no clock reads here.
 """
 
 from __future__ import annotations
 
+import struct
+
+from pamqp import commands
+
+from . import fastpath as _fp
+from .channel import EXPECT_METHOD, Channel
 from .config import ProtocolConfig
-from .events import Event
+from .events import (
+    Ack, ChannelClosed, ChannelCloseRequested, ChannelOpened, ConnectionClosed,
+    ConnectionCloseRequested, Event, HeartbeatTimeout, LoginRequest, MethodReceived, Nack,
+    OpenRequest, Reject,
+)
+from .handshake import Handshake
+from .methods import SERVER_ONLY, decode_method, encode_method, method_id
+from .replies import (
+    CHANNEL_ERROR, COMMAND_INVALID, FRAME_ERROR, INTERNAL_ERROR, NOT_ALLOWED, ProtocolError,
+    UNEXPECTED_FRAME,
+)
+from .states import (
+    AWAIT_HEADER, AWAIT_LOGIN, AWAIT_OPEN_DECISION, CLOSED, CLOSING, OPEN, PAUSED_STATES,
+    PRE_TUNE_STATES,
+)
 
 __all__ = ["ServerConnection"]
 
+_FRAME_HDR = struct.Struct(">BHI")
+_OPEN_OK = struct.Struct(">BHIIIB")
+_HEARTBEAT = b"\x08\x00\x00\x00\x00\x00\x00\xce"
+_CHANNEL_OPEN = commands.Channel.Open.index
+_CHANNEL_CLOSE = commands.Channel.Close.index
+_CHANNEL_CLOSE_OK = commands.Channel.CloseOk.index
+_CONNECTION_CLASS = 10
+_SILENT_CLOSE_DELAY = 3.0
 
-class ServerConnection:
-    """One AMQP connection, server side."""
+
+class ServerConnection(Handshake):
+    """One AMQP connection, server side. See the module docstring for the calling contract."""
 
     def __init__(self, config: ProtocolConfig) -> None:
-        raise NotImplementedError
+        super().__init__(config)
+        self._buf = bytearray()
+        self._channels: dict[int, Channel] = {}
+        self._ended = False  # ConnectionClosed emitted
+        self._recv_flag = False  # bytes arrived since the last tick
+        self._sent_flag = False  # bytes left since the last tick
+        self._last_recv: float | None = None
+        self._last_send: float | None = None
+        self._born: float | None = None
+        self._closing_since: float | None = None
+        self._opened = False
+        self.linger = 0.0
 
     # -- input ---------------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
-        """Consume bytes read from the socket. Never raises on bad input: protocol errors
-        become a connection.close (or a silent close) plus events."""
-        raise NotImplementedError
+        """Consume bytes read from the socket; b"" means end of file."""
+        if self.state == CLOSED:
+            return
+        if not data:
+            self._finish("connection closed by peer")
+            self._set_closed(0.0)
+            return
+        self._recv_flag = True
+        self._buf += data
+        self._process()
 
     def next_events(self) -> list[Event]:
         """Drain and return the events produced so far."""
-        raise NotImplementedError
+        events, self._events = self._events, []
+        return events
 
     def data_to_send(self) -> bytes:
         """Drain and return the bytes to write (b"" if none)."""
-        raise NotImplementedError
+        if not self._out:
+            return b""
+        self._sent_flag = True
+        data = bytes(self._out)
+        self._out.clear()
+        return data
 
-    # -- handshake answers ---------------------------------------------------------------------
-    def accept_login(self) -> None:
-        """Answer a LoginRequest positively: send connection.tune."""
-        raise NotImplementedError
-
-    def refuse_login(self) -> None:
-        """Answer a LoginRequest negatively: 403 close if the client advertised
-        authentication_failure_close, else a silent close."""
-        raise NotImplementedError
-
-    def accept_open(self) -> None:
-        """Answer an OpenRequest positively: send connection.open-ok."""
-        raise NotImplementedError
-
-    def refuse_open(self, text: str) -> None:
-        """Answer an OpenRequest negatively: connection.close 530 NOT_ALLOWED - text."""
-        raise NotImplementedError
+    @property
+    def closed(self) -> bool:
+        """True once the socket should be closed (after flushing data_to_send())."""
+        return self.state == CLOSED
 
     # -- output --------------------------------------------------------------------------------
+    def _writable(self, channel: int) -> bool:
+        if self.state != OPEN:
+            return False
+        ch = self._channels.get(channel)
+        return ch is not None and not ch.closing
+
     def send_method(self, channel: int, method) -> None:
-        """Send any pamqp method object on `channel` (generic, slow path)."""
-        raise NotImplementedError
+        """Send any pamqp method object on `channel` (generic, slow path).
+
+        Raises ValueError/TypeError (from pamqp) if the method's arguments are invalid.
+        """
+        if channel == 0 and self.state == OPEN or self._writable(channel):
+            self._out += encode_method(channel, method)
 
     def send_deliver(self, channel: int, consumer_tag: str, delivery_tag: int,
                      redelivered: bool, exchange: str, routing_key: str,
                      properties: bytes, body: bytes) -> None:
         """basic.deliver + content header + body frames (struct fast path)."""
-        raise NotImplementedError
+        if self._writable(channel):
+            _fp.write_deliver(self._out, channel, consumer_tag, delivery_tag, redelivered,
+                              exchange, routing_key)
+            _fp.write_content(self._out, channel, properties, body, self._max_body)
 
     def send_get_ok(self, channel: int, delivery_tag: int, redelivered: bool, exchange: str,
                     routing_key: str, message_count: int, properties: bytes,
                     body: bytes) -> None:
         """basic.get-ok + content (struct fast path)."""
-        raise NotImplementedError
+        if self._writable(channel):
+            _fp.write_get_ok(self._out, channel, delivery_tag, redelivered, exchange,
+                             routing_key, message_count)
+            _fp.write_content(self._out, channel, properties, body, self._max_body)
 
     def send_return(self, channel: int, reply_code: int, reply_text: str, exchange: str,
                     routing_key: str, properties: bytes, body: bytes) -> None:
         """basic.return + content (struct fast path)."""
-        raise NotImplementedError
+        if self._writable(channel):
+            _fp.write_return(self._out, channel, reply_code, _clip(reply_text), exchange,
+                             routing_key)
+            _fp.write_content(self._out, channel, properties, body, self._max_body)
 
     def send_confirm(self, channel: int, delivery_tag: int, multiple: bool, ack: bool) -> None:
         """Publisher confirm: basic.ack (ack=True) or basic.nack from the server."""
-        raise NotImplementedError
+        if self._writable(channel):
+            _fp.write_confirm(self._out, channel, delivery_tag, multiple, ack)
 
     def close_channel(self, channel: int, reply_code: int, reply_text: str,
                       class_id: int = 0, method_id: int = 0) -> None:
         """Server-initiated channel.close. Until close-ok arrives, everything else on that
         channel is discarded; then ChannelClosed is emitted."""
-        raise NotImplementedError
+        if not self._writable(channel):
+            return
+        self._out += encode_method(channel, commands.Channel.Close(
+            reply_code, _clip(reply_text), class_id, method_id))
+        ch = self._channels[channel]
+        ch.closing = True
+        ch.expect = EXPECT_METHOD
 
     def close_connection(self, reply_code: int, reply_text: str,
                          class_id: int = 0, method_id: int = 0) -> None:
-        """Server-initiated connection.close; afterwards only close-ok is accepted."""
-        raise NotImplementedError
+        """Server-initiated connection.close; afterwards only close-ok is accepted.
+        Emits ConnectionClosed (once) like every other way a connection ends."""
+        if self.state in (CLOSING, CLOSED):
+            return
+        if self.state in PRE_TUNE_STATES:
+            self._silent_close(f"{reply_code} {reply_text}", 0.0)
+            return
+        self._send_close(reply_code, reply_text, class_id, method_id)
 
+    # -- time ----------------------------------------------------------------------------------
     def tick(self, now: float) -> None:
-        """Heartbeat bookkeeping with a monotonic `now` in seconds."""
-        raise NotImplementedError
+        """Heartbeat, handshake-timeout and close-ok-timeout bookkeeping; `now` is monotonic
+        seconds from the caller's clock."""
+        if self.state == CLOSED:
+            return
+        if self._born is None:
+            self._born = self._last_recv = self._last_send = now
+        if self._recv_flag:
+            self._recv_flag, self._last_recv = False, now
+        if self._sent_flag:
+            self._sent_flag, self._last_send = False, now
+        if self.state == CLOSING:
+            self._tick_closing(now)
+        elif not self._opened and self.state != OPEN:
+            if now - self._born >= self._config.handshake_timeout:
+                self._silent_close("handshake timeout", 0.0)
+        if self.heartbeat and self.state not in (CLOSED, *PRE_TUNE_STATES):
+            self._tick_heartbeat(now)
+
+    def _tick_heartbeat(self, now: float) -> None:
+        if now - self._last_recv >= 2 * self.heartbeat:  # type: ignore[operator]
+            self._events.append(HeartbeatTimeout())
+            self._silent_close("missed heartbeats from client", 0.0)
+            return
+        if now - self._last_send >= self.heartbeat / 2:  # type: ignore[operator]
+            self._out += _HEARTBEAT
+            self._last_send = now
+
+    def _tick_closing(self, now: float) -> None:
+        if self._closing_since is None:
+            self._closing_since = now
+            return
+        wait = min(self.heartbeat or 30, 30) if self._opened else _SILENT_CLOSE_DELAY
+        if now - self._closing_since >= wait:
+            self._set_closed(0.0)
+
+    # -- ending --------------------------------------------------------------------------------
+    def _finish(self, reason: str) -> None:
+        if not self._ended:
+            self._ended = True
+            self._events.append(ConnectionClosed(reason))
+
+    def _set_closed(self, linger: float) -> None:
+        self.state = CLOSED
+        self.linger = linger
+        self._buf.clear()
+        self._channels.clear()
+
+    def _silent_close(self, reason: str, linger: float = _SILENT_CLOSE_DELAY) -> None:
+        self._finish(reason)
+        self._set_closed(linger)
+
+    def _send_close(self, code: int, text: str, class_id: int = 0, method_id: int = 0) -> None:
+        self._out += encode_method(0, commands.Connection.Close(
+            code, _clip(text), class_id, method_id))
+        self.state = CLOSING
+        self._finish(f"{code} {text}")
+
+    def _fail(self, err: ProtocolError) -> None:
+        """Turn a protocol error into the close RabbitMQ would do in the current state."""
+        if self.state in (CLOSING, CLOSED):
+            return
+        if self.state in PRE_TUNE_STATES:
+            self._silent_close(err.text)
+            return
+        self._send_close(err.code, err.text, err.class_id, err.method_id)
+        if err.code == FRAME_ERROR:
+            # The byte stream can no longer be trusted: do not wait for close-ok.
+            self._set_closed(_SILENT_CLOSE_DELAY)
+
+    # -- frame loop ----------------------------------------------------------------------------
+    def _process(self) -> None:
+        if self.state == AWAIT_HEADER and not self._on_protocol_header():
+            return
+        self._pos = 0
+        while True:
+            try:
+                self._parse()
+                break
+            except ProtocolError as err:
+                self._fail(err)
+            except Exception as err:  # never let a bug in a handler escape feed()
+                self._fail(ProtocolError(INTERNAL_ERROR, f"{type(err).__name__}: {err}"))
+            if self.state == CLOSED:
+                break
+        if self.state == CLOSED:
+            self._buf.clear()
+        else:
+            del self._buf[: self._pos]
+
+    def _parse(self) -> None:
+        """Handle every whole frame in the buffer from self._pos; stops when paused.
+
+        The size is checked on the 7-byte header, before waiting for the payload, so a huge
+        declared size is refused without buffering it.
+        """
+        buf = self._buf
+        n = len(buf)
+        pos = self._pos
+        view = memoryview(buf)
+        try:
+            while self.state not in PAUSED_STATES and n - pos >= 7:
+                ftype, channel, size = _FRAME_HDR.unpack_from(buf, pos)
+                if size > self._frame_limit:
+                    raise ProtocolError(FRAME_ERROR, (
+                        f"type {ftype}, all octets = <<>>: "
+                        f"{{frame_too_large,{size},{self._frame_limit - 8}}}"))
+                end = pos + 7 + size
+                if end >= n:
+                    break
+                if buf[end] != 0xCE:
+                    raise ProtocolError(FRAME_ERROR, (
+                        f"type {ftype}, all octets = <<>>: "
+                        f"{{invalid_frame_end_marker,{buf[end]}}}"))
+                payload = bytes(view[pos + 7 : end])
+                pos = self._pos = end + 1
+                self._on_frame(ftype, channel, payload)
+        finally:
+            view.release()
+
+    def _on_frame(self, ftype: int, channel: int, payload: bytes) -> None:
+        if self.state == CLOSING:
+            self._on_frame_closing(ftype, channel, payload)
+        elif ftype == 1:
+            if channel == 0:
+                self._on_connection_method(method_id(payload), payload)
+            else:
+                self._on_channel_method(channel, payload)
+        elif ftype == 2 or ftype == 3:
+            self._on_content(ftype, channel, payload)
+        elif ftype == 8:
+            if channel != 0:
+                raise ProtocolError(UNEXPECTED_FRAME, (
+                    f"type 8, all octets = <<>>: {{heartbeat_on_non_zero_channel,{channel}}}"))
+        else:
+            raise ProtocolError(FRAME_ERROR, f"type {ftype}, all octets = <<>>: unknown_frame")
+
+    def _on_frame_closing(self, ftype: int, channel: int, payload: bytes) -> None:
+        # After our connection.close only close-ok (or a crossing close) matters.
+        if ftype != 1 or channel != 0 or len(payload) < 4:
+            return
+        mid = method_id(payload)
+        if mid == commands.Connection.CloseOk.index:
+            self._set_closed(0.0)
+        elif mid == commands.Connection.Close.index:
+            self._out += encode_method(0, commands.Connection.CloseOk())
+            self._set_closed(0.0)
+
+    # -- channels ------------------------------------------------------------------------------
+    def _on_channel_method(self, number: int, payload: bytes) -> None:
+        mid = method_id(payload)
+        ch = self._channels.get(number)
+        if ch is not None and not ch.closing and ch.expect == EXPECT_METHOD:
+            # Hot path first: publish, ack, nack, reject on an open channel.
+            try:
+                if mid == _fp.PUBLISH:
+                    ch.start_publish(_fp.decode_publish(payload))
+                    return
+                if mid == _fp.ACK:
+                    self._events.append(Ack(number, *_fp.decode_ack(payload)))
+                    return
+                if mid == _fp.NACK:
+                    self._events.append(Nack(number, *_fp.decode_nack(payload)))
+                    return
+                if mid == _fp.REJECT:
+                    self._events.append(Reject(number, *_fp.decode_reject(payload)))
+                    return
+            except (ValueError, UnicodeDecodeError):
+                decode_method(mid, payload)  # raises the proper 540/501 error
+                raise ProtocolError(FRAME_ERROR, "cannot decode arguments") from None
+        if self.state != OPEN:
+            raise ProtocolError(CHANNEL_ERROR, f"unexpected channel frame in state {self.state}")
+        method = decode_method(mid, payload)
+        if ch is None:
+            self._on_unopened(number, mid, method)
+        elif ch.closing:
+            self._on_closing_channel(ch, mid)
+        elif ch.expect != EXPECT_METHOD:
+            raise ch.unexpected_method()
+        else:
+            self._dispatch(ch, mid, method)
+
+    def _on_unopened(self, number: int, mid: int, method) -> None:
+        if mid == _CHANNEL_OPEN:
+            limit = self.channel_max or 65535
+            if number > limit:
+                raise ProtocolError(NOT_ALLOWED, (
+                    f"channel number {number} is above the negotiated channel_max ({limit})"),
+                    20, 10)
+            self._channels[number] = Channel(number)
+            # RabbitMQ sends an empty channel-id longstr; pamqp insists on "0", so pack it here.
+            self._out += _OPEN_OK.pack(1, number, 8, 0x0014000B, 0, 0xCE)
+            self._events.append(ChannelOpened(number))
+        elif mid == _CHANNEL_CLOSE:
+            self._out += encode_method(number, commands.Channel.CloseOk())
+        elif mid != _CHANNEL_CLOSE_OK:
+            raise ProtocolError(CHANNEL_ERROR, "expected 'channel.open'", mid >> 16, mid & 0xFFFF)
+
+    def _on_closing_channel(self, ch: Channel, mid: int) -> None:
+        if mid == _CHANNEL_CLOSE_OK:
+            del self._channels[ch.number]
+            self._events.append(ChannelClosed(ch.number))
+        elif mid == _CHANNEL_CLOSE:  # both sides closed at once
+            self._out += encode_method(ch.number, commands.Channel.CloseOk())
+
+    def _dispatch(self, ch: Channel, mid: int, method) -> None:
+        cls_id = mid >> 16
+        if mid == _CHANNEL_CLOSE:
+            del self._channels[ch.number]
+            self._out += encode_method(ch.number, commands.Channel.CloseOk())
+            self._events.append(ChannelCloseRequested(
+                ch.number, method.reply_code, method.reply_text, method.class_id,
+                method.method_id))
+        elif mid == _CHANNEL_OPEN:
+            raise ProtocolError(CHANNEL_ERROR, "second 'channel.open' seen", 20, 10)
+        elif mid == _CHANNEL_CLOSE_OK:
+            pass  # we never sent channel.close on this channel; ignore like RabbitMQ
+        elif cls_id == _CONNECTION_CLASS or mid in SERVER_ONLY:
+            raise ProtocolError(COMMAND_INVALID, "unimplemented method", cls_id, mid & 0xFFFF)
+        else:
+            self._events.append(MethodReceived(ch.number, method))
+
+    def _on_content(self, ftype: int, number: int, payload: bytes) -> None:
+        if self.state != OPEN:
+            raise ProtocolError(UNEXPECTED_FRAME, "expected method frame, got non method frame instead")
+        ch = self._channels.get(number)
+        if ch is None:
+            raise ProtocolError(CHANNEL_ERROR, "expected 'channel.open'")
+        if ch.closing:
+            return
+        publish = ch.on_header(payload) if ftype == 2 else ch.on_body(payload)
+        if publish is not None:
+            self._events.append(publish)
+
+    # -- connection.close from the client (called by Handshake when OPEN) ------------------------
+    def _on_client_close(self, method) -> None:
+        self._out += encode_method(0, commands.Connection.CloseOk())
+        self._events.append(ConnectionCloseRequested(
+            method.reply_code, method.reply_text, method.class_id, method.method_id))
+        self._finish("client closed the connection")
+        self._set_closed(0.0)
+
+
+def _clip(text: str) -> str:
+    """Cut a reply text to the 255-byte shortstr limit without breaking a UTF-8 sequence."""
+    raw = text.encode("utf-8")
+    if len(raw) <= 255:
+        return text
+    return raw[:255].decode("utf-8", "ignore")
