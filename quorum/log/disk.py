@@ -1,0 +1,209 @@
+"""The file operations the durable log uses, behind one small object so tests can inject faults.
+
+`quorum.log.store` and `quorum.log.recover` do all their IO through a `Disk`. `OsDisk` is the
+real thing. `CrashDisk` is the test hook from the design: it remembers how much of each file
+has been fsynced and which new names have not had their directory fsynced, so
+`simulate_crash()` can throw away exactly what a power cut would; it also has fault points
+(fsync raises EIO, slow fsync). Both are off unless a test or the `QUORUM_TEST_DISK` setting
+builds a `CrashDisk`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import threading
+import time
+from typing import Callable
+
+__all__ = ["Disk", "OsDisk", "CrashDisk"]
+
+
+class OsDisk:
+    """Plain POSIX file operations. `fdatasync` may be injected (tests count calls with it)."""
+
+    def __init__(self, fdatasync: Callable[[int], None] | None = None) -> None:
+        self._fdatasync = fdatasync or os.fdatasync
+        self._paths: dict[int, str] = {}
+
+    # -- files written by the log ----------------------------------------------------------
+    def open_append(self, path: str) -> int:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._paths[fd] = path
+        return fd
+
+    def write(self, fd: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+
+    def fdatasync(self, fd: int) -> None:
+        self._fdatasync(fd)
+
+    def close(self, fd: int) -> None:
+        self._paths.pop(fd, None)
+        os.close(fd)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # -- names ------------------------------------------------------------------------------
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def remove(self, path: str) -> None:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(path))
+        except FileNotFoundError:
+            return []
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def truncate(self, path: str, size: int) -> None:
+        os.truncate(path, size)
+
+    # -- reads ------------------------------------------------------------------------------
+    def read_file(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def pread(self, path: str, offset: int, size: int) -> bytes:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return os.pread(fd, size, offset)
+        finally:
+            os.close(fd)
+
+
+Disk = OsDisk
+
+
+class CrashDisk(OsDisk):
+    """An `OsDisk` that can forget everything not made durable, and fail or slow down fsync.
+
+    Tracking: for each file written through `open_append`, the size at the last fdatasync; for
+    each name created or renamed into place, whether its directory has been fsynced since.
+    `simulate_crash()` cuts every file back to its synced size (keeping a random part of the
+    unsynced bytes when `torn=True`, like a torn sector write), deletes unsynced new names and
+    undoes unsynced renames. Removing a file is treated as durable at once (a removed file that
+    reappeared after a crash must be harmless anyway, and the log's recovery makes it so).
+    """
+
+    def __init__(
+        self,
+        fdatasync: Callable[[int], None] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        super().__init__(fdatasync)
+        self.fail_fsync = False  # fault point: the next fsyncs raise EIO
+        self.fsync_delay = 0.0  # fault point: seconds each fsync sleeps (a slow disk)
+        self.fsync_count = 0
+        self._rng = rng or random.Random(0)
+        self._lock = threading.Lock()  # fsync runs in a worker thread
+        self._size: dict[str, int] = {}
+        self._synced: dict[str, int] = {}
+        self._new_names: dict[str, str] = {}  # path -> directory, not yet dir-fsynced
+        self._renamed: dict[str, tuple[str, str, bytes | None]] = {}  # dst -> (dir, src, old dst)
+
+    def open_append(self, path: str) -> int:
+        existed = os.path.exists(path)
+        fd = super().open_append(path)
+        with self._lock:
+            size = os.path.getsize(path)
+            self._size[path] = size
+            self._synced.setdefault(path, size if existed else 0)
+            if not existed:
+                self._new_names[path] = os.path.dirname(path)
+        return fd
+
+    def write(self, fd: int, data: bytes) -> None:
+        super().write(fd, data)
+        with self._lock:
+            path = self._paths[fd]
+            self._size[path] = self._size.get(path, 0) + len(data)
+
+    def fdatasync(self, fd: int) -> None:
+        if self.fsync_delay:
+            time.sleep(self.fsync_delay)
+        if self.fail_fsync:
+            raise OSError(errno.EIO, "injected fsync failure")
+        super().fdatasync(fd)
+        with self._lock:
+            self.fsync_count += 1
+            path = self._paths[fd]
+            self._synced[path] = self._size.get(path, 0)
+
+    def fsync_dir(self, path: str) -> None:
+        if self.fail_fsync:
+            raise OSError(errno.EIO, "injected fsync failure")
+        super().fsync_dir(path)
+        with self._lock:
+            for name, d in list(self._new_names.items()):
+                if d == path:
+                    del self._new_names[name]
+            for dst, (d, _src, _old) in list(self._renamed.items()):
+                if d == path:
+                    del self._renamed[dst]
+
+    def rename(self, src: str, dst: str) -> None:
+        old = super().read_file(dst) if os.path.exists(dst) else None
+        super().rename(src, dst)
+        with self._lock:
+            for table in (self._size, self._synced):
+                if src in table:
+                    table[dst] = table.pop(src)
+            self._new_names.pop(src, None)
+            self._renamed[dst] = (os.path.dirname(dst), src, old)
+
+    def remove(self, path: str) -> None:
+        super().remove(path)
+        with self._lock:
+            for table in (self._size, self._synced, self._new_names, self._renamed):
+                table.pop(path, None)
+
+    def truncate(self, path: str, size: int) -> None:
+        super().truncate(path, size)
+        with self._lock:
+            self._size[path] = size
+            self._synced[path] = min(self._synced.get(path, size), size)
+
+    def simulate_crash(self, torn: bool = True) -> None:
+        """Forget what was not durable. Call only after closing the log that used this disk."""
+        with self._lock:
+            for dst, (_d, src, old) in self._renamed.items():
+                if os.path.exists(dst):
+                    os.replace(dst, src)
+                if old is not None:
+                    with open(dst, "wb") as f:
+                        f.write(old)
+            for path in self._new_names:
+                if os.path.exists(path):
+                    os.remove(path)
+            for path, synced in self._synced.items():
+                if not os.path.exists(path):
+                    continue
+                size = os.path.getsize(path)
+                keep = synced
+                if torn and size > synced:
+                    keep = synced + self._rng.randrange(0, size - synced + 1)
+                os.truncate(path, keep)
+            self._size.clear()
+            self._synced.clear()
+            self._new_names.clear()
+            self._renamed.clear()

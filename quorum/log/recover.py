@@ -1,0 +1,123 @@
+"""Open a node's log directory: rebuild every group from segments, snapshots and the WAL.
+
+Called once at node start (`open_store`, or `quorum.log.wal.AsyncLog.open`). Layout:
+
+    <dir>/wal/<seq>.wal                     the shared WAL (only the newest one matters)
+    <dir>/groups/<hex group id>/<counter>-<first>-<last>.seg
+    <dir>/groups/<hex group id>/snapshot
+
+Replay order mirrors the order things happened: segments in creation order (each supersedes
+older entries from its first index on), then the newest WAL, whose first records are the
+checkpoint (hard state and log end of every group) written when it was started, then the
+snapshot file if it is newer than any snapshot record seen. A torn or corrupt WAL tail is cut
+off (truncate + fdatasync) before the file is reopened for appends. Older WAL files and ``.tmp``
+files are leftovers of an interrupted rollover or snapshot and are deleted: a WAL gets its final
+name only after the segments it replaces are durable.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import records as R
+from .disk import OsDisk
+from .group import GroupLog
+from .segment import SegmentInfo, parse_segment_name
+from .snapshot import read_snapshot
+from .store import LogConfig, LogStore
+
+__all__ = ["open_store"]
+
+
+def open_store(directory: str, config: LogConfig | None = None, disk: OsDisk | None = None) -> LogStore:
+    disk = disk or OsDisk()
+    store = LogStore(directory, config or LogConfig(), disk)
+    for d in (directory, store.wal_dir, store.groups_dir):
+        disk.makedirs(d)
+    counter = _load_groups(store)
+    store._seg_counter = counter
+    snaps = {name: read_snapshot(disk, g.directory) for name, g in store.groups.items()}
+    _replay_wal(store)
+    for name, snap in snaps.items():
+        g = store.groups[name]
+        if snap is not None and snap.index > g.snap_index:
+            g.compact(snap.index, snap.term, discard=False)
+    for g in store.groups.values():
+        if g.last_index < g.snap_index:
+            g.last_index = g.snap_index
+        g.hard.commit = max(g.hard.commit, g.snap_index)
+    return store
+
+
+def _load_groups(store: LogStore) -> int:
+    """Segments of every group directory; returns the next segment counter."""
+    disk = store.disk
+    nxt = 0
+    for dname in disk.listdir(store.groups_dir):
+        try:
+            name = bytes.fromhex(dname).decode()
+        except ValueError:
+            continue
+        d = os.path.join(store.groups_dir, dname)
+        g = store.groups[name] = GroupLog(name, d)
+        segs = []
+        for fname in disk.listdir(d):
+            if fname.endswith(".tmp"):
+                disk.remove(os.path.join(d, fname))
+                continue
+            parsed = parse_segment_name(fname)
+            if parsed is not None:
+                segs.append(SegmentInfo(os.path.join(d, fname), *parsed))
+        segs.sort(key=lambda s: s.counter)
+        for seg in segs:
+            store._garbage.extend(s.path for s in g.add_segments([seg]))
+            g.last_index = seg.last_written
+            nxt = max(nxt, seg.counter + 1)
+    return nxt
+
+
+def _replay_wal(store: LogStore) -> None:
+    disk = store.disk
+    names = []
+    for fname in disk.listdir(store.wal_dir):
+        if fname.endswith(".tmp"):
+            disk.remove(os.path.join(store.wal_dir, fname))
+        elif fname.endswith(".wal") and fname[:-4].isdigit():
+            names.append(fname)
+    names.sort()
+    if not names:
+        store._start_wal(1, b"")
+        return
+    for old in names[:-1]:
+        disk.remove(os.path.join(store.wal_dir, old))
+    path = os.path.join(store.wal_dir, names[-1])
+    data = disk.read_file(path)
+    start = len(R.WAL_MAGIC)
+    if data[:start] != R.WAL_MAGIC:
+        raise OSError(f"{path}: not a WAL file")
+    recs, end = R.scan(data, start)
+    for rec in recs:
+        _apply(store, rec)
+    if end < len(data):
+        disk.truncate(path, end)
+        fd = disk.open_append(path)
+        disk.fdatasync(fd)
+        disk.close(fd)
+    disk.fsync_dir(store.wal_dir)
+    store._wal_fd = disk.open_append(path)
+    store._wal_path = path
+    store._wal_seq = int(names[-1][:-4])
+    store._wal_size = end
+
+
+def _apply(store: LogStore, rec: R.Record) -> None:
+    g = store._group(rec.group)
+    match rec:
+        case R.EntryRec(index=index, term=term, payload=payload):
+            g.put(index, term, payload)
+        case R.TruncateRec(from_index=from_index):
+            g.cut(from_index)
+        case R.HardStateRec(term=term, vote=vote, commit=commit):
+            g.hard.term, g.hard.vote, g.hard.commit = term, vote, commit
+        case R.SnapshotRec(index=index, term=term, discard=discard):
+            store._garbage.extend(s.path for s in g.compact(index, term, discard))

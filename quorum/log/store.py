@@ -1,0 +1,345 @@
+"""`LogStore`: the synchronous core of the node's durable log (one shared WAL, many groups).
+
+Used directly by tests and by `quorum.log.wal.AsyncLog`, which runs the IO steps in a worker
+thread. Writes update the in-memory view at once (so reads see them) and queue an encoded WAL
+record; nothing is durable until a batch has been written and fdatasynced:
+
+    token = store.append("q1", [(1, 1, b"cmd")])    # in memory now
+    data, upto = store.take_batch()                   # every record queued by any group
+    store.write_batch(data)                           # IO: one write + one fdatasync
+    store.mark_durable(upto)                          # tokens <= upto are durable
+
+`sync()` does those three steps (and a rollover when due) in one call. When the WAL grows past
+`wal_max_size_bytes`, `begin_rollover()` freezes every group's memory table,
+`run_rollover()` (IO) writes them to segment files and starts a new WAL that begins with a
+checkpoint of every group's hard state and log end, and `finish_rollover()` swaps the
+in-memory view over. Any IO error puts the store in a failed state: every later call raises
+`LogFailed`, and the node must stop (a write whose fate is unknown must not be built upon).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from . import records as R
+from .disk import OsDisk
+from .group import GroupLog, LogError, Mem
+from .segment import SegmentInfo, write_segment
+from .snapshot import StoredSnapshot, read_snapshot, write_snapshot
+
+__all__ = ["LogConfig", "LogStore", "LogFailed", "LogError", "GroupState"]
+
+MAX_SEGMENT_ENTRIES = 65535
+
+
+class LogFailed(Exception):
+    """A write or fsync failed; the log refuses all further work. Stop the node."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    wal_max_size_bytes: int = 512 * 1024 * 1024
+    segment_max_entries: int = 4096
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.segment_max_entries <= MAX_SEGMENT_ENTRIES:
+            raise ValueError(f"segment_max_entries must be 1..{MAX_SEGMENT_ENTRIES}")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    """What a restarting Raft node needs to know about its group's log."""
+
+    first_index: int
+    last_index: int
+    last_term: int
+    term: int
+    vote: str | None
+    commit: int
+    snapshot_index: int
+    snapshot_term: int
+
+
+@dataclass(slots=True)
+class _Rollover:
+    frozen: list[tuple[GroupLog, Mem]]
+    chunks: list[tuple[GroupLog, int, list[tuple[int, int, bytes]]]]
+    checkpoint: bytes
+    wal_seq: int
+    garbage: list[str] = field(default_factory=list)
+    segments: dict[str, list[SegmentInfo]] = field(default_factory=dict)
+
+
+def wal_name(seq: int) -> str:
+    return f"{seq:016d}.wal"
+
+
+def group_dir_name(group: str) -> str:
+    """Group ids are arbitrary strings; hex keeps them safe as directory names."""
+    return group.encode().hex()
+
+
+class LogStore:
+    """See the module docstring. Build with `quorum.log.recover.open_store`."""
+
+    def __init__(self, directory: str, config: LogConfig, disk: OsDisk) -> None:
+        self.directory = directory
+        self.config = config
+        self.disk = disk
+        self.groups: dict[str, GroupLog] = {}
+        self.wal_dir = os.path.join(directory, "wal")
+        self.groups_dir = os.path.join(directory, "groups")
+        self._pending: list[bytes] = []
+        self._seq = 0  # token of the latest queued write
+        self._durable = 0
+        self._wal_fd: int | None = None
+        self._wal_path = ""
+        self._wal_seq = 0
+        self._wal_size = 0
+        self._seg_counter = 0
+        self._garbage: list[str] = []  # files to delete once a rollover checkpoint is durable
+        self._failed: BaseException | None = None
+        self.fsyncs = 0
+        self.batches = 0
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def durable(self) -> int:
+        """Every token <= this is on disk."""
+        return self._durable
+
+    @property
+    def last_token(self) -> int:
+        return self._seq
+
+    @property
+    def failed(self) -> BaseException | None:
+        return self._failed
+
+    def _check(self) -> None:
+        if self._failed is not None:
+            raise LogFailed(f"log failed: {self._failed!r}") from self._failed
+
+    def _group(self, group: str) -> GroupLog:
+        g = self.groups.get(group)
+        if g is None:
+            g = self.groups[group] = GroupLog(group, os.path.join(self.groups_dir, group_dir_name(group)))
+        return g
+
+    def group_names(self) -> list[str]:
+        return sorted(self.groups)
+
+    def state(self, group: str) -> GroupState:
+        g = self._group(group)
+        last_term = g.term(self.disk, g.last_index) or 0
+        h = g.hard
+        return GroupState(g.first_index, g.last_index, last_term, h.term, h.vote, h.commit,
+                          g.snap_index, g.snap_term)
+
+    # -- writes ------------------------------------------------------------------------------
+    def _queue(self, rec: bytes) -> int:
+        self._pending.append(rec)
+        self._seq += 1
+        return self._seq
+
+    def append(self, group: str, entries: Iterable[tuple[int, int, bytes]]) -> int:
+        """Write entries (consecutive indexes); the first may overwrite a suffix. Returns a token."""
+        self._check()
+        g = self._group(group)
+        key = g.key
+        enc = R.encode_entry
+        pending = self._pending
+        n = 0
+        for index, term, payload in entries:
+            if n == 0:
+                g.check_append(index)
+            elif index != g.last_index + 1:
+                raise LogError(f"group {group!r}: entries not consecutive at {index}")
+            g.put(index, term, payload)
+            pending.append(enc(key, index, term, payload))
+            n += 1
+        self._seq += 1
+        return self._seq
+
+    def truncate(self, group: str, from_index: int) -> int:
+        """Drop entries >= from_index (a follower removing a conflicting suffix)."""
+        self._check()
+        g = self._group(group)
+        if from_index <= g.snap_index:
+            raise LogError(f"group {group!r}: truncate at {from_index} below snapshot {g.snap_index}")
+        g.cut(from_index)
+        return self._queue(R.encode_truncate(g.key, from_index))
+
+    def set_hard_state(self, group: str, term: int, vote: str | None, commit: int) -> int:
+        self._check()
+        g = self._group(group)
+        h = g.hard
+        h.term, h.vote, h.commit = term, vote, commit
+        return self._queue(R.encode_hard_state(g.key, term, vote, commit))
+
+    def write_snapshot_file(self, group: str, snap: StoredSnapshot) -> None:
+        """IO (worker thread in the async log): make the snapshot file durable. Call
+        `note_snapshot` afterwards, from the owning thread."""
+        self._check()
+        d = os.path.join(self.groups_dir, group_dir_name(group))
+        try:
+            self._ensure_dir(d)
+            write_snapshot(self.disk, d, snap)
+        except OSError as e:
+            self._failed = e
+            raise LogFailed(f"snapshot write failed: {e!r}") from e
+
+    def note_snapshot(self, group: str, index: int, term: int, discard: bool) -> int:
+        """The snapshot file at (index, term) is durable: compact (or with `discard`, replace)
+        the group's log and queue the WAL record that says so."""
+        self._check()
+        g = self._group(group)
+        self._garbage.extend(s.path for s in g.compact(index, term, discard))
+        return self._queue(R.encode_snapshot(g.key, index, term, discard))
+
+    def save_snapshot(self, group: str, snap: StoredSnapshot, discard: bool = False) -> int:
+        self.write_snapshot_file(group, snap)
+        return self.note_snapshot(group, snap.index, snap.term, discard)
+
+    # -- reads -------------------------------------------------------------------------------
+    def entries(self, group: str, lo: int, hi: int) -> list[tuple[int, int, bytes]]:
+        """(index, term, payload) for lo..hi inclusive: memory, else segment files."""
+        return self._group(group).entries(self.disk, lo, hi)
+
+    def term(self, group: str, index: int) -> int | None:
+        return self._group(group).term(self.disk, index)
+
+    def read_snapshot(self, group: str) -> StoredSnapshot | None:
+        return read_snapshot(self.disk, os.path.join(self.groups_dir, group_dir_name(group)))
+
+    # -- batches -----------------------------------------------------------------------------
+    def take_batch(self) -> tuple[bytes, int]:
+        """Everything queued since the last batch, and the token it makes durable."""
+        data = b"".join(self._pending)
+        self._pending.clear()
+        return data, self._seq
+
+    def write_batch(self, data: bytes) -> None:
+        """IO: one write and one fdatasync of the current WAL file."""
+        self._check()
+        try:
+            self.disk.write(self._wal_fd, data)  # type: ignore[arg-type]
+            self.disk.fdatasync(self._wal_fd)  # type: ignore[arg-type]
+        except OSError as e:
+            self._failed = e
+            raise LogFailed(f"WAL write failed: {e!r}") from e
+        self._wal_size += len(data)
+        self.fsyncs += 1
+        self.batches += 1
+
+    def mark_durable(self, upto: int) -> None:
+        self._durable = max(self._durable, upto)
+
+    def sync(self) -> int:
+        """Synchronous group commit of everything queued, then a rollover if one is due."""
+        self._check()
+        if self._pending:
+            data, upto = self.take_batch()
+            self.write_batch(data)
+            self.mark_durable(upto)
+        else:
+            self.mark_durable(self._seq)
+        if self.needs_rollover():
+            plan = self.begin_rollover()
+            self.run_rollover(plan)
+            self.finish_rollover(plan)
+        return self._durable
+
+    # -- rollover ----------------------------------------------------------------------------
+    def needs_rollover(self) -> bool:
+        return self._wal_size > self.config.wal_max_size_bytes
+
+    def begin_rollover(self) -> _Rollover:
+        """Freeze every memory table and capture the checkpoint for the next WAL."""
+        frozen, chunks, ckpt = [], [], []
+        size = self.config.segment_max_entries
+        for name in sorted(self.groups):
+            g = self.groups[name]
+            mem = g.mems[-1]
+            g.mems.append(Mem())
+            frozen.append((g, mem))
+            ents = [e for e in mem.entries() if e[0] > g.snap_index]
+            for i in range(0, len(ents), size):
+                chunks.append((g, self._seg_counter, ents[i : i + size]))
+                self._seg_counter += 1
+            h = g.hard
+            ckpt.append(R.encode_hard_state(g.key, h.term, h.vote, h.commit))
+            ckpt.append(R.encode_truncate(g.key, g.last_index + 1))
+        garbage, self._garbage = self._garbage, []
+        return _Rollover(frozen, chunks, b"".join(ckpt), self._wal_seq + 1, garbage)
+
+    def _ensure_dir(self, d: str) -> None:
+        if not self.disk.exists(d):
+            self.disk.makedirs(d)
+            self.disk.fsync_dir(os.path.dirname(d))
+
+    def run_rollover(self, plan: _Rollover) -> None:
+        """IO: segments, then the new WAL (checkpoint first), then delete the old WAL and
+        garbage. Each step is durable before the next one depends on it."""
+        self._check()
+        try:
+            dirs = []
+            for g, counter, ents in plan.chunks:
+                self._ensure_dir(g.directory)
+                seg = write_segment(self.disk, g.directory, counter, ents, sync_dir=False)
+                plan.segments.setdefault(g.name, []).append(seg)
+                if g.directory not in dirs:
+                    dirs.append(g.directory)
+            for d in dirs:
+                self.disk.fsync_dir(d)
+            old_fd, old_path = self._wal_fd, self._wal_path
+            self._start_wal(plan.wal_seq, plan.checkpoint)
+            if old_fd is not None:
+                self.disk.close(old_fd)
+            self.disk.remove(old_path)
+            for path in plan.garbage:
+                self.disk.remove(path)
+            self.disk.fsync_dir(self.wal_dir)
+            self.fsyncs += len(plan.chunks) + 1
+        except OSError as e:
+            self._failed = e
+            raise LogFailed(f"WAL rollover failed: {e!r}") from e
+
+    def _start_wal(self, seq: int, head: bytes) -> None:
+        """Create WAL `seq` holding `head`, atomically: tmp, fsync, rename, fsync dir."""
+        final = os.path.join(self.wal_dir, wal_name(seq))
+        tmp = final + ".tmp"
+        self.disk.remove(tmp)
+        fd = self.disk.open_append(tmp)
+        try:
+            self.disk.write(fd, R.WAL_MAGIC + head)
+            self.disk.fdatasync(fd)
+        finally:
+            self.disk.close(fd)
+        self.disk.rename(tmp, final)
+        self.disk.fsync_dir(self.wal_dir)
+        self._wal_fd = self.disk.open_append(final)
+        self._wal_path, self._wal_seq = final, seq
+        self._wal_size = len(R.WAL_MAGIC) + len(head)
+
+    def finish_rollover(self, plan: _Rollover) -> None:
+        for g, mem in plan.frozen:
+            g.mems = [m for m in g.mems if m is not mem]
+            dropped = g.add_segments(plan.segments.get(g.name, []))
+            self._garbage.extend(s.path for s in dropped)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the WAL file. Queued but unsynced writes are dropped (as in a crash)."""
+        if self._wal_fd is not None:
+            try:
+                self.disk.close(self._wal_fd)
+            except OSError:
+                pass
+            self._wal_fd = None
+
+    def statistics(self) -> dict[str, int]:
+        return {"groups": len(self.groups), "wal_size": self._wal_size, "fsyncs": self.fsyncs,
+                "batches": self.batches, "durable": self._durable, "queued": self._seq - self._durable}

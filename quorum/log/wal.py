@@ -1,0 +1,119 @@
+"""`AsyncLog`: the trio face of the node's durable log, with the single WAL writer task.
+
+Used by `quorum.driver` (one per node, shared by every Raft group on it). Writes are plain
+calls that return a token at once; `await wait_durable(token)` returns once the WAL batch that
+holds the write has been written and fdatasynced. The writer task takes everything queued by
+every group since its last batch and does one write + one fdatasync in a worker thread, so
+while one batch is on its way to disk the next one fills up (group commit, like ra's WAL).
+
+If the disk fails, the writer stores the error, wakes every waiter with `LogFailed` and
+raises it, which cancels the node's nursery: a node with a broken disk stops.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import trio
+
+from .disk import OsDisk
+from .recover import open_store
+from .snapshot import StoredSnapshot
+from .store import GroupState, LogConfig, LogFailed, LogStore
+
+__all__ = ["AsyncLog"]
+
+
+class AsyncLog:
+    def __init__(self, store: LogStore) -> None:
+        self.store = store
+        self._wake = trio.Event()
+        self._durable_ev = trio.Event()
+        self.on_durable: Callable[[int], None] | None = None  # called after each batch
+
+    @classmethod
+    def open(cls, directory: str, config: LogConfig | None = None, disk: OsDisk | None = None) -> "AsyncLog":
+        """Recover the log in `directory` (blocking; call before the node starts serving)."""
+        return cls(open_store(directory, config, disk))
+
+    # -- writes: in memory at once, durable after the writer's next batch -------------------
+    def append(self, group: str, entries: Iterable[tuple[int, int, bytes]]) -> int:
+        token = self.store.append(group, entries)
+        self._wake.set()
+        return token
+
+    def truncate(self, group: str, from_index: int) -> int:
+        token = self.store.truncate(group, from_index)
+        self._wake.set()
+        return token
+
+    def set_hard_state(self, group: str, term: int, vote: str | None, commit: int) -> int:
+        token = self.store.set_hard_state(group, term, vote, commit)
+        self._wake.set()
+        return token
+
+    async def save_snapshot(self, group: str, snap: StoredSnapshot, discard: bool = False) -> int:
+        """Write the snapshot file (worker thread), then compact and queue its WAL record."""
+        await trio.to_thread.run_sync(self.store.write_snapshot_file, group, snap)
+        token = self.store.note_snapshot(group, snap.index, snap.term, discard)
+        self._wake.set()
+        return token
+
+    # -- reads ------------------------------------------------------------------------------
+    def entries(self, group: str, lo: int, hi: int) -> list[tuple[int, int, bytes]]:
+        return self.store.entries(group, lo, hi)
+
+    def term(self, group: str, index: int) -> int | None:
+        return self.store.term(group, index)
+
+    def state(self, group: str) -> GroupState:
+        return self.store.state(group)
+
+    @property
+    def durable(self) -> int:
+        return self.store.durable
+
+    def is_durable(self, token: int) -> bool:
+        return self.store.durable >= token
+
+    async def wait_durable(self, token: int) -> None:
+        """Return once `token` is durable; raise `LogFailed` if the log failed first."""
+        while self.store.durable < token:
+            if self.store.failed is not None:
+                raise LogFailed(f"log failed: {self.store.failed!r}")
+            await self._durable_ev.wait()
+
+    # -- the writer task --------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The single WAL writer. Run it in the node's nursery for the life of the node."""
+        store = self.store
+        task_status.started()
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake = trio.Event()
+                while store.last_token > store.durable:
+                    data, upto = store.take_batch()
+                    # not abandoned on cancel: a write in flight is waited for
+                    await trio.to_thread.run_sync(store.write_batch, data)
+                    store.mark_durable(upto)
+                    self._notify()
+                    if store.needs_rollover():
+                        plan = store.begin_rollover()
+                        await trio.to_thread.run_sync(store.run_rollover, plan)
+                        store.finish_rollover(plan)
+        except LogFailed:
+            self._notify()
+            raise
+
+    def _notify(self) -> None:
+        ev, self._durable_ev = self._durable_ev, trio.Event()
+        ev.set()
+        if self.on_durable is not None:
+            self.on_durable(self.store.durable)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def statistics(self) -> dict[str, int]:
+        return self.store.statistics()
