@@ -1,0 +1,66 @@
+"""AMQP field-table values as pamqp decodes them: type names and RabbitMQ-style equality.
+
+pamqp turns a field table into plain Python values (str, int, bool, float, Decimal, datetime,
+bytes, list, dict, None for void). RabbitMQ compares header values with Erlang ``==``, which
+ignores the numeric type (1 == 1.0) but never equates a boolean with a number; and its error
+texts name AMQP types ("longstr", "long", ...). This module supplies both for the routing core
+(headers exchange, equivalence errors) and the policy validation.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from typing import Any, Mapping
+
+__all__ = ["type_name", "values_equal"]
+
+
+def type_name(value: Any) -> str:
+    """The AMQP (RabbitMQ) type name pamqp would most likely encode ``value`` as."""
+    if value is None:
+        return "void"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "long"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, decimal.Decimal):
+        return "decimal"
+    if isinstance(value, str):
+        return "longstr"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "bytearray"
+    if isinstance(value, datetime.datetime):
+        return "timestamp"
+    if isinstance(value, Mapping):
+        return "table"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return type(value).__name__
+
+
+def values_equal(a: Any, b: Any) -> bool:
+    """Erlang ``==`` on decoded field values.
+
+    Numbers compare by value across int/float/Decimal; booleans equal only booleans; a str and
+    a bytes value are both binaries in RabbitMQ, so they compare by UTF-8 bytes.
+    """
+    if type(a) is type(b) and not isinstance(a, (list, tuple, dict)):
+        return a == b
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (str, bytes, bytearray)) and isinstance(b, (str, bytes, bytearray)):
+        return _as_bytes(a) == _as_bytes(b)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(values_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (int, float, decimal.Decimal)) and isinstance(b, (int, float, decimal.Decimal)):
+        return a == b
+    return a == b
+
+
+def _as_bytes(v: str | bytes | bytearray) -> bytes:
+    return v.encode("utf-8") if isinstance(v, str) else bytes(v)
