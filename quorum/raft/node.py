@@ -1,0 +1,377 @@
+"""`RaftNode`: one member of one Raft group, IO-free (etcd RawNode style).
+
+The driver feeds it peer messages (`step`), clock ticks (`tick`) and client requests
+(`propose`, membership changes, `transfer_leadership`, `compact`), then collects the work to do
+with `ready()` and confirms it with `advance()`; see ready.py for the exact contract. The node
+never reads a clock, never does IO and draws randomness only from the `rng` it is given.
+
+Callers: `quorum/driver.py` (the trio loop), `tests/sim/` and `tests/raft/`. The logic is split
+into mixins by concept: election.py (ticks, votes, roles) and replication.py (appends, commit,
+snapshots); this module holds construction, the public API and message dispatch.
+
+Fields (shared with the mixins): `_term`, `_vote`, `_leader`, `_role`; `_log` (RaftLog);
+`_configs` (ConfigHistory) and `_config` (its current value); `_prs` (leader only: Progress per
+member, including itself); `_votes` (candidate only); `_msgs` (outbox for the next Ready);
+`_snapshot` (latest snapshot, sent to followers that need it); `_election_elapsed`,
+`_heartbeat_elapsed`, `_timeout` (ticks); `_transfer_target`; `_pending_conf_index` (last
+config entry the leader appended; one change at a time); `_last_ts` (largest entry timestamp).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+
+from .election import ElectionMixin
+from .errors import ConfigChangeInProgress, NotLeader, ProposalDropped
+from .log import RaftLog
+from .membership import ConfigHistory, make_config
+from .membership import add_learner as _add_learner_config
+from .membership import promote as _promote_config
+from .membership import remove as _remove_config
+from .messages import (Append, AppendResp, ConfigState, Entry, EntryKind, HardState, Heartbeat,
+                       HeartbeatResp, InstallSnapshot, Message, PreVote, PreVoteResp, Snapshot,
+                       SnapshotMeta, TimeoutNow, Vote, VoteResp, decode_config, encode_config)
+from .options import RaftOptions
+from .ready import Persisted, Ready, Role
+from .replication import ReplicationMixin
+
+__all__ = ["RaftNode"]
+
+_LEADER_MESSAGES = (Append, Heartbeat, InstallSnapshot)
+
+
+class RaftNode(ElectionMixin, ReplicationMixin):
+    """One Raft member. Not thread-safe; all calls come from one driver loop."""
+
+    def __init__(
+        self,
+        id: str,
+        voters: Iterable[str] = (),
+        *,
+        rng: random.Random,
+        persisted: Persisted | None = None,
+        options: RaftOptions | None = None,
+        learners: Iterable[str] = (),
+        applied: int = 0,
+    ) -> None:
+        """Build a node from its durable state.
+
+        `voters`/`learners` are the bootstrap membership, used only when `persisted` has no
+        snapshot; every founding member must be given the same one. A node that joins later
+        starts with none and learns the membership from the leader's log or snapshot.
+        `applied` is how far the caller's state machine already is (at least the snapshot);
+        committed entries after it are handed out again in `Ready.committed`.
+        """
+        self.id = id
+        self._rng = rng
+        self._opts = options or RaftOptions()
+        p = persisted or Persisted()
+        self._log = log = RaftLog(p.snapshot, list(p.entries))
+        self._snapshot: Snapshot | None = p.snapshot
+        base = p.snapshot.meta.config if p.snapshot else make_config(voters, learners)
+        self._configs = ConfigHistory(log.snap_index, base)
+        self._last_ts = 0
+        for e in p.entries:
+            if e.index > log.snap_index:
+                if e.kind is EntryKind.CONFIG:
+                    self._configs.push(e.index, decode_config(e.data))
+                self._last_ts = max(self._last_ts, e.timestamp)
+        self._config: ConfigState = self._configs.current
+        hs = p.hard_state
+        self._term = hs.term
+        self._vote = hs.vote
+        log.commit = max(log.snap_index, min(hs.commit, log.last_index))
+        log.applied = max(log.snap_index, min(applied, log.commit))
+        self._prev_hs = HardState(hs.term, hs.vote, log.commit)
+        self._msgs: list[Message] = []
+        self._bcast_pending = False
+        self._pending_conf_index = 0
+        self._role = Role.FOLLOWER
+        self._leader: str | None = None
+        self._reset(self._term)
+
+    # ---- inspection ------------------------------------------------------------------------
+
+    @property
+    def term(self) -> int:
+        return self._term
+
+    @property
+    def vote(self) -> str | None:
+        return self._vote
+
+    @property
+    def leader(self) -> str | None:
+        """The leader of the current term as far as this node knows, else None."""
+        return self._leader
+
+    @property
+    def role(self) -> Role:
+        return self._role
+
+    @property
+    def is_leader(self) -> bool:
+        return self._role is Role.LEADER
+
+    @property
+    def config(self) -> ConfigState:
+        """The membership in force: that of the last config entry in the log, committed or not."""
+        return self._config
+
+    @property
+    def commit_index(self) -> int:
+        return self._log.commit
+
+    @property
+    def applied_index(self) -> int:
+        return self._log.applied
+
+    @property
+    def last_index(self) -> int:
+        return self._log.last_index
+
+    @property
+    def snapshot_meta(self) -> SnapshotMeta | None:
+        return self._snapshot.meta if self._snapshot else None
+
+    def log_term(self, index: int) -> int | None:
+        """Term of entry `index`, None if compacted away or not present."""
+        return self._log.term(index)
+
+    def entries(self, lo: int, hi: int) -> list[Entry]:
+        """Entries lo..hi-1 still held in memory (lo must be after the snapshot)."""
+        return self._log.slice(max(lo, self._log.snap_index + 1), hi)
+
+    def status(self) -> dict:
+        """A plain-data summary for logs, metrics and the management API."""
+        st = {
+            "id": self.id, "term": self._term, "role": self._role.value, "leader": self._leader,
+            "commit": self._log.commit, "applied": self._log.applied,
+            "last_index": self._log.last_index, "snapshot_index": self._log.snap_index,
+            "voters": list(self._config.voters), "learners": list(self._config.learners),
+        }
+        if self._role is Role.LEADER:
+            st["progress"] = {p: {"match": pr.match, "next": pr.next, "state": pr.state.value}
+                              for p, pr in self._prs.items()}
+        return st
+
+    # ---- input -----------------------------------------------------------------------------
+
+    def step(self, m: Message) -> None:
+        """Take one message from a peer. Stale, duplicated and misaddressed ones are ignored.
+        May be called between `ready()` and `advance()`."""
+        if m.to != self.id:
+            return
+        if m.term > self._term:
+            if not self._accept_higher_term(m):
+                return
+        elif m.term < self._term:
+            self._answer_lower_term(m)
+            return
+        self._dispatch(m)
+
+    def _accept_higher_term(self, m: Message) -> bool:
+        if isinstance(m, (PreVote, Vote)):
+            transfer = isinstance(m, Vote) and m.transfer
+            if self._in_lease() and not transfer:
+                return False  # we hear from a live leader: do not let a stray node disrupt it
+        if isinstance(m, PreVote) or (isinstance(m, PreVoteResp) and m.granted):
+            return True  # pre-votes never change our term
+        self._become_follower(m.term, m.frm if isinstance(m, _LEADER_MESSAGES) else None)
+        return True
+
+    def _answer_lower_term(self, m: Message) -> None:
+        if isinstance(m, (Append, Heartbeat)):
+            # A leader of an older term: our answer at a higher term makes it step down. Needed
+            # with pre-vote/check-quorum, where a node may have moved on to a term that the
+            # others will only learn from us.
+            self._send(AppendResp(m.frm, self.id, self._term, 0, True))
+        elif isinstance(m, PreVote):
+            self._send(PreVoteResp(m.frm, self.id, self._term, False))
+
+    def _dispatch(self, m: Message) -> None:
+        if isinstance(m, _LEADER_MESSAGES):
+            if self._role is Role.LEADER:
+                raise AssertionError(f"two leaders in term {self._term}: {self.id}, {m.frm}")
+            if self._role is not Role.FOLLOWER:
+                self._become_follower(self._term, m.frm)
+            self._leader = m.frm
+            self._election_elapsed = 0
+            if isinstance(m, Append):
+                self._on_append(m)
+            elif isinstance(m, Heartbeat):
+                self._on_heartbeat(m)
+            else:
+                self._on_install_snapshot(m)
+        elif isinstance(m, AppendResp):
+            if self._role is Role.LEADER:
+                self._on_append_resp(m)
+        elif isinstance(m, HeartbeatResp):
+            if self._role is Role.LEADER:
+                self._on_heartbeat_resp(m)
+        elif isinstance(m, (PreVote, Vote)):
+            self._on_vote_request(m)
+        elif isinstance(m, (PreVoteResp, VoteResp)):
+            self._on_vote_response(m)
+        elif isinstance(m, TimeoutNow):
+            if self._role is not Role.LEADER:
+                self._real_campaign(transfer=True)
+
+    def propose(self, data: bytes, now_ms: int) -> int:
+        """Append one command; returns its index. `now_ms` is the leader's clock, stored in the
+        entry (made monotonic: never below an earlier entry's). Raises NotLeader or
+        ProposalDropped. The entry is only a proposal until it shows up in Ready.committed."""
+        return self.propose_many((data,), now_ms)
+
+    def propose_many(self, datas: Iterable[bytes], now_ms: int) -> int:
+        """Append several commands at once (one Append per follower); returns the last index."""
+        self._check_can_propose()
+        ts = max(now_ms, self._last_ts)
+        base = self._log.last_index + 1
+        term = self._term
+        normal = EntryKind.NORMAL
+        entries = [Entry(base + i, term, normal, d, ts) for i, d in enumerate(datas)]
+        if not entries:
+            raise ValueError("nothing to propose")
+        self._append_as_leader(entries)
+        return entries[-1].index
+
+    def _check_can_propose(self) -> None:
+        if self._role is not Role.LEADER:
+            raise NotLeader(self._leader)
+        if self._transfer_target is not None:
+            raise ProposalDropped(f"transferring leadership to {self._transfer_target}")
+
+    # ---- membership (leader only, one change at a time) ------------------------------------
+
+    def add_learner(self, node: str, now_ms: int, auto_promote: bool = True) -> int:
+        """Add `node` as a non-voter. With auto_promote the leader later proposes its promotion
+        by itself, once the learner's log reaches the commit index. Returns the entry index."""
+        return self._propose_config(_add_learner_config(self._config, node, auto_promote), now_ms)
+
+    def promote(self, node: str, now_ms: int) -> int:
+        """Make learner `node` a voter now (the caller judged it caught up)."""
+        return self._propose_config(_promote_config(self._config, node), now_ms)
+
+    def remove(self, node: str, now_ms: int) -> int:
+        """Remove a voter or learner. Removing the leader itself works: it keeps leading without
+        counting itself until the change commits, then hands over and steps down."""
+        return self._propose_config(_remove_config(self._config, node), now_ms)
+
+    def _propose_config(self, config: ConfigState, now_ms: int) -> int:
+        self._check_can_propose()
+        if self._pending_conf_index > self._log.commit:
+            raise ConfigChangeInProgress("a membership change is not yet committed")
+        index = self._log.last_index + 1
+        self._pending_conf_index = index
+        ts = max(now_ms, self._last_ts)
+        self._append_as_leader([Entry(index, self._term, EntryKind.CONFIG,
+                                      encode_config(config), ts)])
+        return index
+
+    # ---- leadership transfer ---------------------------------------------------------------
+
+    def transfer_leadership(self, to: str) -> None:
+        """Hand leadership to voter `to` (thesis 3.10): stop taking proposals, bring `to` up to
+        date, then tell it to campaign at once. Given up after election_tick ticks."""
+        if self._role is not Role.LEADER:
+            raise NotLeader(self._leader)
+        if to == self.id:
+            return
+        if to not in self._config.voters:
+            raise ValueError(f"{to} is not a voter")
+        self._transfer_target = to
+        self._election_elapsed = 0
+        if self._prs[to].match == self._log.last_index:
+            self._send(TimeoutNow(to, self.id, self._term))
+        else:
+            self._fill(to, allow_empty=True)
+
+    def _abort_transfer(self) -> None:
+        self._transfer_target = None
+
+    @property
+    def transfer_target(self) -> str | None:
+        return self._transfer_target
+
+    # ---- snapshots -------------------------------------------------------------------------
+
+    def compact(self, index: int, data: bytes) -> Snapshot:
+        """The state machine's state up to applied entry `index` is captured in `data` (ra's
+        release cursor). The node drops entries up to `index` from memory and sends this
+        snapshot to followers that need those entries. The caller persists the returned
+        snapshot itself and may then delete its stored entries up to `index`."""
+        log = self._log
+        if index > log.applied:
+            raise ValueError(f"snapshot index {index} beyond applied {log.applied}")
+        if index <= log.snap_index:
+            if self._snapshot is None:
+                raise ValueError("nothing to compact")
+            return self._snapshot
+        meta = SnapshotMeta(index, log.term(index), self._configs.at(index))
+        snap = Snapshot(meta, data)
+        log.compact(index)
+        self._configs.compact(index)
+        self._snapshot = snap
+        return snap
+
+    # ---- output ----------------------------------------------------------------------------
+
+    def _send(self, m: Message) -> None:
+        self._msgs.append(m)
+
+    def _members(self) -> list[str]:
+        c = self._config
+        out = list(c.voters) + [n for n in c.learners if n not in c.voters]
+        if self.id not in out:
+            out.append(self.id)
+        return out
+
+    def _flush(self) -> None:
+        if self._bcast_pending:
+            self._bcast_pending = False
+            if self._role is Role.LEADER:
+                self._bcast_append()
+
+    def has_ready(self) -> bool:
+        self._flush()
+        log = self._log
+        return bool(
+            self._msgs or log.unstable_snapshot is not None or log.stable < log.last_index
+            or log.commit > log.applied
+            or self._prev_hs != HardState(self._term, self._vote, log.commit)
+        )
+
+    def ready(self) -> Ready | None:
+        """The next batch of work (see ready.py for the contract), or None if there is none.
+        Call `advance(ready)` when done, before calling `ready()` again."""
+        if not self.has_ready():
+            return None
+        log = self._log
+        hs = HardState(self._term, self._vote, log.commit)
+        rd = Ready(
+            snapshot=log.unstable_snapshot,
+            entries=log.unstable_entries(),
+            hard_state=hs if hs != self._prev_hs else None,
+            messages=self._msgs,
+            committed=log.slice(log.applied + 1, log.commit + 1) if log.commit > log.applied else [],
+            leader=self._leader,
+            role=self._role,
+            term=self._term,
+        )
+        self._msgs = []
+        return rd
+
+    def advance(self, rd: Ready) -> None:
+        """The driver has done everything `rd` asked for."""
+        log = self._log
+        if rd.snapshot is not None and log.unstable_snapshot is rd.snapshot:
+            log.unstable_snapshot = None
+        if rd.entries:
+            last = rd.entries[-1]
+            log.stable_to(last.index, last.term)
+        if rd.hard_state is not None:
+            self._prev_hs = rd.hard_state
+        if rd.committed:
+            log.applied = max(log.applied, rd.committed[-1].index)

@@ -1,0 +1,31 @@
+"""Tunables of a `RaftNode`, fixed for its lifetime. Passed in by the driver or the simulator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["RaftOptions"]
+
+
+@dataclass(frozen=True, slots=True)
+class RaftOptions:
+    # A follower campaigns after a random number of ticks in [election_tick, 2 * election_tick).
+    election_tick: int = 10
+    # The leader sends heartbeats every heartbeat_tick ticks; must be < election_tick.
+    heartbeat_tick: int = 1
+    # Batching: at most this many entries / data bytes in one Append (at least one entry).
+    max_append_entries: int = 512
+    max_append_bytes: int = 1 << 20
+    # Pipelining: unacknowledged Appends per follower in REPLICATE state.
+    max_inflight: int = 64
+    # Pre-vote (thesis 9.6): a node rejoining from a partition does not bump terms.
+    pre_vote: bool = True
+    # The leader steps down when it has not heard from a majority for election_tick ticks, and
+    # followers ignore vote requests while they hear from a leader (leader lease).
+    check_quorum: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 < self.heartbeat_tick < self.election_tick:
+            raise ValueError("need 0 < heartbeat_tick < election_tick")
+        if self.max_append_entries < 1 or self.max_inflight < 1:
+            raise ValueError("max_append_entries and max_inflight must be >= 1")

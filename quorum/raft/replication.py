@@ -1,0 +1,272 @@
+"""Log replication for `RaftNode` (a mixin; state lives on the node, see node.py).
+
+Leader side: batched, pipelined Appends driven by each follower's `Progress`; fast repair from
+the follower's (hint_index, hint_term); commit by counting voters' matches, only for entries of
+the current term (Raft section 5.4.2, Figure 8); InstallSnapshot when the follower's next entry
+was compacted away. Follower side: accept or reject Appends, learn the commit index, restore
+snapshots. Raft sections 5.3, 5.4, 7.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .majority import committed_index
+from .membership import promote as promote_config
+from .messages import (Append, AppendResp, Entry, EntryKind, Heartbeat, HeartbeatResp,
+                       InstallSnapshot, TimeoutNow, decode_config)
+from .progress import Progress, ProgressState
+from .ready import Role
+
+if TYPE_CHECKING:
+    from .node import RaftNode
+
+__all__ = []
+
+_PROBE = ProgressState.PROBE
+_REPLICATE = ProgressState.REPLICATE
+_SNAPSHOT = ProgressState.SNAPSHOT
+
+
+class ReplicationMixin:
+    # ---- appending to our own log ----------------------------------------------------------
+
+    def _append_entries(self: RaftNode, entries: list[Entry]) -> None:
+        """Append to the log; config entries take effect now, truncated ones are undone."""
+        log, configs = self._log, self._configs
+        first = entries[0].index
+        changed = configs.last_index >= first
+        configs.truncate(first)
+        log.append(entries)
+        for e in entries:
+            if e.kind is EntryKind.CONFIG:
+                configs.push(e.index, decode_config(e.data))
+                changed = True
+        ts = entries[-1].timestamp
+        if ts > self._last_ts:
+            self._last_ts = ts
+        if changed:
+            self._on_config_change()
+
+    def _on_config_change(self: RaftNode) -> None:
+        config = self._configs.current
+        self._config = config
+        if self._role is not Role.LEADER:
+            return
+        members = self._members()
+        for peer in members:
+            if peer not in self._prs:
+                self._prs[peer] = Progress(self._log.last_index + 1)
+        for peer in list(self._prs):
+            if peer not in members and peer != self.id:
+                del self._prs[peer]
+        if self._transfer_target is not None and self._transfer_target not in config.voters:
+            self._transfer_target = None
+
+    def _append_as_leader(self: RaftNode, entries: list[Entry]) -> None:
+        self._append_entries(entries)
+        self._prs[self.id].update(self._log.last_index)
+        self._maybe_commit()
+        self._bcast_pending = True  # sent from ready(): one Append per follower per batch
+
+    # ---- leader: sending -----------------------------------------------------------------
+
+    def _bcast_append(self: RaftNode, allow_empty: bool = False) -> None:
+        for peer in self._prs:
+            if peer != self.id:
+                self._fill(peer, allow_empty)
+
+    def _fill(self: RaftNode, peer: str, allow_empty: bool = False) -> None:
+        """Send to `peer` as much as its progress state and inflight window allow."""
+        sent = self._send_append(peer, allow_empty)
+        while sent and self._prs[peer].state is _REPLICATE:
+            sent = self._send_append(peer, False)
+
+    def _send_append(self: RaftNode, peer: str, allow_empty: bool) -> bool:
+        pr = self._prs[peer]
+        if pr.is_paused(self._opts.max_inflight):
+            return False
+        log = self._log
+        if pr.next > log.last_index + 1:
+            pr.next = log.last_index + 1
+        prev = pr.next - 1
+        prev_term = log.term(prev)
+        if prev_term is None:  # compacted away: only a snapshot can help
+            return self._send_snapshot(peer, pr)
+        hi = min(log.last_index + 1, pr.next + self._opts.max_append_entries)
+        entries = log.slice(pr.next, hi, self._opts.max_append_bytes) if pr.next < hi else []
+        if not entries and not allow_empty:
+            return False
+        self._send(Append(peer, self.id, self._term, prev, prev_term, tuple(entries), log.commit))
+        if pr.state is _REPLICATE:
+            if entries:
+                last = entries[-1].index
+                pr.next = last + 1
+                pr.inflights.append(last)
+        else:
+            pr.paused = True
+        return bool(entries)
+
+    def _send_snapshot(self: RaftNode, peer: str, pr: Progress) -> bool:
+        snap = self._snapshot
+        if snap is None:
+            raise AssertionError("log compacted without a snapshot")
+        self._send(InstallSnapshot(peer, self.id, self._term, snap))
+        pr.become_snapshot(snap.meta.index)
+        return False
+
+    def _bcast_heartbeat(self: RaftNode) -> None:
+        commit = self._log.commit
+        for peer, pr in self._prs.items():
+            if peer != self.id:
+                self._send(Heartbeat(peer, self.id, self._term, min(pr.match, commit)))
+
+    # ---- leader: answers -------------------------------------------------------------------
+
+    def _on_append_resp(self: RaftNode, m: AppendResp) -> None:
+        pr = self._prs.get(m.frm)
+        if pr is None:
+            return
+        pr.recent_active = True
+        if m.reject:
+            if self._on_reject(pr, m):
+                self._fill(m.frm, allow_empty=True)
+            return
+        if not pr.update(m.index):
+            if pr.state is _REPLICATE:
+                pr.free_to(m.index)
+            return
+        if pr.state is _PROBE:
+            pr.become_replicate()
+        elif pr.state is _SNAPSHOT:
+            if pr.match >= pr.pending_snapshot:
+                pr.become_replicate()
+        else:
+            pr.free_to(m.index)
+        if self._maybe_commit():
+            self._bcast_append(allow_empty=True)  # tell everyone the new commit index
+        else:
+            self._fill(m.frm)
+        if self._role is not Role.LEADER:
+            return
+        if m.frm == self._transfer_target and pr.match == self._log.last_index:
+            self._send(TimeoutNow(m.frm, self.id, self._term))
+        if m.frm in self._config.auto_promote:
+            self._maybe_auto_promote()
+
+    def _on_reject(self: RaftNode, pr: Progress, m: AppendResp) -> bool:
+        """Move `next` back using the hint; False if the answer is stale."""
+        if pr.state is _SNAPSHOT:
+            return False
+        if pr.state is _REPLICATE:
+            if m.index <= pr.match:
+                return False
+        elif m.index != pr.next - 1:
+            return False
+        nxt = m.hint_index
+        if m.hint_term:
+            mine = self._log.last_index_of_term(m.hint_term, m.index)
+            if mine is not None:
+                nxt = mine + 1
+        pr.become_probe()
+        pr.next = max(pr.match + 1, min(nxt, m.index))
+        return True
+
+    def _on_heartbeat_resp(self: RaftNode, m: HeartbeatResp) -> None:
+        pr = self._prs.get(m.frm)
+        if pr is None:
+            return
+        pr.recent_active = True
+        if pr.state is _PROBE:
+            pr.paused = False
+        elif pr.state is _REPLICATE:
+            if len(pr.inflights) >= self._opts.max_inflight:
+                pr.inflights.popleft()  # an Append may be lost: make room to resend
+        else:
+            pr.snapshot_wait += 1
+            if pr.snapshot_wait * self._opts.heartbeat_tick >= self._opts.election_tick:
+                pr.become_probe()  # the snapshot or its answer was probably lost: try again
+        if pr.match < self._log.last_index:
+            self._fill(m.frm, allow_empty=True)
+
+    def _maybe_commit(self: RaftNode) -> bool:
+        log = self._log
+        index = committed_index(self._config.voters, {p: pr.match for p, pr in self._prs.items()})
+        # only an entry of our own term commits by counting (Raft 5.4.2, Figure 8)
+        if index > log.commit and log.term(index) == self._term:
+            log.commit = index
+            self._after_commit()
+            return True
+        return False
+
+    def _after_commit(self: RaftNode) -> None:
+        if self.id not in self._config.voters and self._log.commit >= self._configs.last_index:
+            self._hand_off_and_step_down()
+            return
+        self._maybe_auto_promote()
+
+    def _hand_off_and_step_down(self: RaftNode) -> None:
+        """We were removed and that is committed: nudge the most caught-up voter, then leave."""
+        self._bcast_append(allow_empty=True)  # spread the commit index first
+        best = None
+        for peer in self._config.voters:
+            pr = self._prs.get(peer)
+            if pr is not None and (best is None or pr.match > self._prs[best].match):
+                best = peer
+        if best is not None and self._prs[best].match == self._log.last_index:
+            self._send(TimeoutNow(best, self.id, self._term))
+        self._become_follower(self._term, None)
+
+    def _maybe_auto_promote(self: RaftNode) -> None:
+        log = self._log
+        if self._pending_conf_index > log.commit or self._transfer_target is not None:
+            return
+        for peer in self._config.auto_promote:
+            pr = self._prs.get(peer)
+            if pr is not None and pr.match >= log.commit:
+                self._propose_config(promote_config(self._config, peer), self._last_ts)
+                return
+
+    # ---- follower ------------------------------------------------------------------------
+
+    def _on_append(self: RaftNode, m: Append) -> None:
+        log = self._log
+        if m.prev_index < log.commit:
+            self._send(AppendResp(m.frm, self.id, self._term, log.commit))
+            return
+        term = log.term(m.prev_index)
+        if term != m.prev_term:
+            if term is None:
+                hint_index, hint_term = log.last_index + 1, 0
+            else:
+                hint_index, hint_term = log.first_index_of_term(m.prev_index), term
+            self._send(AppendResp(m.frm, self.id, self._term, m.prev_index, True,
+                                  hint_index, hint_term))
+            return
+        pos = log.find_conflict(m.entries)
+        if pos < len(m.entries):
+            self._append_entries(list(m.entries[pos:]))
+        last_new = m.prev_index + len(m.entries)
+        log.commit_to(min(m.commit, last_new))
+        self._send(AppendResp(m.frm, self.id, self._term, last_new))
+
+    def _on_heartbeat(self: RaftNode, m: Heartbeat) -> None:
+        self._log.commit_to(min(m.commit, self._log.last_index))
+        self._send(HeartbeatResp(m.frm, self.id, self._term))
+
+    def _on_install_snapshot(self: RaftNode, m: InstallSnapshot) -> None:
+        log = self._log
+        meta = m.snapshot.meta
+        if meta.index <= log.commit:
+            self._send(AppendResp(m.frm, self.id, self._term, log.commit))
+            return
+        if log.term(meta.index) == meta.term:
+            # we already have the entries: just learn that they are committed
+            log.commit_to(meta.index)
+        else:
+            log.restore(m.snapshot)
+            self._snapshot = m.snapshot
+            self._configs.reset(meta.index, meta.config)
+            self._on_config_change()
+        self._send(AppendResp(m.frm, self.id, self._term, meta.index))
+
