@@ -6,6 +6,8 @@ from compat_tests.support.aio import run_aio
 from compat_tests.support.launcher import LaunchedBroker, launch_our_broker
 from compat_tests.support.names import Names
 from compat_tests.support.pika_util import (
+    channel_closed,
+    connection_closed,
     consume_n,
     get_body,
     get_n,
@@ -17,6 +19,8 @@ from compat_tests.support.raw import RawClient
 from compat_tests.support.server import ServerInfo, probe_server
 
 __all__ = [
+    "channel_closed",
+    "connection_closed",
     "LaunchedBroker",
     "Names",
     "RawClient",

@@ -6,10 +6,13 @@ broker and still pass on a slow one.  Called by the pika-based test modules.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Callable
 
 import pika
+import pika.exceptions
+import pytest
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -64,3 +67,33 @@ def consume_n(ch, queue: str, n: int, *, auto_ack: bool = False, timeout: float 
 
 def publish(ch, routing_key: str, body: bytes, exchange: str = "", **props) -> None:
     ch.basic_publish(exchange, routing_key, body, pika.BasicProperties(**props) if props else None)
+
+
+class _Closed:
+    reply_code: int = 0
+    reply_text: str = ""
+
+
+@contextlib.contextmanager
+def channel_closed(code: int, text_prefix: str | None = None):
+    """Expect the block to end in a channel.close from the broker with `code` (a soft error);
+    the connection must stay usable.  Yields an object filled with reply_code/reply_text."""
+    seen = _Closed()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+        yield seen
+    seen.reply_code, seen.reply_text = info.value.reply_code, info.value.reply_text
+    assert seen.reply_code == code, seen.reply_text
+    if text_prefix is not None:
+        assert seen.reply_text.startswith(text_prefix), seen.reply_text
+
+
+@contextlib.contextmanager
+def connection_closed(code: int, text_prefix: str | None = None):
+    """Expect the block to end in a connection.close from the broker with `code` (a hard error)."""
+    seen = _Closed()
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as info:
+        yield seen
+    seen.reply_code, seen.reply_text = info.value.reply_code, info.value.reply_text
+    assert seen.reply_code == code, seen.reply_text
+    if text_prefix is not None:
+        assert seen.reply_text.startswith(text_prefix), seen.reply_text
