@@ -1,0 +1,36 @@
+"""The quorum queue state machine, in the manner of RabbitMQ's rabbit_fifo.
+
+`apply(meta, cmd, state) -> Applied(reply, effects)` is called by the Raft driver for
+every committed entry on every replica; the quorum adapter builds commands and runs
+effects (`Deliver` locally on the consumer's node, the rest on the leader).  Pure: no
+IO, no clock but `meta.ts`, deterministic.  See the module docstrings for details:
+commands.py (inputs), effects.py (outputs), state.py (state, snapshots), machine.py.
+"""
+from .codec import decode_command, encode_command
+from .commands import (AT_LEAST_ONCE, AT_MOST_ONCE, DROP_HEAD, REJECT_PUBLISH,
+                       REJECT_PUBLISH_DLX, UNLIMITED_PREFETCH, Cancel, Checkout, Command,
+                       ConsumerDown, ConsumerKey, Credit, Dequeue, Discard, DlxSettle,
+                       Enqueue, Meta, NodeDown, NodeUp, Purge, QueueConfig, Requeue, Return,
+                       Settle, Tick, UpdateConfig)
+from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUPPORTED,
+                      Applied, CancelReply, CheckoutReply, Confirm, ConsumerActive,
+                      CreditReply, DeadLetter, DeadMsg, Deliver, Delivery, DequeueReply,
+                      Monitor, QueueExpired, RejectPublish, ReleaseCursor, SetTimer)
+from .machine import apply, return_commands
+from .state import QueueState, active_consumer, digest, init, overview, restore, snapshot
+
+__all__ = [
+    "apply", "return_commands", "init", "snapshot", "restore", "digest", "overview",
+    "active_consumer", "QueueState", "encode_command", "decode_command",
+    # commands
+    "Meta", "ConsumerKey", "QueueConfig", "Command", "Enqueue", "Checkout", "Dequeue",
+    "Settle", "Return", "Requeue", "Discard", "Credit", "Cancel", "ConsumerDown",
+    "NodeDown", "NodeUp", "Purge", "Tick", "UpdateConfig", "DlxSettle",
+    "DROP_HEAD", "REJECT_PUBLISH", "REJECT_PUBLISH_DLX", "AT_MOST_ONCE", "AT_LEAST_ONCE",
+    "UNLIMITED_PREFETCH",
+    # effects and replies
+    "Applied", "Delivery", "DeadMsg", "Deliver", "Confirm", "RejectPublish", "DeadLetter",
+    "ReleaseCursor", "SetTimer", "Monitor", "ConsumerActive", "QueueExpired",
+    "CheckoutReply", "DequeueReply", "CancelReply", "CreditReply",
+    "OK", "DUPLICATE", "OUT_OF_SEQUENCE", "REJECTED", "NOT_FOUND", "UNSUPPORTED",
+]

@@ -1,0 +1,233 @@
+"""The shared steps of the quorum queue machine: hand ready messages to consumers,
+expire, enforce length limits, take messages back, switch the single active consumer,
+and the timer / release-cursor bookkeeping done after every command.
+
+Called by the command handlers in `machine.py`; everything here mutates the
+`QueueState` in place and appends effects to the list it is given.
+"""
+from __future__ import annotations
+
+from .commands import Meta
+from .consumers import QUIESCING, SUSPECTED, UP, Consumer
+from .effects import ConsumerActive, Deliver, Delivery, ReleaseCursor, SetTimer
+from .messages import Message
+from .state import QueueState, active_consumer
+
+__all__ = ["deliver", "enforce_limits", "over_limit", "return_msgs", "complete",
+           "update_or_remove", "activate_next", "sort_waiting", "finish", "delivery_of",
+           "is_unused", "remove_consumer", "add_waiting"]
+
+
+def delivery_of(msg_id: int, m: Message) -> Delivery:
+    return Delivery(msg_id, m.index, m.size, m.acquired, m.delivery_failed)
+
+
+def deliver(meta: Meta, q: QueueState, effects: list) -> None:
+    """Give ready messages to consumers in service-queue order until either runs out.
+
+    Expired messages are only found at the head, as in rabbit_fifo: cost O(1) per
+    delivery.  One `Deliver` per consumer, in the order consumers were first served."""
+    ts = meta.ts
+    ready, sq, cons = q.ready, q.sq, q.consumers
+    sends: dict = {}
+    expired: list[Message] = []
+    while True:
+        head = ready.peek()
+        while head is not None and head.expiry is not None and ts >= head.expiry:
+            expired.append(ready.pop())
+            head = ready.peek()
+        if head is None:
+            break
+        key = sq.pop()
+        if key is None:
+            break
+        c = cons.get(key)
+        if c is None:
+            continue
+        c.in_sq = False
+        if c.credit <= 0 or c.status != UP:
+            continue
+        msg = ready.pop()
+        mid = c.next_msg_id
+        c.next_msg_id = mid + 1
+        c.checked_out[mid] = msg
+        c.credit -= 1
+        c.delivery_count += 1
+        q.checked_bytes += msg.size
+        out = sends.get(key)
+        if out is None:
+            out = sends[key] = []
+        out.append(Delivery(mid, msg.index, msg.size, msg.acquired, msg.delivery_failed))
+        if c.credit > 0:
+            sq.push(c)
+    if expired:
+        q.dlx.discard(expired, "expired", q.config, q.live, effects)
+    for key, out in sends.items():
+        effects.append(Deliver(key, tuple(out)))
+
+
+def over_limit(q: QueueState) -> bool:
+    """Ready plus held dead-lettered messages above max-length / max-length-bytes."""
+    cfg = q.config
+    if cfg.max_length is None and cfg.max_bytes is None:
+        return False
+    if cfg.max_length is not None and len(q.ready) + len(q.dlx) > cfg.max_length:
+        return True
+    return cfg.max_bytes is not None and q.ready.bytes + q.dlx.bytes > cfg.max_bytes
+
+
+def enforce_limits(q: QueueState, effects: list) -> None:
+    """overflow drop-head (and reject-publish-dlx): drop from the head until within limits."""
+    if not q.config.drops_head:
+        return
+    dropped = []
+    while over_limit(q):
+        m = q.ready.pop()
+        if m is None:
+            break
+        dropped.append(m)
+    q.dlx.discard(dropped, "maxlen", q.config, q.live, effects)
+
+
+def return_msgs(q: QueueState, c: Consumer, msg_ids, failed: bool, tail: bool,
+                effects: list) -> None:
+    """Take `msg_ids` back from `c` (in the order given), counting the delivery.
+
+    Past the delivery limit a message is dead-lettered (reason delivery_limit).  Else it
+    goes back near the head, or to the tail when `tail` (unlimited delivery limit)."""
+    limit = q.config.delivery_limit
+    dead = []
+    n = 0
+    for mid in msg_ids:
+        m = c.checked_out.pop(mid, None)
+        if m is None:
+            continue
+        n += 1
+        q.checked_bytes -= m.size
+        m.acquired += 1
+        if failed:
+            m.delivery_failed += 1
+        if limit is not None and m.acquired > limit:
+            dead.append(m)
+        elif tail:
+            q.ready.push_tail(m)
+        else:
+            q.ready.push_return(m)
+    c.add_credit(n)
+    q.dlx.discard(dead, "delivery_limit", q.config, q.live, effects)
+
+
+def complete(q: QueueState, c: Consumer, msg_ids) -> list[Message]:
+    """Remove settled messages from `c`; returns them (the caller frees or dead-letters)."""
+    done = []
+    for mid in msg_ids:
+        m = c.checked_out.pop(mid, None)
+        if m is not None:
+            q.checked_bytes -= m.size
+            done.append(m)
+    c.add_credit(len(done))
+    return done
+
+
+def update_or_remove(meta: Meta, q: QueueState, c: Consumer, effects: list) -> None:
+    """After a consumer changed: drop finished ones, park a drained quiescing SAC
+    consumer, or put it (back) in the service queue if it can take messages."""
+    if c.key not in q.consumers:
+        return
+    if c.once and c.credit == 0 and not c.checked_out:
+        remove_consumer(meta, q, c)
+    elif c.status == QUIESCING and not c.checked_out:
+        del q.consumers[c.key]
+        q.sq.remove(c)
+        c.status = UP
+        add_waiting(q, c)
+        effects.append(ConsumerActive(c.key, False))
+    elif c.status == UP and c.credit > 0 and not c.in_sq and not c.once:
+        q.sq.push(c)
+
+
+def remove_consumer(meta: Meta, q: QueueState, c: Consumer) -> None:
+    del q.consumers[c.key]
+    q.sq.remove(c)
+    q.last_active = meta.ts
+
+
+def sort_waiting(q: QueueState) -> None:
+    """SAC waiting list: up first, then priority desc, credit desc, attach order."""
+    q.waiting.sort(key=lambda c: (c.status != UP, -c.priority if c.status == UP else 0,
+                                  -c.credit if c.status == UP else 0, c.seq))
+
+
+def add_waiting(q: QueueState, c: Consumer) -> None:
+    q.waiting = [w for w in q.waiting if w.key != c.key]
+    q.waiting.append(c)
+    sort_waiting(q)
+
+
+def activate_next(q: QueueState, effects: list) -> None:
+    """Single active consumer: activate the best waiting consumer when none is active,
+    or let a higher-priority waiting one take over (at once if the active consumer has
+    nothing unacked, else once it has drained: `quiescing`)."""
+    if not q.config.single_active_consumer:
+        return
+    nxt = q.waiting[0] if q.waiting and q.waiting[0].status == UP else None
+    if nxt is None:
+        return
+    act = active_consumer(q)
+    if act is None:
+        q.waiting.pop(0)
+        old = q.consumers.get(nxt.key)
+        if old is not None:      # a cancelled consumer re-subscribed under the same key
+            old.priority, old.prefetch, old.credited = nxt.priority, nxt.prefetch, nxt.credited
+            old.status, old.once = UP, False
+            old.credit = max(0, (0 if nxt.credited else nxt.prefetch) - len(old.checked_out))
+            nxt = old
+        else:
+            q.consumers[nxt.key] = nxt
+        if nxt.credit > 0 and not nxt.in_sq:
+            q.sq.push(nxt)
+        effects.append(ConsumerActive(nxt.key, True))
+    elif nxt.priority > act.priority:
+        if not act.checked_out:
+            q.waiting.pop(0)
+            del q.consumers[act.key]
+            q.sq.remove(act)
+            act.status = UP
+            q.consumers[nxt.key] = nxt
+            if nxt.credit > 0:
+                q.sq.push(nxt)
+            add_waiting(q, act)
+            effects.append(ConsumerActive(act.key, False))
+            effects.append(ConsumerActive(nxt.key, True))
+        elif act.status != QUIESCING:
+            act.status = QUIESCING
+            q.sq.remove(act)
+
+
+def _next_timer(q: QueueState) -> int | None:
+    head = q.ready.peek()
+    at = head.expiry if head is not None else None
+    cfg = q.config
+    if cfg.expires is not None and q.last_active is not None and is_unused(q):
+        # x-expires fires when leader time is strictly past last_active + expires
+        qt = q.last_active + cfg.expires + 1
+        at = qt if at is None else min(at, qt)
+    return at
+
+
+def finish(meta: Meta, q: QueueState, effects: list) -> None:
+    """Bookkeeping after each command: re-arm the timer and move the release cursor,
+    emitting an effect only when either changed."""
+    at = _next_timer(q)
+    if at != q.timer_at:
+        q.timer_at = at
+        effects.append(SetTimer(at))
+    s = q.live.smallest()
+    if s != q.released:
+        q.released = s
+        effects.append(ReleaseCursor(meta.index, s))
+
+
+def is_unused(q: QueueState) -> bool:
+    return not q.waiting and not any(c.status != SUSPECTED for c in q.consumers.values())
+

@@ -1,0 +1,160 @@
+"""Message records and the ready queue of the quorum queue state machine.
+
+A message in the state is its log index plus a small header (`Message`); the body stays
+in the Raft log.  `ReadyQueue` holds the messages waiting for a consumer in delivery
+order: returned messages first (delivery limit set: "near the head"), then two priority
+levels served 2:1 like rabbit_fifo_q.  `LiveIndexes` tracks the smallest log index still
+referenced, for `ReleaseCursor`.  Used only by the other modules of this package.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+__all__ = ["Message", "ReadyQueue", "LiveIndexes"]
+
+# The priority level above which a message is "high" (RabbitMQ 4.x: 0-4 and unset normal).
+_HIGH_ABOVE = 4
+# 2 high-priority deliveries per normal one when both levels have messages.
+_WEIGHT = 2
+
+
+class Message:
+    """Header of one message.  Mutable: `acquired` / `delivery_failed` grow on returns.
+
+    acquired: deliveries that were returned (x-delivery-count, delivery-limit check).
+    delivery_failed: returns that counted as failed (consumer down, reject).
+    expiry: absolute leader time (ms) after which it is dead at the head, or None."""
+    __slots__ = ("index", "size", "expiry", "hi", "persistent", "acquired", "delivery_failed")
+
+    def __init__(self, index: int, size: int, expiry: int | None = None, hi: bool = False,
+                 persistent: bool = True, acquired: int = 0, delivery_failed: int = 0):
+        self.index = index
+        self.size = size
+        self.expiry = expiry
+        self.hi = hi
+        self.persistent = persistent
+        self.acquired = acquired
+        self.delivery_failed = delivery_failed
+
+    def to_wire(self) -> list:
+        return [self.index, self.size, self.expiry, self.hi, self.persistent,
+                self.acquired, self.delivery_failed]
+
+    @classmethod
+    def from_wire(cls, w: list) -> "Message":
+        return cls(*w)
+
+    def __repr__(self) -> str:
+        return f"Message({', '.join(repr(v) for v in self.to_wire())})"
+
+
+def is_high(priority: int | None) -> bool:
+    return priority is not None and priority > _HIGH_ABOVE
+
+
+class ReadyQueue:
+    """Messages ready for delivery.  `len()` and `bytes` count all of them."""
+    __slots__ = ("returns", "hi", "lo", "counter", "bytes")
+
+    def __init__(self) -> None:
+        self.returns: deque[Message] = deque()
+        self.hi: deque[Message] = deque()
+        self.lo: deque[Message] = deque()
+        self.counter = 0      # position in the 2:1 cycle, as rabbit_fifo_q's dequeue counter
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.returns) + len(self.hi) + len(self.lo)
+
+    def push(self, msg: Message) -> None:
+        (self.hi if msg.hi else self.lo).append(msg)
+        self.bytes += msg.size
+
+    def push_return(self, msg: Message) -> None:
+        """Back near the head: after earlier returns, before everything else."""
+        self.returns.append(msg)
+        self.bytes += msg.size
+
+    def push_tail(self, msg: Message) -> None:
+        """Back at the tail of the normal level (returns with an unlimited delivery limit)."""
+        self.lo.append(msg)
+        self.bytes += msg.size
+
+    def _pick(self) -> deque[Message] | None:
+        if self.returns:
+            return self.returns
+        hi, lo = self.hi, self.lo
+        if hi and lo and self.counter == _WEIGHT:
+            # normal's turn, but a high message published earlier still goes first
+            return hi if hi[0].index < lo[0].index else lo
+        if hi:
+            return hi
+        return lo if lo else None
+
+    def peek(self) -> Message | None:
+        q = self._pick()
+        return q[0] if q is not None else None
+
+    def pop(self) -> Message | None:
+        q = self._pick()
+        if q is None:
+            return None
+        if q is not self.returns:
+            self.counter = 0 if self.counter == _WEIGHT else self.counter + 1
+        msg = q.popleft()
+        self.bytes -= msg.size
+        return msg
+
+    def clear(self) -> list[Message]:
+        out = [*self.returns, *self.hi, *self.lo]
+        self.returns.clear()
+        self.hi.clear()
+        self.lo.clear()
+        self.bytes = 0
+        return out
+
+    def to_wire(self) -> list:
+        return [[m.to_wire() for m in self.returns], [m.to_wire() for m in self.hi],
+                [m.to_wire() for m in self.lo], self.counter]
+
+    @classmethod
+    def from_wire(cls, w: list) -> "ReadyQueue":
+        q = cls()
+        q.returns.extend(Message.from_wire(m) for m in w[0])
+        q.hi.extend(Message.from_wire(m) for m in w[1])
+        q.lo.extend(Message.from_wire(m) for m in w[2])
+        q.counter = w[3]
+        q.bytes = sum(m.size for m in q.returns) + sum(m.size for m in q.hi) \
+            + sum(m.size for m in q.lo)
+        return q
+
+
+class LiveIndexes:
+    """Log indexes of messages still held (ready, checked out or dead-lettered pending).
+
+    Indexes are added in increasing order (a message's index is the index of the command
+    that created it), so the smallest live one is found by dropping removed ones from the
+    front: amortised O(1) per message."""
+    __slots__ = ("_order", "_removed")
+
+    def __init__(self, indexes: list[int] | None = None) -> None:
+        self._order: deque[int] = deque(indexes or ())
+        self._removed: set[int] = set()   # ints only: never iterated
+
+    def add(self, index: int) -> None:
+        self._order.append(index)
+
+    def remove(self, index: int) -> None:
+        self._removed.add(index)
+        self._trim()
+
+    def _trim(self) -> None:
+        order, removed = self._order, self._removed
+        while order and order[0] in removed:
+            removed.discard(order.popleft())
+
+    def smallest(self) -> int | None:
+        return self._order[0] if self._order else None
+
+    def live(self) -> list[int]:
+        return [i for i in self._order if i not in self._removed]
