@@ -22,6 +22,7 @@ from amqp_broker.core.errors import (
     NotImplemented_,
     PreconditionFailed,
 )
+from amqp_broker.protocol.properties import decode_properties, encode_properties, peek_reply_to
 from amqp_broker.queues import Consumer, Message
 
 from . import declares
@@ -35,6 +36,7 @@ __all__ = ["Channel"]
 
 _PUBLISH = (60, 40)
 REPLY_TO = "amq.rabbitmq.reply-to"
+_REPLY_TO_B = REPLY_TO.encode()
 
 
 class _ConsumerState:
@@ -91,7 +93,10 @@ class Channel:
 
     def _publish(self, ev) -> None:
         self._check_publish(ev)
-        msg = Message.from_publish(ev.exchange, ev.routing_key, ev.properties, ev.body)
+        props = ev.properties
+        if _REPLY_TO_B in props:
+            props = self._rewrite_reply_to(props)
+        msg = Message.from_publish(ev.exchange, ev.routing_key, props, ev.body)
         vhost = self.vhost
         try:
             targets = vhost.route(ev.exchange, ev.routing_key, msg)
@@ -120,6 +125,17 @@ class Channel:
         confirms.wait_for(seq, len(targets))
         for rt in targets:
             rt.publish(msg, now_ms, (confirms, seq))
+
+    def _rewrite_reply_to(self, props: bytes) -> bytes:
+        # Direct reply-to: the requester's reply_to becomes its private reply name.
+        if peek_reply_to(props) != REPLY_TO:
+            return props
+        name = self.broker.reply_to.name_for(self)
+        if name is None:
+            raise PreconditionFailed("fast reply consumer does not exist").with_method(*_PUBLISH)
+        decoded = decode_properties(props)
+        decoded.reply_to = name
+        return encode_properties(decoded)
 
     # -- deliveries (called by QueueRuntime) ----------------------------------------------------
     def make_consumer_credit(self, st: _ConsumerState):
