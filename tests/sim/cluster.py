@@ -1,0 +1,315 @@
+"""A whole Raft cluster in one plain loop: seeded RNG, simulated clock, `SimNetwork`, `SimDisk`
+per node, crashes and restarts from durable state, and `SafetyChecker` fed at every step.
+
+`run_seed(seed, size, steps)` is what the tests call. One step handles one event: a message
+delivery, a tick, a disk sync, or an injected fault or client proposal; then every node's
+Ready is processed following the contract in quorum/raft/ready.py (stage -> sync -> send ->
+apply -> advance), with the sync happening a simulated while later so that crashes can hit the
+window in between. After the chaos phase the network heals and every node restarts; the run
+then requires a leader and a freshly proposed entry applied on every node (liveness).
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+
+from quorum.raft import (EntryKind, NotLeader, ProposalDropped, RaftNode, RaftOptions, Ready,
+                         Role, Snapshot)
+
+from .checker import SafetyChecker, SafetyViolation, chain
+from .disk import SimDisk
+from .network import NetProfile, SimNetwork
+
+TICK_MS = 10
+_ZERO = bytes(16)
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Per-step probabilities of injected events during the chaos phase."""
+
+    propose: float = 0.08
+    crash: float = 0.002
+    restart: float = 0.02
+    partition: float = 0.003
+    heal: float = 0.01
+    compact_every: int = 25  # a node compacts when this many entries were applied since
+    max_sync_delay_ms: int = 3
+    net: NetProfile = field(default_factory=lambda: NetProfile(1, 15, 0.05, 0.02))
+
+
+class SimNode:
+    """One node's process: the RaftNode plus its disk, state machine digest and pending Ready."""
+
+    def __init__(self, cluster: SimCluster, node_id: str) -> None:
+        self.c = cluster
+        self.id = node_id
+        self.disk = SimDisk()
+        self.raft: RaftNode | None = None
+        self.applied = 0  # state machine: (applied index, digest chain)
+        self.digest = _ZERO
+        self.pending: Ready | None = None
+        self.sync_at = 0
+        self.next_tick = 0
+        self.last_commit = 0
+        self.starts = 0
+
+    @property
+    def up(self) -> bool:
+        return self.raft is not None
+
+    def start(self) -> None:
+        p = self.disk.persisted()
+        self.starts += 1
+        rng = random.Random(self.c.rng.getrandbits(64))
+        self.raft = RaftNode(self.id, self.c.ids, rng=rng, persisted=p, options=self.c.options,
+                             applied=p.snapshot.meta.index if p.snapshot else 0)
+        self.applied, self.digest = _restore(p.snapshot)
+        self.pending = None
+        self.last_commit = self.raft.commit_index
+        self.next_tick = self.c.now + self.c.rng.randint(1, TICK_MS)
+
+    def crash(self) -> None:
+        self.raft = None
+        self.pending = None
+        self.disk.crash()
+
+    def process(self) -> None:
+        """Take the next Ready if none is pending; sync at once or schedule it for later."""
+        raft = self.raft
+        if raft is None or self.pending is not None:
+            return
+        rd = raft.ready()
+        if rd is None:
+            return
+        for e in rd.entries:
+            self.c.checker.on_entry(self.id, e, raft.log_term(e.index - 1))
+        self.disk.stage(rd)
+        self.pending = rd
+        self.sync_at = self.c.now + self.c.rng.randint(0, self.c.faults.max_sync_delay_ms)
+        if self.sync_at <= self.c.now:
+            self.finish()
+
+    def finish(self) -> None:
+        """The fsync completed: now send, apply, advance, maybe compact."""
+        rd, raft, c = self.pending, self.raft, self.c
+        self.pending = None
+        self.disk.sync()
+        for m in rd.messages:
+            c.net.send(c.now, m)
+        if rd.snapshot is not None:
+            self.applied, self.digest = _restore(rd.snapshot)
+            c.checker.on_restore(self.id, self.applied, self.digest)
+        for e in rd.committed:
+            if e.index != self.applied + 1:
+                raise SafetyViolation(f"{self.id} applies {e.index} after {self.applied}")
+            self.digest = chain(self.digest, e)
+            self.applied = e.index
+            c.checker.on_apply(self.id, e, self.digest)
+            if e.kind is EntryKind.NORMAL:
+                c.applied_payloads.setdefault(e.data, e.index)
+        raft.advance(rd)
+        snap = raft.snapshot_meta
+        if self.applied - (snap.index if snap else 0) >= c.faults.compact_every:
+            s = raft.compact(self.applied, struct.pack(">Q", self.applied) + self.digest)
+            self.disk.install_snapshot(s, keep_tail=True)
+        self.process()
+
+
+def _restore(snap: Snapshot | None) -> tuple[int, bytes]:
+    if snap is None:
+        return 0, _ZERO
+    return struct.unpack(">Q", snap.data[:8])[0], snap.data[8:]
+
+
+class SimCluster:
+    def __init__(self, seed: int, size: int, faults: Faults | None = None,
+                 options: RaftOptions | None = None) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.faults = faults or Faults()
+        self.options = options or RaftOptions(election_tick=10, heartbeat_tick=2,
+                                              max_append_entries=8, max_inflight=4)
+        self.ids = [f"n{i}" for i in range(size)]
+        self.now = 0
+        self.steps = 0
+        self.net = SimNetwork(self.rng, self.faults.net)
+        self.checker = SafetyChecker()
+        self.nodes = {i: SimNode(self, i) for i in self.ids}
+        self.applied_payloads: dict[bytes, int] = {}
+        self.proposed = 0
+        self.trace: deque[str] = deque(maxlen=60)
+        self._leader_terms: dict[str, int] = {}
+        for n in self.nodes.values():
+            n.start()
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    def step(self, chaos: bool) -> None:
+        self.steps += 1
+        if chaos:
+            self._inject()
+        self._next_event()
+        for n in self.nodes.values():
+            n.process()
+        self._check()
+
+    def _next_event(self) -> None:
+        candidates = []
+        t = self.net.next_time()
+        if t is not None:
+            candidates.append((t, 0, ""))
+        for n in self.nodes.values():
+            if n.up:
+                candidates.append((n.next_tick, 2, n.id))
+                if n.pending is not None:
+                    candidates.append((n.sync_at, 1, n.id))
+        if not candidates:
+            self.now += TICK_MS
+            return
+        at, kind, node_id = min(candidates)
+        self.now = max(self.now, at)
+        if kind == 0:
+            m = self.net.pop_due(self.now)
+            if m is not None and self.nodes[m.to].up:
+                self.nodes[m.to].raft.step(m)
+        elif kind == 1:
+            self.nodes[node_id].finish()
+        else:
+            n = self.nodes[node_id]
+            n.next_tick += TICK_MS
+            n.raft.tick()
+
+    def _inject(self) -> None:
+        f, rng = self.faults, self.rng
+        if rng.random() < f.propose:
+            self.propose()
+        up = [n for n in self.nodes.values() if n.up]
+        down = [n for n in self.nodes.values() if not n.up]
+        if up and rng.random() < f.crash and len(down) < len(self.ids) // 2 + 1:
+            victim = rng.choice(up)
+            self.trace.append(f"{self.now}ms crash {victim.id}")
+            victim.crash()
+        if down and rng.random() < f.restart:
+            n = rng.choice(down)
+            self.trace.append(f"{self.now}ms restart {n.id}")
+            n.start()
+        if rng.random() < f.partition:
+            self._partition()
+        if rng.random() < f.heal:
+            self.net.heal()
+
+    def _partition(self) -> None:
+        ids = list(self.ids)
+        self.rng.shuffle(ids)
+        if self.rng.random() < 0.3:
+            a, b = ids[0], ids[1]
+            self.net.cut(a, b)  # one-way
+            self.trace.append(f"{self.now}ms cut {a}->{b}")
+        else:
+            k = self.rng.randint(1, len(ids) - 1)
+            self.net.partition([ids[:k], ids[k:]])
+            self.trace.append(f"{self.now}ms partition {sorted(ids[:k])} | {sorted(ids[k:])}")
+
+    def propose(self) -> int | None:
+        """A client sends a unique command to some node, following one leader hint."""
+        self.proposed += 1
+        data = b"cmd-%d" % self.proposed
+        up = [n for n in self.nodes.values() if n.up]
+        if not up:
+            return None
+        target = self.rng.choice(up)
+        for _ in range(2):
+            try:
+                return target.raft.propose(data, self.now)
+            except NotLeader as e:
+                hint = self.nodes.get(e.leader_hint) if e.leader_hint else None
+                if hint is None or not hint.up:
+                    return None
+                target = hint
+            except ProposalDropped:
+                return None
+        return None
+
+    def _check(self) -> None:
+        ck = self.checker
+        for n in self.nodes.values():
+            raft = n.raft
+            if raft is None:
+                continue
+            if raft.commit_index < n.last_commit:
+                raise SafetyViolation(f"{n.id} commit went back {n.last_commit} -> {raft.commit_index}")
+            n.last_commit = raft.commit_index
+            if raft.role is Role.LEADER and self._leader_terms.get(n.id) != raft.term:
+                self._leader_terms[n.id] = raft.term
+                self.trace.append(f"{self.now}ms {n.id} leads term {raft.term}")
+                ck.on_leader(n.id, raft.term)
+                snap = raft.snapshot_meta
+                ck.check_leader_log(n.id, raft.term, snap.index if snap else 0, raft.log_term)
+
+    # ---- phases ----------------------------------------------------------------------------
+
+    def heal_all(self) -> None:
+        self.net.heal()
+        self.net.profile = NetProfile(1, 15, 0.0, 0.0)
+        for n in self.nodes.values():
+            if not n.up:
+                n.start()
+        self.trace.append(f"{self.now}ms healed")
+
+    def await_liveness(self, max_ms: int = 20_000) -> None:
+        """After healing: a leader appears and a new command is applied everywhere."""
+        deadline = self.now + max_ms
+        index = None
+        marker = None
+        while self.now < deadline:
+            self.step(chaos=False)
+            if index is None:
+                leaders = [n for n in self.nodes.values() if n.raft.role is Role.LEADER]
+                if leaders:
+                    marker = b"liveness-%d" % self.steps
+                    try:
+                        index = leaders[0].raft.propose(marker, self.now)
+                    except (NotLeader, ProposalDropped):
+                        index = None
+            elif all(n.applied >= index for n in self.nodes.values()):
+                digests = {n.digest for n in self.nodes.values() if n.applied == index}
+                if self.applied_payloads.get(marker) == index and len(digests) <= 1:
+                    return
+                if self.applied_payloads.get(marker) is None:
+                    index = None  # the proposal was lost with a leader change: try again
+        raise SafetyViolation(f"liveness: no committed proposal {max_ms}ms after healing"
+                              f" ({self.status()})")
+
+    def status(self) -> str:
+        parts = []
+        for n in self.nodes.values():
+            if n.raft is None:
+                parts.append(f"{n.id}:down")
+            else:
+                r = n.raft
+                parts.append(f"{n.id}:{r.role.value[0]}{r.term} c{r.commit_index} a{n.applied}"
+                             f" l{r.last_index}")
+        return " ".join(parts) + f" cuts={self.net.describe_cuts()}"
+
+
+def run_seed(seed: int, size: int, steps: int, faults: Faults | None = None) -> SimCluster:
+    """Chaos for `steps` steps, then heal and require liveness. Raises SafetyViolation with the
+    seed and the last events on failure."""
+    c = SimCluster(seed, size, faults)
+    try:
+        for _ in range(steps):
+            c.step(chaos=True)
+        c.heal_all()
+        c.await_liveness()
+    except Exception as e:
+        trail = "\n  ".join(c.trace)
+        raise SafetyViolation(
+            f"seed={seed} size={size} steps={steps} failed at step {c.steps}, {c.now}ms: {e}\n"
+            f"state: {c.status()}\nlast events:\n  {trail}\n"
+            f"replay: SIM_SEED={seed} SIM_SIZE={size} SIM_STEPS={steps}"
+            f" python -m pytest tests/sim -k replay") from e
+    return c

@@ -1,0 +1,53 @@
+"""Simulated disk of one node for the Raft simulator: what a Ready asks to persist is first
+staged (written, not synced), and only becomes durable at sync. A crash drops everything
+staged. `persisted()` is what a restarting node is built from. Used by `cluster.SimNode`."""
+
+from __future__ import annotations
+
+from quorum.raft import Entry, HardState, Persisted, Ready, Snapshot
+
+
+class SimDisk:
+    def __init__(self) -> None:
+        self.hard_state = HardState()
+        self.snapshot: Snapshot | None = None
+        self.entries: list[Entry] = []  # durable entries after the snapshot, no gaps
+        self._staged: list[Ready] = []
+
+    def stage(self, rd: Ready) -> None:
+        self._staged.append(rd)
+
+    def sync(self) -> None:
+        for rd in self._staged:
+            if rd.snapshot is not None:
+                self.install_snapshot(rd.snapshot, keep_tail=False)
+            if rd.entries:
+                self._append(rd.entries)
+            if rd.hard_state is not None:
+                self.hard_state = rd.hard_state
+        self._staged.clear()
+
+    def crash(self) -> None:
+        self._staged.clear()  # written but never synced: lost
+
+    def install_snapshot(self, snap: Snapshot, keep_tail: bool) -> None:
+        """Write a snapshot durably (atomically, by rename). A local compaction keeps the entries
+        after it; a snapshot received from the leader replaces the whole log."""
+        self.snapshot = snap
+        idx = snap.meta.index
+        self.entries = [e for e in self.entries if e.index > idx] if keep_tail else []
+
+    def _append(self, entries: list[Entry]) -> None:
+        first = entries[0].index
+        base = self.snapshot.meta.index if self.snapshot else 0
+        if self.entries:
+            start = self.entries[0].index
+            if first > self.entries[-1].index + 1:
+                raise AssertionError(f"gap on disk: append {first} after {self.entries[-1].index}")
+            del self.entries[max(0, first - start):]
+        elif first != base + 1:
+            raise AssertionError(f"gap on disk: append {first} after snapshot {base}")
+        self.entries.extend(entries)
+
+    def persisted(self) -> Persisted:
+        return Persisted(self.hard_state, self.snapshot, list(self.entries))
