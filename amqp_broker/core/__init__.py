@@ -31,6 +31,16 @@ from .errors import (
     error_for_code,
 )
 from .exchanges import EXCHANGE_TYPES, Exchange, headers_match, make_exchange
+from .policies import (
+    Policy,
+    PolicyError,
+    PolicyStore,
+    QueueSettings,
+    effective_definition,
+    make_policy,
+    resolve_queue_settings,
+    select_policy,
+)
 from .router import STANDARD_EXCHANGES, Topology, Unbound, routing_keys
 
 __all__ = [
@@ -39,5 +49,7 @@ __all__ = [
     "InternalError", "InvalidPath", "NoConsumers", "NoRoute", "NotAllowed", "NotFound",
     "NotImplemented_", "PreconditionFailed", "ResourceError", "ResourceLocked",
     "STANDARD_EXCHANGES", "SoftError", "SyntaxError_", "Topology", "Unbound", "UnexpectedFrame",
+    "Policy", "PolicyError", "PolicyStore", "QueueSettings", "effective_definition",
+    "make_policy", "resolve_queue_settings", "select_policy",
     "error_for_code", "headers_match", "make_exchange", "routing_keys",
 ]
