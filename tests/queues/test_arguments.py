@@ -1,0 +1,86 @@
+"""Declare/consume argument validation with RabbitMQ's 406 texts, and policy precedence."""
+
+import pytest
+
+from amqp_broker.core.errors import PreconditionFailed
+from amqp_broker.queues import (
+    ClassicQueue,
+    QueueSettings,
+    apply_policy,
+    parse_consumer_priority,
+    parse_queue_arguments,
+)
+
+PREFIX = "PRECONDITION_FAILED - invalid arg '{}' for queue 'q' in vhost '/': "
+
+
+@pytest.mark.parametrize(
+    "key, value, why",
+    [
+        ("x-max-length", -1, "{value_negative,-1}"),
+        ("x-max-length", "10", "{unacceptable_type,longstr}"),
+        ("x-max-length-bytes", -5, "{value_negative,-5}"),
+        ("x-message-ttl", -1, "{value_negative,-1}"),
+        ("x-message-ttl", 1.5, "{unacceptable_type,double}"),
+        ("x-message-ttl", 2**32, "{value_too_large,4294967296,4294967295}"),
+        ("x-expires", 0, "{value_zero,0}"),
+        ("x-expires", -3, "{value_negative,-3}"),
+        ("x-max-priority", 256, "{max_value_exceeded,256}"),
+        ("x-max-priority", True, "{unacceptable_type,bool}"),
+        ("x-overflow", "drop-tail", "invalid_overflow"),
+        ("x-overflow", 1, "{unacceptable_type,long}"),
+        ("x-single-active-consumer", 1, "{unacceptable_type,long}"),
+        ("x-dead-letter-exchange", 5, "{unacceptable_type,long}"),
+        ("x-queue-type", "fancy", "\"unsupported queue type 'fancy'\""),
+    ],
+)
+def test_invalid_declare_args(key, value, why):
+    with pytest.raises(PreconditionFailed) as err:
+        ClassicQueue("q", "/", arguments={key: value})
+    assert err.value.reply_code == 406
+    assert err.value.reply_text == PREFIX.format(key) + why
+
+
+def test_dlrk_without_dlx():
+    with pytest.raises(PreconditionFailed) as err:
+        parse_queue_arguments("q", "/", {"x-dead-letter-routing-key": "k"})
+    assert err.value.reply_text == PREFIX.format("x-dead-letter-routing-key") + (
+        "routing_key_but_no_dlx_defined"
+    )
+
+
+def test_valid_args_become_settings():
+    s = parse_queue_arguments("q", "/", {
+        "x-max-length": 10, "x-max-length-bytes": 100, "x-overflow": "reject-publish",
+        "x-message-ttl": 0, "x-expires": 1000, "x-max-priority": 5,
+        "x-single-active-consumer": True, "x-dead-letter-exchange": b"dlx",
+        "x-dead-letter-routing-key": "dk", "x-queue-mode": "lazy", "x-unknown": object(),
+    })
+    assert s == QueueSettings(10, 100, "reject-publish", 0, 1000, 5, True, "dlx", "dk")
+
+
+def test_consumer_priority():
+    assert parse_consumer_priority("q", "/", None) == 0
+    assert parse_consumer_priority("q", "/", {"x-priority": -4}) == -4
+    with pytest.raises(PreconditionFailed) as err:
+        parse_consumer_priority("q", "/", {"x-priority": "high"})
+    assert err.value.reply_text == PREFIX.format("x-priority") + "{unacceptable_type,longstr}"
+
+
+@pytest.mark.parametrize(
+    "args, policy, expected",
+    [
+        ({"x-max-length": 10}, {"max-length": 5}, {"max_length": 5}),
+        ({"x-max-length": 3}, {"max-length": 5}, {"max_length": 3}),
+        ({}, {"message-ttl": 100, "expires": 9}, {"message_ttl": 100, "expires": 9}),
+        ({"x-overflow": "drop-head"}, {"overflow": "reject-publish"}, {"overflow": "reject-publish"}),
+        ({"x-dead-letter-exchange": "a"}, {"dead-letter-exchange": "b"},
+         {"dead_letter_exchange": "a"}),
+        ({}, {"dead-letter-exchange": "b", "dead-letter-routing-key": "r"},
+         {"dead_letter_exchange": "b", "dead_letter_routing_key": "r"}),
+    ],
+)
+def test_policy_precedence(args, policy, expected):
+    merged = apply_policy(parse_queue_arguments("q", "/", args), policy)
+    for field, value in expected.items():
+        assert getattr(merged, field) == value
