@@ -120,3 +120,19 @@ class RawClient:
         self.send(0, commands.Connection.TuneOk(**t))
         self.send(0, commands.Connection.Open(virtual_host=vhost if vhost is not None else self.vhost))
         return self.read_method()
+
+    def open_channel(self, channel: int = 1) -> None:
+        self.send(channel, commands.Channel.Open())
+        self.read_method(commands.Channel.OpenOk)
+
+    def publish(self, channel: int, exchange: str, routing_key: str, body_bytes: bytes, *,
+                mandatory: bool = False, immediate: bool = False, properties=None) -> None:
+        """basic.publish + content header + one body frame (bodies here are small)."""
+        from pamqp import body as _body, header as _header
+        self.send(channel, commands.Basic.Publish(exchange=exchange, routing_key=routing_key,
+                                                  mandatory=mandatory, immediate=immediate))
+        self.send(channel, _header.ContentHeader(0, len(body_bytes),
+                                                 properties or commands.Basic.Properties()))
+        if body_bytes:
+            self.send(channel, _body.ContentBody(body_bytes))
+
