@@ -16,11 +16,11 @@ from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUP
                       Applied, CancelReply, CheckoutReply, Confirm, ConsumerActive,
                       CreditReply, DeadLetter, DeadMsg, Deliver, Delivery, DequeueReply,
                       Monitor, QueueExpired, RejectPublish, ReleaseCursor, SetTimer)
-from .machine import apply, return_commands
+from .machine import apply, leader_effects, return_commands
 from .state import QueueState, active_consumer, digest, init, overview, restore, snapshot
 
 __all__ = [
-    "apply", "return_commands", "init", "snapshot", "restore", "digest", "overview",
+    "apply", "return_commands", "leader_effects", "init", "snapshot", "restore", "digest", "overview",
     "active_consumer", "QueueState", "encode_command", "decode_command",
     # commands
     "Meta", "ConsumerKey", "QueueConfig", "Command", "Enqueue", "Checkout", "Dequeue",

@@ -15,7 +15,7 @@ from .state import QueueState, active_consumer
 
 __all__ = ["deliver", "enforce_limits", "over_limit", "return_msgs", "complete",
            "update_or_remove", "activate_next", "sort_waiting", "finish", "delivery_of",
-           "is_unused", "remove_consumer", "add_waiting"]
+           "is_unused", "remove_consumer", "add_waiting", "next_timer"]
 
 
 def delivery_of(msg_id: int, m: Message) -> Delivery:
@@ -204,7 +204,8 @@ def activate_next(q: QueueState, effects: list) -> None:
             q.sq.remove(act)
 
 
-def _next_timer(q: QueueState) -> int | None:
+def next_timer(q: QueueState) -> int | None:
+    """Leader time at which a `Tick` is next needed (head expiry or x-expires)."""
     head = q.ready.peek()
     at = head.expiry if head is not None else None
     cfg = q.config
@@ -218,7 +219,7 @@ def _next_timer(q: QueueState) -> int | None:
 def finish(meta: Meta, q: QueueState, effects: list) -> None:
     """Bookkeeping after each command: re-arm the timer and move the release cursor,
     emitting an effect only when either changed."""
-    at = _next_timer(q)
+    at = next_timer(q)
     if at != q.timer_at:
         q.timer_at = at
         effects.append(SetTimer(at))

@@ -15,15 +15,15 @@ from .commands import (UNLIMITED_PREFETCH, Cancel, Checkout, Command, ConsumerDo
                        Requeue, Return, Settle, Tick, UpdateConfig)
 from .consumers import CANCELLED, QUIESCING, SUSPECTED, UP, Consumer, Enqueuer
 from .delivery import (activate_next, add_waiting, complete, deliver, delivery_of,
-                       enforce_limits, finish, is_unused, over_limit, remove_consumer,
+                       enforce_limits, finish, is_unused, next_timer, over_limit, remove_consumer,
                        return_msgs, sort_waiting, update_or_remove)
 from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUPPORTED,
                       Applied, CancelReply, CheckoutReply, Confirm, CreditReply,
-                      DequeueReply, Monitor, QueueExpired, RejectPublish)
+                      DequeueReply, Monitor, QueueExpired, RejectPublish, SetTimer)
 from .messages import Message, is_high
 from .state import QueueState, active_consumer
 
-__all__ = ["apply", "return_commands"]
+__all__ = ["apply", "return_commands", "leader_effects"]
 
 
 def apply(meta: Meta, cmd: Command, q: QueueState) -> Applied:
@@ -47,6 +47,22 @@ def return_commands(q: QueueState, cmd: Return,
         return []
     return [Requeue(cmd.consumer, mid, read_payload(c.checked_out[mid].index))
             for mid in cmd.msg_ids if mid in c.checked_out]
+
+
+def leader_effects(q: QueueState) -> list:
+    """Effects a replica runs when it becomes leader (rabbit_fifo's state_enter(leader)):
+    re-arm the timer and monitor every known consumer and publisher process."""
+    effects: list = [SetTimer(next_timer(q))]
+    seen: dict = {}
+    for c in [*q.consumers.values(), *q.waiting]:
+        seen.setdefault((c.key.pid, c.key.node), None)
+    for pid in q.enqueuers:
+        seen.setdefault((pid, None), None)
+    effects += [Monitor(pid, node) for pid, node in seen]
+    effects += [Monitor(None, node) for node in
+                dict.fromkeys(c.key.node for c in q.consumers.values()
+                              if c.status == SUSPECTED)]
+    return effects
 
 
 def _done(meta: Meta, q: QueueState, effects: list, reply=OK) -> Applied:

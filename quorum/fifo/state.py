@@ -20,7 +20,6 @@ __all__ = ["QueueState", "init", "snapshot", "restore", "digest", "overview",
            "active_consumer"]
 
 _SNAPSHOT_VERSION = 1
-_NEVER = -1    # `released` before the first ReleaseCursor
 
 
 class QueueState:
@@ -44,7 +43,7 @@ class QueueState:
         self.checked_bytes = 0
         self.last_active = created_ms      # for x-expires
         self.timer_at: int | None = None   # the last SetTimer emitted
-        self.released: int | None = _NEVER  # the last ReleaseCursor.smallest_live emitted
+        self.released: int | None = None   # the last ReleaseCursor.smallest_live emitted
 
     # counts -----------------------------------------------------------------
     def messages_ready(self) -> int:

@@ -31,12 +31,12 @@ class Harness:
         return apply(meta, cmd, self.q)
 
     def publish(self, n: int = 1, size: int = 10, publisher: str | None = "pub",
-                **kw) -> list[Applied]:
+                ts: int | None = None, **kw) -> list[Applied]:
         out = []
         for _ in range(n):
             self.seq += 1
             out.append(self(Enqueue(publisher, self.seq if publisher else None, size,
-                                    b"m%d" % self.seq, **kw)))
+                                    b"m%d" % self.seq, **kw), ts))
         return out
 
 
