@@ -1,0 +1,12 @@
+"""Dead lettering: x-death headers (``deaths``), cycle detection (``cycles``); workers later.
+
+``deaths`` and ``cycles`` are pure: queue implementations call ``dead_letter`` to build the
+republished message's headers and routing keys, route it on the DLX with
+``amqp_broker.core.Topology.route(..., internal_ok=True)``, then drop looping targets with
+``split_cycles``.
+"""
+
+from .cycles import is_death_cycle, split_cycles
+from .deaths import REASONS, DeadLettered, dead_letter, x_death_entries
+
+__all__ = ["REASONS", "DeadLettered", "dead_letter", "is_death_cycle", "split_cycles", "x_death_entries"]

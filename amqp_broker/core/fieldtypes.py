@@ -13,7 +13,21 @@ import datetime
 import decimal
 from typing import Any, Mapping
 
-__all__ = ["type_name", "values_equal"]
+__all__ = ["Long", "type_name", "values_equal"]
+
+
+class Long(int):
+    """An int that RabbitMQ sends as a signed 64-bit ``l`` field (e.g. x-death ``count``).
+
+    pamqp encodes any int with the smallest type that fits (``b`` for 1); Java clients (and
+    Spring AMQP's ``(Long) death.get("count")``) expect ``l``. pamqp still encodes a ``Long``
+    as a plain int; an encoder that checks ``type(v) is Long`` can emit ``l``.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Long({int(self)})"
 
 
 def type_name(value: Any) -> str:
