@@ -45,7 +45,7 @@ class Settings:
     silent_close_delay: float = 3.0
     connection_max: int | None = None
     product: str = "amqp-broker"  # see protocol/config.py: not "RabbitMQ" on purpose (kombu qos)
-    version: str = "0.1.0"
+    version: str = "4.2.0"  # the RabbitMQ behaviour we follow; clients compare it with 3.x
     platform: str = "Python/trio"
     cluster_name: str = "amqp-broker"
     # Consumers bigger than this many unacked messages per writer wake are fine; this bounds

@@ -55,6 +55,7 @@ class Broker:
         props = default_server_properties(settings.product, settings.version,
                                           platform=settings.platform)
         props["cluster_name"] = settings.cluster_name
+        props["capabilities"]["consumer_priorities"] = True
         self.protocol_config = ProtocolConfig(
             server_properties=props,
             channel_max=settings.channel_max,

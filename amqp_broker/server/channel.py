@@ -22,7 +22,12 @@ from amqp_broker.core.errors import (
     NotImplemented_,
     PreconditionFailed,
 )
-from amqp_broker.protocol.properties import decode_properties, encode_properties, peek_reply_to
+from amqp_broker.protocol.properties import (
+    decode_properties,
+    encode_properties,
+    peek_expiration,
+    peek_reply_to,
+)
 from amqp_broker.queues import Consumer, Message
 
 from . import declares
@@ -97,6 +102,10 @@ class Channel:
         if _REPLY_TO_B in props:
             props = self._rewrite_reply_to(props)
         msg = Message.from_publish(ev.exchange, ev.routing_key, props, ev.body)
+        if msg.expiration_ms is None and props and props[0] & 0x01:
+            # expiration flag set but not a non-negative integer string
+            raise PreconditionFailed(
+                f"invalid expiration '{peek_expiration(props)}': no_integer").with_method(*_PUBLISH)
         vhost = self.vhost
         try:
             targets = vhost.route(ev.exchange, ev.routing_key, msg)

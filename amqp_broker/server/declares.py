@@ -54,13 +54,14 @@ def _queue_name(ch: "Channel", name: str) -> str:
 
 def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
     name = m.queue
-    if not name and not m.passive:
+    server_named = not name and not m.passive
+    if server_named:
         name = ch.broker.new_name("amq.gen-")
     elif not name:
         name = _queue_name(ch, name)
     rt = ch.vhost.declare_queue(ch.session, name, passive=m.passive, durable=m.durable,
                                 exclusive=m.exclusive, auto_delete=m.auto_delete,
-                                arguments=dict(m.arguments or {}))
+                                arguments=dict(m.arguments or {}), server_named=server_named)
     ch.last_queue = name
     if not m.nowait:
         ch.reply(C.Queue.DeclareOk(queue=name, message_count=rt.message_count,

@@ -133,6 +133,7 @@ class Session:
         while True:
             await self._wake_event.wait()
             self._wake_event = trio.Event()
+            closed = self._closed  # read before draining, so nothing queued later is lost
             if self._flush_hooks:
                 hooks = list(self._flush_hooks.values())
                 self._flush_hooks.clear()
@@ -146,7 +147,7 @@ class Session:
                     self._closed = True
                     self._cancel_all()
                     return
-            if self._closed:
+            if closed:
                 self._cancel_all()
                 return
 

@@ -48,7 +48,8 @@ class VHost:
     def __init__(self, broker: "Broker", name: str) -> None:
         self.broker = broker
         self.name = name
-        self.topology = Topology(name)
+        # 4.x profile: an unknown exchange type is a 406 channel error (3.10: 503).
+        self.topology = Topology(name, unknown_type_error=PreconditionFailed)
         self.queues: dict[str, QueueRuntime] = {}
 
     # -- hot path ------------------------------------------------------------------------------
@@ -77,7 +78,8 @@ class VHost:
 
     # -- queues --------------------------------------------------------------------------------
     def declare_queue(self, session: "Session", name: str, *, passive: bool, durable: bool,
-                      exclusive: bool, auto_delete: bool, arguments: dict) -> QueueRuntime:
+                      exclusive: bool, auto_delete: bool, arguments: dict,
+                      server_named: bool = False) -> QueueRuntime:
         if passive:
             rt = self.get_queue(name, session)
             return rt
@@ -87,7 +89,7 @@ class VHost:
             self._check_equivalent(rt, durable, exclusive, auto_delete, arguments)
             rt.queue.touch(self.broker.now_ms)
             return rt
-        if name.startswith("amq."):
+        if name.startswith("amq.") and not server_named:
             raise AccessRefused(f"queue name '{name}' contains reserved prefix 'amq.*'")
         return self.create_queue(name, durable=durable, exclusive=exclusive,
                                  auto_delete=auto_delete, arguments=arguments,
@@ -138,7 +140,7 @@ class VHost:
         if if_unused and rt.consumer_count:
             raise PreconditionFailed(f"queue '{name}' in vhost '{self.name}' in use")
         if if_empty and rt.message_count:
-            raise PreconditionFailed(f"queue '{name}' in vhost '{self.name}' is not empty")
+            raise PreconditionFailed(f"queue '{name}' in vhost '{self.name}' not empty")
         return self.delete_queue_now(rt)
 
     def delete_queue_now(self, rt: QueueRuntime) -> int:
