@@ -339,6 +339,37 @@ class Topology:
         self._route_through(x.name, routing_key, keys, headers, queues, pending)
         return list(queues)
 
+    def route_keys(
+        self,
+        exchange: str,
+        routing_keys: Iterable[str],
+        headers: Mapping[str, Any] | None = None,
+        *,
+        internal_ok: bool = False,
+    ) -> list[str]:
+        """Like ``route`` but with an explicit list of keys; CC/BCC headers are not read.
+
+        For republishing a dead-lettered message with ``DeadLettered.routing_keys`` (which
+        already include the CC and BCC keys, or only the dead-letter routing key).
+        """
+        keys = list(routing_keys)
+        if not keys:
+            return []
+        x = self._exchanges.get(exchange)
+        if x is None:
+            raise self._not_found("exchange", exchange)
+        if x.internal and not internal_ok:
+            raise AccessRefused(f"cannot publish to internal {self._rs('exchange', exchange)}")
+        queues: dict[str, None] = {}
+        pending: list[str] = []
+        matched = self._collect(x, keys[0], keys, headers, queues, pending)
+        if not pending and (matched or x.alternate is None):
+            return list(queues)
+        if not matched:
+            pending.append(x.alternate)  # type: ignore[arg-type]
+        self._route_through(x.name, keys[0], keys, headers, queues, pending)
+        return list(queues)
+
     @staticmethod
     def _collect(
         x: Exchange, routing_key: str, keys: Iterable[str] | None, headers, queues, pending

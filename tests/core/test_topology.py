@@ -292,3 +292,17 @@ def test_delete_exchange_removes_bindings_to_it(topo):
     topo.bind("dst", Q("q1"))
     assert topo.delete_exchange("dst") == ["dst", "src"]
     assert topo.bindings(dest=Q("q1")) == [b for b in topo.bindings(dest=Q("q1")) if b.source == ""]
+
+
+def test_route_keys_uses_given_keys_only(topo):
+    topo.bind("amq.direct", Q("q1"), "a")
+    topo.bind("amq.direct", Q("q2"), "b")
+    topo.bind("amq.direct", Q("q3"), "c")
+    assert topo.route_keys("amq.direct", ["b", "a"], {"CC": ["c"]}) == ["q2", "q1"]
+    assert topo.route_keys("amq.direct", []) == []
+    topo.declare_exchange("ae", "fanout")
+    topo.bind("ae", Q("q3"))
+    topo.declare_exchange("m", "direct", internal=True, arguments={"alternate-exchange": "ae"})
+    with pytest.raises(AccessRefused):
+        topo.route_keys("m", ["x"])
+    assert topo.route_keys("m", ["x"], internal_ok=True) == ["q3"]

@@ -65,9 +65,7 @@ class World:
         dlx, dlrk = self.dlx[queue]
         r = dead_letter(headers, reason=reason, queue=queue, exchange=exchange, routing_key=rk,
                         time=self.clock, dlx=dlx, dlx_routing_key=dlrk)
-        routed = []
-        for key in r.routing_keys:
-            routed += [q for q in self.topo.route(dlx, key, None, internal_ok=True) if q not in routed]
+        routed = self.topo.route_keys(dlx, r.routing_keys, r.headers, internal_ok=True)
         deliver, dropped = split_cycles(routed, r.headers["x-death"], reason=reason)
         new_rk = r.routing_keys[0]
         return (r.headers, dlx, new_rk), deliver, dropped
