@@ -31,10 +31,10 @@ _ZERO = bytes(16)
 class Faults:
     """Per-step probabilities of injected events during the chaos phase."""
 
-    propose: float = 0.08
-    crash: float = 0.002
-    restart: float = 0.02
-    partition: float = 0.003
+    propose: float = 0.1
+    crash: float = 0.004
+    restart: float = 0.03
+    partition: float = 0.004
     heal: float = 0.01
     compact_every: int = 25  # a node compacts when this many entries were applied since
     max_sync_delay_ms: int = 3
@@ -190,7 +190,9 @@ class SimCluster:
         up = [n for n in self.nodes.values() if n.up]
         down = [n for n in self.nodes.values() if not n.up]
         if up and rng.random() < f.crash and len(down) < len(self.ids) // 2 + 1:
-            victim = rng.choice(up)
+            leaders = [n for n in up if n.raft.role is Role.LEADER]
+            # leaders crash more often than others: that is where the hard cases are
+            victim = rng.choice(leaders if leaders and rng.random() < 0.5 else up)
             self.trace.append(f"{self.now}ms crash {victim.id}")
             victim.crash()
         if down and rng.random() < f.restart:
@@ -205,7 +207,13 @@ class SimCluster:
     def _partition(self) -> None:
         ids = list(self.ids)
         self.rng.shuffle(ids)
-        if self.rng.random() < 0.3:
+        leaders = [n.id for n in self.nodes.values() if n.up and n.raft.role is Role.LEADER]
+        r = self.rng.random()
+        if leaders and r < 0.4:
+            lead = leaders[0]
+            self.net.partition([[lead], [i for i in self.ids if i != lead]])
+            self.trace.append(f"{self.now}ms isolate leader {lead}")
+        elif r < 0.6:
             a, b = ids[0], ids[1]
             self.net.cut(a, b)  # one-way
             self.trace.append(f"{self.now}ms cut {a}->{b}")
@@ -260,29 +268,32 @@ class SimCluster:
                 n.start()
         self.trace.append(f"{self.now}ms healed")
 
-    def await_liveness(self, max_ms: int = 20_000) -> None:
-        """After healing: a leader appears and a new command is applied everywhere."""
+    def await_liveness(self, max_ms: int = 20_000, max_steps: int = 200_000) -> None:
+        """After healing: a leader appears and a new command is applied everywhere. A proposal
+        lost with a leader change is made again after a simulated second."""
         deadline = self.now + max_ms
-        index = None
-        marker = None
-        while self.now < deadline:
+        index = marker = None
+        retry_at = 0
+        for _ in range(max_steps):
+            if self.now >= deadline:
+                break
             self.step(chaos=False)
-            if index is None:
+            if index is None or self.now >= retry_at:
                 leaders = [n for n in self.nodes.values() if n.raft.role is Role.LEADER]
                 if leaders:
                     marker = b"liveness-%d" % self.steps
+                    retry_at = self.now + 1000
                     try:
                         index = leaders[0].raft.propose(marker, self.now)
                     except (NotLeader, ProposalDropped):
                         index = None
             elif all(n.applied >= index for n in self.nodes.values()):
-                digests = {n.digest for n in self.nodes.values() if n.applied == index}
-                if self.applied_payloads.get(marker) == index and len(digests) <= 1:
-                    return
-                if self.applied_payloads.get(marker) is None:
-                    index = None  # the proposal was lost with a leader change: try again
-        raise SafetyViolation(f"liveness: no committed proposal {max_ms}ms after healing"
-                              f" ({self.status()})")
+                if self.applied_payloads.get(marker) == index:
+                    digests = {n.digest for n in self.nodes.values() if n.applied == index}
+                    if len(digests) == 1:
+                        return
+        raise SafetyViolation(f"liveness: no committed proposal {max_ms}ms / {max_steps} steps"
+                              f" after healing ({self.status()})")
 
     def status(self) -> str:
         parts = []
