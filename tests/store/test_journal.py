@@ -1,0 +1,240 @@
+"""Message journal: recovery in order with redelivered flags, torn tail at every byte offset,
+group commit (one fsync for many appends), confirms only after fsync, compaction keeps order,
+disk errors are fatal."""
+
+import os
+import shutil
+
+import pytest
+import trio
+
+from amqp_broker.queues import ClassicQueue, Message, queue_key
+from amqp_broker.store import MessageJournal, StoreFatalError
+from amqp_broker.store.journal_codec import replay
+
+from .helpers import consumer, msg
+
+
+class CountingFsync:
+    def __init__(self, fail=False):
+        self.calls = 0
+        self.fail = fail
+
+    def __call__(self, fd):
+        self.calls += 1
+        if self.fail:
+            raise OSError(5, "EIO")
+        os.fsync(fd)
+
+
+def opened(path, **kw):
+    j = MessageJournal(str(path), **kw)
+    return j, j.open()
+
+
+def durable_queue(journal, name="q", **kw):
+    return ClassicQueue(name, "/", durable=True, journal=journal, **kw)
+
+
+def test_recovery_in_order_with_redelivered(tmp_path):
+    j, recovered = opened(tmp_path)
+    assert recovered == {}
+    q = durable_queue(j)
+    for i in range(6):
+        q.publish(msg(b"p%d" % i, persistent=True), 0)
+    q.publish(msg(b"transient"), 0)
+    c = consumer("c", prefetch=3)
+    q.add_consumer(c, 0)
+    ds = q.dispatch(0)  # p0, p1, p2 delivered
+    q.settle([ds[1].entry.msg_id])  # p1 acked
+    j.flush_sync()
+    j.close()
+
+    j2, recovered = opened(tmp_path)
+    entries = recovered[queue_key("/", "q")]
+    assert [(m.body, redelivered) for _, m, redelivered in entries] == [
+        (b"p0", True), (b"p2", True), (b"p3", False), (b"p4", False), (b"p5", False)]
+    assert all(m.persistent for _, m, _ in entries)
+    q2 = durable_queue(j2)
+    q2.restore(entries, 1000)
+    q2.add_consumer(consumer("c"), 1000)
+    ds = q2.dispatch(1000)
+    assert [(d.entry.message.body, d.entry.redelivered) for d in ds] == [
+        (b"p0", True), (b"p2", True), (b"p3", False), (b"p4", False), (b"p5", False)]
+    assert q2.publish(msg(b"new", persistent=True), 1000)
+    assert q2.get(1000, no_ack=True).msg_id > max(i for i, _, _ in entries)
+
+
+def test_drop_queue_forgets_messages(tmp_path):
+    j, _ = opened(tmp_path)
+    for name in ("a", "b"):
+        durable_queue(j, name).publish(msg(b"x", persistent=True), 0)
+    j.drop_queue(queue_key("/", "a"))
+    j.flush_sync()
+    j.close()
+    _, recovered = opened(tmp_path)
+    assert list(recovered) == [queue_key("/", "b")]
+
+
+def _build_journal(path):
+    j, _ = opened(path)
+    q = durable_queue(j)
+    for i in range(4):
+        q.publish(msg(b"m%d" % i, persistent=True), 0)
+    q.add_consumer(consumer("c", prefetch=2), 0)
+    ds = q.dispatch(0)
+    q.settle([ds[0].entry.msg_id])
+    j.flush_sync()
+    j.close()
+
+
+def test_torn_tail_at_every_byte_offset(tmp_path):
+    src = tmp_path / "src"
+    _build_journal(src)
+    data = (src / "messages.journal").read_bytes()
+    for cut in range(len(data) + 1):
+        work = tmp_path / f"cut{cut}"
+        work.mkdir()
+        (work / "messages.journal").write_bytes(data[:cut])
+        expected, valid_end = replay(data[:cut])
+        j, recovered = opened(work)
+        got = {q: [(i, m.body, r) for i, m, r in es] for q, es in recovered.items()}
+        want = {q: [(i, m.body, r) for i, (m, r) in sorted(ms.items())] for q, ms in expected.items()}
+        assert got == want, cut
+        assert os.path.getsize(work / "messages.journal") == valid_end  # torn tail cut off
+        # the journal keeps working after the cut
+        durable_queue(j, "after").publish(msg(b"z", persistent=True), 0)
+        j.flush_sync()
+        j.close()
+        _, again = opened(work)
+        assert [m.body for _, m, _ in again[queue_key("/", "after")]] == [b"z"]
+        shutil.rmtree(work)
+
+
+@pytest.mark.trio
+async def test_group_commit_one_fsync_for_many_appends(tmp_path):
+    fsync = CountingFsync()
+    j, _ = opened(tmp_path, fsync=fsync)
+    base = fsync.calls
+    confirmed = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        q = durable_queue(j)
+        for i in range(100):
+            q.publish(msg(b"%d" % i, persistent=True), 0)
+            j.call_when_durable(j.appended_seq, lambda i=i: confirmed.append(i))
+        assert confirmed == []  # nothing confirmed before the fsync
+        assert j.durable_seq == 0
+        await j.wait_durable(j.appended_seq)
+        assert fsync.calls - base == 1
+        assert confirmed == list(range(100))
+        # already durable: called at once
+        j.call_when_durable(5, lambda: confirmed.append("now"))
+        assert confirmed[-1] == "now"
+        nursery.cancel_scope.cancel()
+    j.close()
+    _, recovered = opened(tmp_path)
+    assert len(recovered[queue_key("/", "q")]) == 100
+
+
+@pytest.mark.trio
+async def test_batches_while_a_flush_is_in_progress(tmp_path):
+    fsync = CountingFsync()
+    j, _ = opened(tmp_path, fsync=fsync)
+    base = fsync.calls
+    q = durable_queue(j)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        q.publish(msg(b"first", persistent=True), 0)
+        first = j.appended_seq
+        await trio.sleep(0)  # the flusher takes the first batch
+        for i in range(50):
+            q.publish(msg(b"%d" % i, persistent=True), 0)
+        await j.wait_durable(j.appended_seq)
+        assert j.durable_seq >= first
+        assert fsync.calls - base <= 2  # 51 appends, at most two batches
+        nursery.cancel_scope.cancel()
+    j.close()
+
+
+@pytest.mark.trio
+async def test_fsync_error_stops_the_journal(tmp_path):
+    fsync = CountingFsync()
+    j, _ = opened(tmp_path, fsync=fsync)
+    fsync.fail = True
+    q = durable_queue(j)
+    q.publish(msg(b"x", persistent=True), 0)
+    seq = j.appended_seq
+    with pytest.raises(BaseExceptionGroup) as err:  # both run() and the waiter fail
+        async with trio.open_nursery() as nursery:
+            await nursery.start(j.run)
+            await j.wait_durable(seq)
+    assert err.group_contains(StoreFatalError)
+    with pytest.raises(StoreFatalError):
+        await j.wait_durable(seq)
+    j.close()
+
+
+@pytest.mark.trio
+async def test_compaction_keeps_live_messages_in_order(tmp_path):
+    j, _ = opened(tmp_path, compact_min_bytes=4096)
+    q = durable_queue(j)
+    c = consumer("c")
+    q.add_consumer(c, 0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        kept = []
+        for i in range(400):
+            q.publish(msg(b"%04d" % i + b"." * 50, persistent=True), 0)
+            (d,) = q.dispatch(0)
+            if i % 10 == 0:
+                kept.append(d.entry.msg_id)  # left unacked: must survive
+            else:
+                q.settle([d.entry.msg_id])
+            if i % 20 == 0:
+                await j.wait_durable(j.appended_seq)
+        await j.wait_durable(j.appended_seq)
+        nursery.cancel_scope.cancel()
+    assert j.compactions >= 1
+    stats = j.statistics()
+    assert stats["file_bytes"] < 4096 * 3
+    j.close()
+    _, recovered = opened(tmp_path)
+    entries = recovered[queue_key("/", "q")]
+    assert [i for i, _, _ in entries] == kept
+    assert all(redelivered for _, _, redelivered in entries)
+    assert [m.body[:4] for _, m, _ in entries] == [b"%04d" % (i - 1) for i in kept]
+
+
+@pytest.mark.trio
+async def test_appends_during_compaction_survive(tmp_path):
+    j, _ = opened(tmp_path, compact_min_bytes=1)
+    q = durable_queue(j)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        q.publish(msg(b"a", persistent=True), 0)
+        q.settle([q.get(0, no_ack=False).msg_id])  # garbage > live: next flush compacts
+        q.publish(msg(b"b", persistent=True), 0)
+        await trio.sleep(0)  # compaction starts in its thread
+        q.publish(msg(b"c", persistent=True), 0)  # appended while it runs
+        await j.wait_durable(j.appended_seq)
+        nursery.cancel_scope.cancel()
+    assert j.compactions >= 1
+    j.close()
+    _, recovered = opened(tmp_path)
+    assert [m.body for _, m, _ in recovered[queue_key("/", "q")]] == [b"b", b"c"]
+
+
+def test_recovered_message_matches_original(tmp_path):
+    j, _ = opened(tmp_path)
+    original = msg(b"body", persistent=True, priority=4, expiration=60000, headers={"h": "v"})
+    j.enqueued("k", 7, original)
+    j.flush_sync()
+    j.close()
+    _, recovered = opened(tmp_path)
+    ((msg_id, m, redelivered),) = recovered["k"]
+    assert (msg_id, redelivered) == (7, False)
+    assert isinstance(m, Message)
+    assert (m.exchange, m.routing_key, m.properties, m.body) == (
+        original.exchange, original.routing_key, original.properties, original.body)
+    assert (m.persistent, m.priority, m.expiration_ms, m.headers) == (True, 4, 60000, {"h": "v"})
