@@ -1,0 +1,159 @@
+"""Property tests: the struct fast path is byte-for-byte equal to pamqp, both directions."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+from pamqp import body as pbody
+from pamqp import commands as c
+from pamqp import frame, header
+
+from amqp_broker.protocol import fastpath as fp
+from amqp_broker.protocol import properties as pr
+
+from .peer import opened, publish
+from .strategies import (
+    SETTINGS, bodies, channel, exchange_name, properties, shortstr, tag, u32,
+)
+
+
+def _payload(m) -> bytes:
+    """Method frame payload (class/method id + arguments) as pamqp encodes it."""
+    return frame.marshal(m, 1)[7:-1]
+
+
+@SETTINGS
+@given(exchange_name, shortstr, st.booleans(), st.booleans())
+def test_decode_publish_equals_pamqp(exchange, routing_key, mandatory, immediate):
+    m = c.Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=mandatory,
+                        immediate=immediate)
+    payload = _payload(m)
+    _, _, ref = frame.unmarshal(frame.marshal(m, 1))
+    got = fp.decode_publish(payload)
+    assert got == (ref.exchange, ref.routing_key, ref.mandatory, ref.immediate)
+    assert got == (exchange, routing_key, mandatory, immediate)
+
+
+@SETTINGS
+@given(tag, st.booleans(), st.booleans())
+def test_decode_ack_nack_reject_equal_pamqp(delivery_tag, multiple, requeue):
+    assert fp.decode_ack(_payload(c.Basic.Ack(delivery_tag, multiple))) == (delivery_tag, multiple)
+    assert fp.decode_nack(_payload(c.Basic.Nack(delivery_tag, multiple, requeue))) == (
+        delivery_tag, multiple, requeue)
+    assert fp.decode_reject(_payload(c.Basic.Reject(delivery_tag, requeue))) == (
+        delivery_tag, requeue)
+
+
+@SETTINGS
+@given(channel, shortstr, tag, st.booleans(), exchange_name, shortstr)
+def test_write_deliver_equals_pamqp(ch, consumer_tag, delivery_tag, redelivered, ex, rk):
+    out = bytearray()
+    fp.write_deliver(out, ch, consumer_tag, delivery_tag, redelivered, ex, rk)
+    assert bytes(out) == frame.marshal(
+        c.Basic.Deliver(consumer_tag, delivery_tag, redelivered, ex, rk), ch)
+
+
+@SETTINGS
+@given(channel, tag, st.booleans(), exchange_name, shortstr, u32)
+def test_write_get_ok_equals_pamqp(ch, delivery_tag, redelivered, ex, rk, count):
+    out = bytearray()
+    fp.write_get_ok(out, ch, delivery_tag, redelivered, ex, rk, count)
+    assert bytes(out) == frame.marshal(c.Basic.GetOk(delivery_tag, redelivered, ex, rk, count), ch)
+
+
+@SETTINGS
+@given(channel, st.integers(0, 65535), shortstr, exchange_name, shortstr)
+def test_write_return_equals_pamqp(ch, code, text, ex, rk):
+    out = bytearray()
+    fp.write_return(out, ch, code, text, ex, rk)
+    assert bytes(out) == frame.marshal(c.Basic.Return(code, text, ex, rk), ch)
+
+
+@SETTINGS
+@given(channel, tag, st.booleans(), st.booleans())
+def test_write_confirm_equals_pamqp(ch, delivery_tag, multiple, ack):
+    out = bytearray()
+    fp.write_confirm(out, ch, delivery_tag, multiple, ack)
+    ref = c.Basic.Ack(delivery_tag, multiple) if ack else c.Basic.Nack(delivery_tag, multiple,
+                                                                        requeue=False)
+    assert bytes(out) == frame.marshal(ref, ch)
+
+
+@SETTINGS
+@given(channel, properties(), bodies, st.sampled_from([4096, 5000, 131072]))
+def test_write_content_equals_pamqp(ch, props, body, frame_max):
+    out = bytearray()
+    fp.write_content(out, ch, props.marshal(), body, frame_max - 8)
+    ref = frame.marshal(header.ContentHeader(0, len(body), props), ch)
+    step = frame_max - 8
+    for i in range(0, len(body), step):
+        ref += frame.marshal(pbody.ContentBody(body[i : i + step]), ch)
+    assert bytes(out) == ref
+
+
+@SETTINGS
+@given(properties())
+def test_properties_round_trip_and_peek(props):
+    raw = props.marshal()
+    pr.check_properties(raw)
+    decoded = pr.decode_properties(raw)
+    assert decoded == props
+    assert pr.encode_properties(decoded) == raw
+    for name in c.Basic.Properties.__slots__:
+        if name == "cluster_id":
+            continue
+        assert pr.peek(raw, name) == getattr(props, name), name
+    assert pr.peek_delivery_mode(raw) == props.delivery_mode
+    assert pr.peek_headers(raw) == props.headers
+
+
+@SETTINGS
+@given(properties(), st.data())
+def test_truncated_properties_are_refused(props, data):
+    raw = props.marshal()
+    if len(raw) <= 2:
+        return
+    cut = data.draw(st.integers(min_value=0, max_value=len(raw) - 1))
+    try:
+        pr.check_properties(raw[:cut])
+    except ValueError:
+        return
+    raise AssertionError(f"truncated properties accepted: {raw[:cut]!r}")
+
+
+@SETTINGS
+@given(exchange_name, shortstr, st.booleans(), properties(), bodies,
+       st.sampled_from([4096, 131072]))
+def test_publish_event_equals_pamqp_encoding(ex, rk, mandatory, props, body, frame_max):
+    conn = opened(frame_max=frame_max)
+    conn.feed(publish(1, body, exchange=ex, routing_key=rk, props=props, mandatory=mandatory,
+                      frame_max=frame_max))
+    [ev] = conn.next_events()
+    assert (ev.exchange, ev.routing_key, ev.mandatory, ev.body) == (ex, rk, mandatory, body)
+    assert ev.properties == props.marshal()
+    assert pr.decode_properties(ev.properties) == props
+
+
+@SETTINGS
+@given(st.binary(min_size=1, max_size=300))
+def test_random_bytes_after_handshake_never_raise(garbage):
+    conn = opened()
+    conn.feed(garbage)
+    conn.next_events()
+    conn.data_to_send()
+    assert conn.state in ("open", "closing", "closed")
+
+
+@SETTINGS
+@given(st.sampled_from([
+    c.Basic.Publish(exchange="e", routing_key="k"), c.Basic.Ack(5), c.Basic.Nack(5),
+    c.Basic.Reject(5), c.Queue.Declare(queue="q", arguments={"a": 1}), c.Basic.Qos(0, 10),
+    c.Basic.Consume(queue="q", consumer_tag="t", arguments={"x": "y"}),
+    c.Exchange.Declare(exchange="x", exchange_type="topic"),
+]), st.data())
+def test_truncated_methods_never_raise(m, data):
+    payload = _payload(m)
+    cut = data.draw(st.integers(min_value=0, max_value=len(payload) - 1))
+    conn = opened()
+    conn.feed(bytes([1, 0, 1]) + cut.to_bytes(4, "big") + payload[:cut] + b"\xce")
+    events = conn.next_events()
+    # A cut that still decodes is fine (e.g. dropping trailing bits); otherwise a clean close.
+    assert conn.state == "open" or conn.state in ("closing", "closed") and events
