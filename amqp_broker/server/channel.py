@@ -106,6 +106,8 @@ class Channel:
             # expiration flag set but not a non-negative integer string
             raise PreconditionFailed(
                 f"invalid expiration '{peek_expiration(props)}': no_integer").with_method(*_PUBLISH)
+        if msg._headers_offset >= 0 and "BCC" in msg.headers:
+            msg = self._strip_bcc(msg)
         vhost = self.vhost
         try:
             targets = vhost.route(ev.exchange, ev.routing_key, msg)
@@ -134,6 +136,19 @@ class Channel:
         confirms.wait_for(seq, len(targets))
         for rt in targets:
             rt.publish(msg, now_ms, (confirms, seq))
+
+    @staticmethod
+    def _strip_bcc(msg: Message) -> Message:
+        # BCC routes like CC but must not reach consumers; routing needs its keys, so the
+        # stripped message keeps the original headers cached for the router.
+        decoded = decode_properties(msg.properties)
+        headers = dict(decoded.headers or {})
+        routing_headers = dict(headers)
+        headers.pop("BCC", None)
+        decoded.headers = headers
+        out = Message.from_publish(msg.exchange, msg.routing_key, encode_properties(decoded), msg.body)
+        out._headers = routing_headers
+        return out
 
     def _rewrite_reply_to(self, props: bytes) -> bytes:
         # Direct reply-to: the requester's reply_to becomes its private reply name.

@@ -15,35 +15,28 @@ from amqp_broker.settings import Settings
 
 from .broker import Broker
 from .listener import serve_amqp
+from .persistence import Store
+from .recovery import recover
 
 __all__ = ["run_node"]
 
 _log = logging.getLogger(__name__)
 
 
-def _open_store(settings: Settings):
-    try:
-        from amqp_broker import store as store_pkg  # another engineer's package
-    except ImportError:
-        return None
-    opener = getattr(store_pkg, "open_store", None)
-    if opener is None:
-        return None
-    return opener(settings.data_dir)
+def _open_store(settings: Settings) -> Store:
+    store = Store(settings.data_dir)
+    store.open()
+    return store
 
 
 async def run_node(settings: Settings, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = _open_store(settings)
     broker = Broker(settings, store)
-    if store is not None:
-        from .recovery import recover
-
-        recover(broker, store)
+    recover(broker, store)
     try:
         async with trio.open_nursery() as nursery:
-            if store is not None and hasattr(store, "run"):
-                await nursery.start(store.run)
+            await nursery.start(store.run)
             nursery.start_soon(broker.timers.run, broker)
             if broker.journal is not None:
                 nursery.start_soon(broker.durability.run, broker)
@@ -58,11 +51,6 @@ async def run_node(settings: Settings, *, task_status=trio.TASK_STATUS_IGNORED) 
 async def _shutdown(broker: Broker, store) -> None:
     for session in list(broker.sessions):
         session.force_close(320, "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'")
-    if store is not None:
-        close = getattr(store, "aclose", None)
-        if close is not None:
-            with trio.move_on_after(5):
-                await close()
-        elif hasattr(store, "close"):
-            store.close()
+    # Sessions are cancelled with the nursery; what they journaled is flushed here.
+    store.close()
     _log.info("amqp-broker stopped")
