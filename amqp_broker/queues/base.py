@@ -112,6 +112,10 @@ class QueueJournal(Protocol):
 
     def removed(self, queue: str, msg_ids: Iterable[int]) -> int: ...
 
+    def drop_queue(self, queue: str) -> int:
+        """The durable queue was deleted: all its messages go with one record."""
+        ...
+
 
 def queue_key(vhost: str, name: str) -> str:
     """The journal's key for a queue: unique per (vhost, name); NUL cannot occur in names."""

@@ -320,10 +320,11 @@ class ClassicQueue:
         return count
 
     def delete(self) -> int:
+        journal, self._journal = self._journal, None  # one drop record instead of many removes
         count = self.purge()
-        removed = [i for i, e in self._unacked.items() if e.message.persistent]
         self._unacked.clear()
-        self._journal_removed(removed)
+        if journal is not None:
+            journal.drop_queue(self.key)
         self._consumers = ConsumerSet(self.settings.single_active_consumer)
         return count
 

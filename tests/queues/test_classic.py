@@ -382,6 +382,10 @@ class FakeJournal:
         self.log.append(("rm", tuple(msg_ids)))
         return len(self.log)
 
+    def drop_queue(self, queue):
+        self.log.append(("drop", queue))
+        return len(self.log)
+
 
 def test_journal_sees_persistent_messages_of_durable_queues_only():
     j = FakeJournal()
@@ -415,4 +419,4 @@ def test_journal_removed_on_no_ack_expiry_and_delete():
     q.expire(11)
     assert j.log[-1] == ("rm", (3,))
     q.delete()
-    assert j.log[-1] == ("rm", (2,))
+    assert j.log[-1] == ("drop", q.key)
