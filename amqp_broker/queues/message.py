@@ -39,6 +39,14 @@ def parse_basic_properties(raw: bytes) -> tuple[bool, int, int | None, int]:
     `headers_offset` is the index of the headers table's length prefix, or -1 when absent.
     Cost: a handful of struct reads; nothing is decoded that the queue does not need.
     """
+    try:
+        return _parse(raw)
+    except (IndexError, struct.error):
+        # malformed section: the protocol layer rejects these; never crash a queue on them
+        return False, 0, None, -1
+
+
+def _parse(raw: bytes) -> tuple[bool, int, int | None, int]:
     if len(raw) < 2:
         return False, 0, None, -1
     (flags,) = _U16.unpack_from(raw, 0)

@@ -57,3 +57,16 @@ def test_headers_lazy_and_size():
     assert m.headers == {"x-death": "no"}
     assert m.size == 5
     assert Message.from_publish("e", "k", b"", b"").headers == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=40))
+def test_parse_never_raises_on_garbage(raw):
+    persistent, priority, expiration, hoff = parse_basic_properties(raw)
+    assert isinstance(persistent, bool) and 0 <= priority <= 255
+    assert expiration is None or expiration >= 0
+
+
+def test_truncated_section_gives_defaults():
+    raw = props(content_type="text/plain", delivery_mode=2)
+    assert parse_basic_properties(raw[:4]) == (False, 0, None, -1)
