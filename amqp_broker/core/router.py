@@ -319,7 +319,7 @@ class Topology:
 
         Raises ``NotFound`` for a missing exchange and ``AccessRefused`` for a publish to an
         internal exchange (pass ``internal_ok=True`` for dead-lettering, which may target one).
-        Hot path: one dict and one list per call when there is no e2e or alternate exchange.
+        Hot path: for one key on an exchange without e2e bindings, one list per call.
         """
         x = self._exchanges.get(exchange)
         if x is None:
@@ -329,6 +329,11 @@ class Topology:
         keys: Iterable[str] | None = None
         if headers and ("CC" in headers or "BCC" in headers):
             keys = routing_keys(routing_key, headers)
+        elif not x._exchange_dests:
+            # Common publish: one key, no e2e: a tuple precomputed at bind time.
+            qs = x.queues_for(routing_key, headers)
+            if qs is not None and (qs or x.alternate is None):
+                return list(qs)
         queues: dict[str, None] = {}
         pending: list[str] = []
         matched = self._collect(x, routing_key, keys, headers, queues, pending)

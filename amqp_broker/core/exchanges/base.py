@@ -151,6 +151,15 @@ class Exchange:
         """
         raise NotImplementedError
 
+    def queues_for(self, routing_key: str, headers: Mapping[str, Any] | None) -> tuple[str, ...] | None:
+        """Fast path for the common publish: the queue names one key reaches, as a shared
+        tuple (do not mutate), or None when the general ``collect`` path is needed.
+
+        Only valid when the exchange has no exchange destinations (the caller checks
+        ``has_exchange_dests``).
+        """
+        return None
+
     def _add(self, dest: Dest, routing_key: str, arguments: Mapping[str, Any]) -> None:
         raise NotImplementedError
 

@@ -35,6 +35,10 @@ class DirectExchange(Exchange):
             exchanges.extend(t.exchanges)
         return True
 
+    def queues_for(self, routing_key, headers):
+        t = self._by_key.get(routing_key)
+        return t.queues if t is not None else ()
+
     def _add(self, dest: Dest, routing_key: str, arguments: Mapping[str, Any]) -> None:
         t = self._by_key.get(routing_key)
         if t is None:
@@ -77,6 +81,9 @@ class DefaultExchange(Exchange):
     def bindings(self) -> list[Binding]:
         """The implicit bindings, as RabbitMQ lists them."""
         return [Binding("", Dest.queue(q), q, {}) for q in self._queues]
+
+    def queues_for(self, routing_key, headers):
+        return (routing_key,) if routing_key in self._queues else ()
 
     def collect(self, routing_key, headers, queues, exchanges) -> bool:
         if routing_key in self._queues:

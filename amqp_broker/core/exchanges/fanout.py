@@ -30,6 +30,9 @@ class FanoutExchange(Exchange):
             exchanges.extend(t.exchanges)
         return True
 
+    def queues_for(self, routing_key, headers):
+        return self._targets.queues
+
     def _add(self, dest: Dest, routing_key: str, arguments: Mapping[str, Any]) -> None:
         self._targets.add(dest)
 

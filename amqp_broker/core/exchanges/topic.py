@@ -73,8 +73,17 @@ class TopicExchange(Exchange):
         self._root = _Node()
         self._by_pattern: dict[str, Targets] = {}  # pattern -> terminal node's targets
         self._only_hash: Targets | None = None
-        # routing key -> (queue_map, exchanges); cleared on every binding change
-        self._cache: dict[str, tuple[dict[str, None], tuple[str, ...]]] = {}
+        # routing key -> (queue_map, exchanges, queue names); cleared on every binding change
+        self._cache: dict[str, tuple[dict[str, None], tuple[str, ...], tuple[str, ...]]] = {}
+
+    def queues_for(self, routing_key, headers):
+        t = self._only_hash
+        if t is not None:
+            return t.queues
+        hit = self._cache.get(routing_key)
+        if hit is None:
+            hit = self._match(routing_key)
+        return hit[2]
 
     def collect(self, routing_key, headers, queues, exchanges) -> bool:
         t = self._only_hash
@@ -86,7 +95,7 @@ class TopicExchange(Exchange):
         hit = self._cache.get(routing_key)
         if hit is None:
             hit = self._match(routing_key)
-        qmap, xs = hit
+        qmap, xs, _ = hit
         if not qmap and not xs:
             return False
         queues.update(qmap)
@@ -94,7 +103,7 @@ class TopicExchange(Exchange):
             exchanges.extend(xs)
         return True
 
-    def _match(self, routing_key: str) -> tuple[dict[str, None], tuple[str, ...]]:
+    def _match(self, routing_key: str) -> tuple[dict[str, None], tuple[str, ...], tuple[str, ...]]:
         words = split_words(routing_key)
         found: list[Targets] = []
         _walk(self._root, words, 0, len(words), found)
@@ -104,7 +113,7 @@ class TopicExchange(Exchange):
             qmap.update(t.queue_map)
             for x in t.exchanges:
                 xs[x] = None
-        hit = (qmap, tuple(xs))
+        hit = (qmap, tuple(xs), tuple(qmap))
         if len(self._cache) >= _CACHE_MAX:
             self._cache.clear()
         self._cache[routing_key] = hit
