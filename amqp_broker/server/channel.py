@@ -27,6 +27,7 @@ from amqp_broker.protocol.properties import (
     encode_properties,
     peek_expiration,
     peek_reply_to,
+    peek_user_id,
 )
 from amqp_broker.queues import Consumer, Message
 
@@ -106,6 +107,8 @@ class Channel:
             # expiration flag set but not a non-negative integer string
             raise PreconditionFailed(
                 f"invalid expiration '{peek_expiration(props)}': no_integer").with_method(*_PUBLISH)
+        if props and props[1] & 0x10:  # user_id flag: must match the authenticated user
+            self._check_user_id(props)
         if msg._headers_offset >= 0 and "BCC" in msg.headers:
             msg = self._strip_bcc(msg)
         vhost = self.vhost
@@ -136,6 +139,13 @@ class Channel:
         confirms.wait_for(seq, len(targets))
         for rt in targets:
             rt.publish(msg, now_ms, (confirms, seq))
+
+    def _check_user_id(self, props: bytes) -> None:
+        user_id = peek_user_id(props)
+        if user_id != self.session.user:
+            raise PreconditionFailed(
+                f"user_id property set to '{user_id}' but authenticated user was "
+                f"'{self.session.user}'").with_method(*_PUBLISH)
 
     @staticmethod
     def _strip_bcc(msg: Message) -> Message:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from pamqp import commands as C
 
 from amqp_broker.core.bindings import Dest
-from amqp_broker.core.errors import AccessRefused
+from .reply_to import REPLY_TO
 
 if TYPE_CHECKING:
     from .channel import Channel
@@ -54,6 +54,11 @@ def _queue_name(ch: "Channel", name: str) -> str:
 
 def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
     name = m.queue
+    if name == REPLY_TO and m.passive:
+        # The direct reply-to pseudo queue always "exists" (RabbitMQ answers a passive declare).
+        if not m.nowait:
+            ch.reply(C.Queue.DeclareOk(queue=name, message_count=0, consumer_count=0))
+        return
     server_named = not name and not m.passive
     if server_named:
         name = ch.broker.new_name("amq.gen-")

@@ -17,7 +17,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from amqp_broker.queues.base import queue_key
 from amqp_broker.store import BINDING, EXCHANGE, QUEUE, MessageJournal, MetadataStore
 
 __all__ = ["Store", "plain"]
@@ -70,8 +69,8 @@ class Store:
 
     def queue_deleted(self, vhost: str, name: str) -> None:
         self.meta.delete(QUEUE, [vhost, name])
+        # The queue itself told the journal to drop its messages (ClassicQueue.delete).
         self._drop_bindings(vhost, lambda src, kind, dest: kind == "queue" and dest == name)
-        self.journal.drop_queue(queue_key(vhost, name))
 
     def exchange_declared(self, vhost: str, name: str, type_: str, durable: bool,
                           auto_delete: bool, internal: bool, arguments: dict) -> None:

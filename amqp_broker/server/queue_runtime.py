@@ -48,6 +48,13 @@ class JournalTap:
     def removed(self, queue: str, msg_ids: Iterable[int]) -> int:
         return self.journal.removed(queue, msg_ids)
 
+    def drop_queue(self, queue: str) -> int:
+        return self.journal.drop_queue(queue)
+
+    def __getattr__(self, name: str):
+        # Anything else the queue may call on its journal passes straight through.
+        return getattr(self.journal, name)
+
 
 class QueueRuntime:
     """One live queue: the pure queue object plus owner, consumers, confirms and timers."""
