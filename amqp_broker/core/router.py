@@ -321,11 +321,7 @@ class Topology:
         internal exchange (pass ``internal_ok=True`` for dead-lettering, which may target one).
         Hot path: for one key on an exchange without e2e bindings, one list per call.
         """
-        x = self._exchanges.get(exchange)
-        if x is None:
-            raise self._not_found("exchange", exchange)
-        if x.internal and not internal_ok:
-            raise AccessRefused(f"cannot publish to internal {self._rs('exchange', exchange)}")
+        x = self._publishable(exchange, internal_ok)
         keys: Iterable[str] | None = None
         if headers and ("CC" in headers or "BCC" in headers):
             keys = routing_keys(routing_key, headers)
@@ -334,15 +330,7 @@ class Topology:
             qs = x.queues_for(routing_key, headers)
             if qs is not None and (qs or x.alternate is None):
                 return list(qs)
-        queues: dict[str, None] = {}
-        pending: list[str] = []
-        matched = self._collect(x, routing_key, keys, headers, queues, pending)
-        if not pending and (matched or x.alternate is None):
-            return list(queues)
-        if not matched:
-            pending.append(x.alternate)  # type: ignore[arg-type]
-        self._route_through(x.name, routing_key, keys, headers, queues, pending)
-        return list(queues)
+        return self._route_general(x, routing_key, keys, headers)
 
     def route_keys(
         self,
@@ -357,22 +345,29 @@ class Topology:
         For republishing a dead-lettered message with ``DeadLettered.routing_keys`` (which
         already include the CC and BCC keys, or only the dead-letter routing key).
         """
+        x = self._publishable(exchange, internal_ok)
         keys = list(routing_keys)
         if not keys:
             return []
+        return self._route_general(x, keys[0], keys, headers)
+
+    def _publishable(self, exchange: str, internal_ok: bool) -> Exchange:
         x = self._exchanges.get(exchange)
         if x is None:
             raise self._not_found("exchange", exchange)
         if x.internal and not internal_ok:
             raise AccessRefused(f"cannot publish to internal {self._rs('exchange', exchange)}")
+        return x
+
+    def _route_general(self, x: Exchange, routing_key: str, keys, headers) -> list[str]:
         queues: dict[str, None] = {}
         pending: list[str] = []
-        matched = self._collect(x, keys[0], keys, headers, queues, pending)
+        matched = self._collect(x, routing_key, keys, headers, queues, pending)
         if not pending and (matched or x.alternate is None):
             return list(queues)
         if not matched:
             pending.append(x.alternate)  # type: ignore[arg-type]
-        self._route_through(x.name, keys[0], keys, headers, queues, pending)
+        self._route_through(x.name, routing_key, keys, headers, queues, pending)
         return list(queues)
 
     @staticmethod
