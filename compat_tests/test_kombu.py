@@ -46,7 +46,7 @@ def test_producer_consumer_round_trip(kombu_conn, names):
 
 
 def test_simple_queue(kombu_conn, names):
-    q = names.queue()
+    q = names.track_exchange(names.queue())  # SimpleQueue declares an exchange named like the queue
     sq = kombu_conn.SimpleQueue(q)
     try:
         sq.put({"hello": "world"})
@@ -64,7 +64,7 @@ def test_simple_queue(kombu_conn, names):
 
 
 def test_simple_queue_requeue_redelivers(kombu_conn, names):
-    sq = kombu_conn.SimpleQueue(names.queue())
+    sq = kombu_conn.SimpleQueue(names.track_exchange(names.queue()))
     try:
         sq.put("again")
         msg = sq.get(block=True, timeout=10)

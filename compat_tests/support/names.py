@@ -37,6 +37,10 @@ class Names:
         self.queues.append(name)
         return name
 
+    def track_exchange(self, name: str) -> str:
+        self.exchanges.append(name)
+        return name
+
     def cleanup(self, url: str) -> None:
         """Delete everything named; both deletes are idempotent in AMQP 0-9-1."""
         if not (self.queues or self.exchanges):
