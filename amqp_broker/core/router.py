@@ -18,7 +18,7 @@ Pure: no IO, no trio, no clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .bindings import EXCHANGE, QUEUE, Binding, Dest
 from .errors import AccessRefused, AMQPError, CommandInvalid, NotFound, PreconditionFailed
@@ -170,6 +170,13 @@ class Topology:
     def restore_exchange(self, exchange: Exchange) -> None:
         """Insert an exchange recovered from storage or a metadata log, without checks."""
         self._exchanges[exchange.name] = exchange
+
+    def refresh_policy_alternates(self, lookup: Callable[[str], str | None]) -> None:
+        """Set every exchange's policy alternate exchange, e.g. from
+        ``PolicyStore.exchange_alternate``; call after policies or exchanges change."""
+        for x in self._exchanges.values():
+            if x.name:
+                x.policy_alternate = lookup(x.name)
 
     def _assert_equivalent(
         self, x: Exchange, type: str, durable: bool, auto_delete: bool, internal: bool, args: dict

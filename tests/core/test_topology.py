@@ -306,3 +306,20 @@ def test_route_keys_uses_given_keys_only(topo):
     with pytest.raises(AccessRefused):
         topo.route_keys("m", ["x"])
     assert topo.route_keys("m", ["x"], internal_ok=True) == ["q3"]
+
+
+def test_refresh_policy_alternates_from_policy_store(topo):
+    from amqp_broker.core import PolicyStore, make_policy
+
+    store = PolicyStore("/")
+    store.set(make_policy("ae", "/", "^main$", {"alternate-exchange": "ae"}, apply_to="exchanges"))
+    topo.declare_exchange("ae", "fanout")
+    topo.bind("ae", Q("q1"))
+    topo.declare_exchange("main", "direct")
+    topo.declare_exchange("own", "direct", arguments={"alternate-exchange": "nowhere"})
+    topo.refresh_policy_alternates(store.exchange_alternate)
+    assert topo.route("main", "k") == ["q1"]
+    assert topo.route("own", "k") == []  # the argument wins over the policy
+    store.delete("ae")
+    topo.refresh_policy_alternates(store.exchange_alternate)
+    assert topo.route("main", "k") == []
