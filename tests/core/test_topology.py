@@ -312,7 +312,7 @@ def test_refresh_policy_alternates_from_policy_store(topo):
     from amqp_broker.core import PolicyStore, make_policy
 
     store = PolicyStore("/")
-    store.set(make_policy("ae", "/", "^main$", {"alternate-exchange": "ae"}, apply_to="exchanges"))
+    store.set(make_policy("ae", "/", "^(main|own)$", {"alternate-exchange": "ae"}, apply_to="exchanges"))
     topo.declare_exchange("ae", "fanout")
     topo.bind("ae", Q("q1"))
     topo.declare_exchange("main", "direct")
