@@ -167,9 +167,10 @@ class PolicyStore:
         return (self._operator if operator else self._policies).get(name)
 
     def list(self, *, operator: bool = False) -> list[Policy]:
-        """Sorted as RabbitMQ lists them: by priority, highest first (stable on name)."""
+        """Sorted as ``rabbit_policy:sort_by_priority`` lists them: lowest priority first
+        (ties by name)."""
         table = self._operator if operator else self._policies
-        return sorted(table.values(), key=lambda p: -p.priority)
+        return sorted(table.values(), key=lambda p: p.priority)
 
     def for_queue(self, name: str, queue_type: str = "classic") -> tuple[Policy | None, Policy | None]:
         """(policy, operator policy) that apply to a queue."""

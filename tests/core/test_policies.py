@@ -127,7 +127,7 @@ def test_store_sorted_and_lookup():
     assert op.name == "ops"
     assert s.exchange_alternate("x1") == "alt"
     assert s.exchange_alternate("y") is None
-    assert [p.name for p in s.list()] == ["ae", "alpha", "zeta"]
+    assert [p.name for p in s.list()] == ["alpha", "zeta", "ae"]
     assert s.delete("alpha") and not s.delete("alpha")
     assert s.for_queue("q1")[0].name == "zeta"
     assert s.get("ops", operator=True).as_dict()["definition"] == {"max-length": 1}
