@@ -245,7 +245,11 @@ class ServerConnection(Handshake):
 
     def _fail(self, err: ProtocolError) -> None:
         """Turn a protocol error into the close RabbitMQ would do in the current state."""
-        if self.state in (CLOSING, CLOSED):
+        if self.state == CLOSED:
+            return
+        if self.state == CLOSING:
+            # Bad framing while waiting for close-ok: stop reading (also ends _process's loop).
+            self._set_closed(_SILENT_CLOSE_DELAY)
             return
         if self.state in PRE_TUNE_STATES:
             self._silent_close(err.text)

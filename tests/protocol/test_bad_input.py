@@ -190,3 +190,18 @@ def test_frame_just_over_the_fudge_is_refused():
     close = close_of(conn)
     assert close.reply_code == 501
     assert "{frame_too_large,4097,4088}" in close.reply_text
+
+
+def test_bad_framing_while_waiting_for_close_ok_stops_reading():
+    conn = opened()
+    conn.close_connection(320, "CONNECTION_FORCED - bye")
+    conn.data_to_send()
+    conn.feed(raw_frame(1, 1, b"abcd", end=0x00))
+    assert conn.closed and conn.linger == 3.0
+
+
+def test_second_error_after_a_hard_error_closes():
+    conn = opened()
+    conn.feed(method(0, c.Basic.Qos()) + raw_frame(9, 1, b"", end=0x00))
+    assert close_of(conn).reply_code == 504
+    assert conn.closed

@@ -157,3 +157,30 @@ def test_truncated_methods_never_raise(m, data):
     events = conn.next_events()
     # A cut that still decodes is fine (e.g. dropping trailing bits); otherwise a clean close.
     assert conn.state == "open" or conn.state in ("closing", "closed") and events
+
+
+@SETTINGS
+@given(st.sampled_from(["fresh", "header", "login", "open", "closing", "channel-closing"]),
+       st.lists(st.binary(min_size=1, max_size=60), min_size=1, max_size=4))
+def test_random_bytes_in_any_state_never_raise_or_hang(state, chunks):
+    from .peer import HEADER, server, to_login
+    if state == "fresh":
+        conn = server()
+    elif state == "header":
+        conn = server()
+        conn.feed(HEADER)
+    elif state == "login":
+        conn = to_login(server())
+        conn.accept_login()
+    else:
+        conn = opened()
+        if state == "closing":
+            conn.close_connection(320, "CONNECTION_FORCED - test")
+        elif state == "channel-closing":
+            conn.close_channel(1, 406, "PRECONDITION_FAILED - test")
+    for chunk in chunks:
+        conn.feed(chunk)
+    conn.next_events()
+    conn.data_to_send()
+    assert conn.state in ("await_header", "await_start_ok", "await_tune_ok", "open", "closing",
+                          "closed")
