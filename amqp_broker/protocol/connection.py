@@ -37,18 +37,18 @@ from .channel import EXPECT_BODY, EXPECT_HEADER, EXPECT_METHOD, Channel
 from .config import ProtocolConfig
 from .events import (
     Ack, ChannelClosed, ChannelCloseRequested, ChannelOpened, ConnectionClosed,
-    ConnectionCloseRequested, Event, HeartbeatTimeout, LoginRequest, MethodReceived, Nack,
-    OpenRequest, Reject,
+    ConnectionCloseRequested, Event, MethodReceived, Nack, Reject,
 )
 from .handshake import Handshake
+from .liveness import SILENT_CLOSE_DELAY as _SILENT_CLOSE_DELAY
+from .liveness import Liveness
 from .methods import SERVER_ONLY, decode_method, encode_method, method_id
 from .replies import (
     CHANNEL_ERROR, COMMAND_INVALID, FRAME_ERROR, INTERNAL_ERROR, NOT_ALLOWED, ProtocolError,
     UNEXPECTED_FRAME,
 )
 from .states import (
-    AWAIT_HEADER, AWAIT_LOGIN, AWAIT_OPEN_DECISION, CLOSED, CLOSING, OPEN, PAUSED_STATES,
-    PRE_TUNE_STATES,
+    AWAIT_HEADER, CLOSED, CLOSING, OPEN, PAUSED_STATES, PRE_TUNE_STATES,
 )
 
 __all__ = ["ServerConnection"]
@@ -57,15 +57,13 @@ _FRAME_HDR = struct.Struct(">BHI")
 _I = struct.Struct(">I")
 _QB = struct.Struct(">QB")
 _OPEN_OK = struct.Struct(">BHIIIB")
-_HEARTBEAT = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 _CHANNEL_OPEN = commands.Channel.Open.index
 _CHANNEL_CLOSE = commands.Channel.Close.index
 _CHANNEL_CLOSE_OK = commands.Channel.CloseOk.index
 _CONNECTION_CLASS = 10
-_SILENT_CLOSE_DELAY = 3.0
 
 
-class ServerConnection(Handshake):
+class ServerConnection(Handshake, Liveness):
     """One AMQP connection, server side. See the module docstring for the calling contract."""
 
     def __init__(self, config: ProtocolConfig) -> None:
@@ -73,13 +71,7 @@ class ServerConnection(Handshake):
         self._buf = bytearray()
         self._channels: dict[int, Channel] = {}
         self._ended = False  # ConnectionClosed emitted
-        self._recv_flag = False  # bytes arrived since the last tick
-        self._sent_flag = False  # bytes left since the last tick
-        self._last_recv: float | None = None
-        self._last_send: float | None = None
-        self._born: float | None = None
-        self._closing_since: float | None = None
-        self._opened = False
+        self._init_liveness()
         self.linger = 0.0
 
     # -- input ---------------------------------------------------------------------------------
@@ -182,43 +174,6 @@ class ServerConnection(Handshake):
             self._silent_close(f"{reply_code} {reply_text}", 0.0)
             return
         self._send_close(reply_code, reply_text, class_id, method_id)
-
-    # -- time ----------------------------------------------------------------------------------
-    def tick(self, now: float) -> None:
-        """Heartbeat, handshake-timeout and close-ok-timeout bookkeeping; `now` is monotonic
-        seconds from the caller's clock."""
-        if self.state == CLOSED:
-            return
-        if self._born is None:
-            self._born = self._last_recv = self._last_send = now
-        if self._recv_flag:
-            self._recv_flag, self._last_recv = False, now
-        if self._sent_flag:
-            self._sent_flag, self._last_send = False, now
-        if self.state == CLOSING:
-            self._tick_closing(now)
-        elif not self._opened and self.state != OPEN:
-            if now - self._born >= self._config.handshake_timeout:
-                self._silent_close("handshake timeout", 0.0)
-        if self.heartbeat and self.state not in (CLOSED, *PRE_TUNE_STATES):
-            self._tick_heartbeat(now)
-
-    def _tick_heartbeat(self, now: float) -> None:
-        if now - self._last_recv >= 2 * self.heartbeat:  # type: ignore[operator]
-            self._events.append(HeartbeatTimeout())
-            self._silent_close("missed heartbeats from client", 0.0)
-            return
-        if now - self._last_send >= self.heartbeat / 2:  # type: ignore[operator]
-            self._out += _HEARTBEAT
-            self._last_send = now
-
-    def _tick_closing(self, now: float) -> None:
-        if self._closing_since is None:
-            self._closing_since = now
-            return
-        wait = min(self.heartbeat or 30, 30) if self._opened else _SILENT_CLOSE_DELAY
-        if now - self._closing_since >= wait:
-            self._set_closed(0.0)
 
     # -- ending --------------------------------------------------------------------------------
     def _finish(self, reason: str) -> None:
@@ -443,7 +398,8 @@ class ServerConnection(Handshake):
 
     def _on_content(self, ftype: int, number: int, payload: bytes) -> None:
         if self.state != OPEN:
-            raise ProtocolError(UNEXPECTED_FRAME, "expected method frame, got non method frame instead")
+            raise ProtocolError(UNEXPECTED_FRAME,
+                                "expected method frame, got non method frame instead")
         ch = self._channels.get(number)
         if ch is None:
             raise ProtocolError(CHANNEL_ERROR, "expected 'channel.open'")

@@ -18,7 +18,7 @@ from .replies import ACCESS_REFUSED, CHANNEL_ERROR, NOT_ALLOWED, ProtocolError, 
 from .sasl import MECHANISMS, parse_response
 from .states import (
     AWAIT_HEADER, AWAIT_LOGIN, AWAIT_OPEN, AWAIT_OPEN_DECISION, AWAIT_START_OK, AWAIT_TUNE_OK,
-    CLOSED, CLOSING, OPEN,
+    OPEN,
 )
 
 __all__ = ["Handshake", "PROTOCOL_HEADER", "FRAME_MIN_SIZE"]
@@ -59,6 +59,7 @@ class Handshake:
         self._frame_limit = _PRE_TUNE_FRAME_MAX  # largest payload accepted (8-byte fudge)
         self._max_body = config.frame_max - 8 if config.frame_max else 0
         self._opened = False
+        self._tuned = False  # tune-ok accepted: heartbeats apply
 
     # -- answers from the server ---------------------------------------------------------------
     def accept_login(self) -> None:
@@ -177,6 +178,7 @@ class Handshake:
         self.heartbeat = method.heartbeat
         self._frame_limit = method.frame_max or 0xFFFFFFFF
         self._max_body = method.frame_max - 8 if method.frame_max else 0
+        self._tuned = True
         self.state = AWAIT_OPEN
 
     # Provided by ServerConnection.

@@ -73,7 +73,8 @@ def test_ack_nack_reject_events():
 
 def test_other_methods_arrive_as_pamqp_objects():
     conn = opened()
-    conn.feed(method(1, c.Queue.Declare(queue="q1", durable=True, arguments={"x-queue-type": "quorum"})))
+    args = {"x-queue-type": "quorum"}
+    conn.feed(method(1, c.Queue.Declare(queue="q1", durable=True, arguments=args)))
     [ev] = conn.next_events()
     assert ev.channel == 1 and isinstance(ev.method, c.Queue.Declare)
     assert ev.method.queue == "q1" and ev.method.durable

@@ -80,7 +80,8 @@ def test_full_handshake_negotiates_client_values():
     conn = to_login(server())
     conn.accept_login()
     conn.data_to_send()
-    conn.feed(method(0, c.Connection.TuneOk(100, 4096, 10)) + method(0, c.Connection.Open("vh")))
+    conn.feed(method(0, c.Connection.TuneOk(100, 4096, 10)) +
+              method(0, c.Connection.Open("vh")))
     assert conn.next_events() == [OpenRequest("vh")]
     assert (conn.channel_max, conn.frame_max, conn.heartbeat) == (100, 4096, 10)
     conn.accept_open()
@@ -105,7 +106,8 @@ def test_input_waits_while_open_is_undecided():
 def test_refuse_open_is_530_then_close_ok_closes():
     conn = to_login(server())
     conn.accept_login()
-    conn.feed(method(0, c.Connection.TuneOk(2047, 131072, 60)) + method(0, c.Connection.Open("nope")))
+    conn.feed(method(0, c.Connection.TuneOk(2047, 131072, 60)) +
+              method(0, c.Connection.Open("nope")))
     conn.next_events()
     conn.data_to_send()
     conn.refuse_open("vhost nope not found")
@@ -171,7 +173,8 @@ def test_server_close_connection_discards_until_close_ok():
     conn.close_connection(320, "CONNECTION_FORCED - shutdown")
     assert close_of(conn).reply_code == 320
     assert isinstance(conn.next_events()[0], ConnectionClosed)
-    conn.feed(publish(1, b"x") + method(1, c.Basic.Ack(1)) + method(1, c.Channel.Close(200, "", 0, 0)))
+    conn.feed(publish(1, b"x") + method(1, c.Basic.Ack(1)) +
+              method(1, c.Channel.Close(200, "", 0, 0)))
     assert conn.next_events() == [] and conn.data_to_send() == b""
     assert not conn.closed
     conn.feed(method(0, c.Connection.CloseOk()))

@@ -1,0 +1,71 @@
+"""Time-driven part of `ServerConnection`: heartbeats, handshake timeout, close-ok timeout.
+
+A base class of `ServerConnection` (connection.py). The connection never reads a clock: the
+server shell calls `tick(now)` about once a second with its monotonic time. `feed()` and
+`data_to_send()` only raise flags; the next tick turns them into timestamps, so liveness is
+measured with tick resolution (the shell's period), which is all heartbeats need.
+
+Rules: send a heartbeat frame when nothing was sent for heartbeat/2 seconds; time out after
+2 heartbeat intervals without any inbound byte (RabbitMQ closes between 2x and 3x); the
+heartbeat is the value from tune-ok, and 0 disables both directions.
+"""
+
+from __future__ import annotations
+
+from .events import HeartbeatTimeout
+from .states import CLOSED, CLOSING, OPEN
+
+__all__ = ["Liveness", "SILENT_CLOSE_DELAY"]
+
+SILENT_CLOSE_DELAY = 3.0  # RabbitMQ's ?SILENT_CLOSE_DELAY, seconds
+_HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
+
+
+class Liveness:
+    """Mixin; expects state, heartbeat, _config, _events, _out, _opened, _tuned and the
+    _silent_close / _set_closed methods of ServerConnection."""
+
+    def _init_liveness(self) -> None:
+        self._recv_flag = False  # bytes arrived since the last tick
+        self._sent_flag = False  # bytes left since the last tick
+        self._last_recv = 0.0
+        self._last_send = 0.0
+        self._born: float | None = None  # time of the first tick
+        self._closing_since: float | None = None
+
+    def tick(self, now: float) -> None:
+        """Heartbeat, handshake-timeout and close-ok-timeout bookkeeping; `now` is monotonic
+        seconds from the caller's clock."""
+        if self.state == CLOSED:
+            return
+        if self._born is None:
+            self._born = self._last_recv = self._last_send = now
+        if self._recv_flag:
+            self._recv_flag, self._last_recv = False, now
+        if self._sent_flag:
+            self._sent_flag, self._last_send = False, now
+        if self.state == CLOSING:
+            self._tick_closing(now)
+        elif not self._opened and self.state != OPEN:
+            if now - self._born >= self._config.handshake_timeout:
+                self._silent_close("handshake timeout", 0.0)
+        if self.heartbeat and self._tuned and self.state != CLOSED:
+            self._tick_heartbeat(now)
+
+    def _tick_heartbeat(self, now: float) -> None:
+        if now - self._last_recv >= 2 * self.heartbeat:
+            self._events.append(HeartbeatTimeout())
+            self._silent_close("missed heartbeats from client", 0.0)
+            return
+        if now - self._last_send >= self.heartbeat / 2:
+            self._out += _HEARTBEAT_FRAME
+            self._last_send = now
+
+    def _tick_closing(self, now: float) -> None:
+        # Cap the wait for close-ok: 3 s before open, else min(heartbeat, 30 s).
+        if self._closing_since is None:
+            self._closing_since = now
+            return
+        wait = min(self.heartbeat or 30, 30) if self._opened else SILENT_CLOSE_DELAY
+        if now - self._closing_since >= wait:
+            self._set_closed(0.0)
