@@ -117,9 +117,24 @@ class ServerConnection(Handshake, Liveness):
         """Send any pamqp method object on `channel` (generic, slow path).
 
         Raises ValueError/TypeError (from pamqp) if the method's arguments are invalid.
+        A Channel.Close or Connection.Close is routed to close_channel / close_connection so
+        the close handshake state is kept.
         """
-        if channel == 0 and self.state == OPEN or self._writable(channel):
+        if isinstance(method, commands.Channel.Close):
+            self.close_channel(channel, method.reply_code, method.reply_text, method.class_id,
+                               method.method_id)
+        elif isinstance(method, commands.Connection.Close):
+            self.close_connection(method.reply_code, method.reply_text, method.class_id,
+                                  method.method_id)
+        elif channel == 0 and self.state == OPEN or self._writable(channel):
             self._out += encode_method(channel, method)
+
+    def send_declare_ok(self, channel: int, queue: str, message_count: int,
+                        consumer_count: int) -> None:
+        """queue.declare-ok without pamqp: pamqp's Queue.DeclareOk refuses names outside
+        [a-zA-Z0-9-_.:@#,/+ ], while RabbitMQ allows any UTF-8 name up to 255 bytes."""
+        if self._writable(channel):
+            _fp.write_declare_ok(self._out, channel, queue, message_count, consumer_count)
 
     def send_deliver(self, channel: int, consumer_tag: str, delivery_tag: int,
                      redelivered: bool, exchange: str, routing_key: str,

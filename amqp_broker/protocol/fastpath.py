@@ -31,6 +31,7 @@ __all__ = [
     "write_get_ok",
     "write_return",
     "write_confirm",
+    "write_declare_ok",
     "write_content",
 ]
 
@@ -51,6 +52,8 @@ _ACK_FRAME = struct.Struct(">BHIIQBB")  # whole basic.ack / basic.nack frame
 _DELIVER_ID = 0x003C003C
 _GET_OK_ID = 0x003C0047
 _RETURN_ID = 0x003C0032
+_DECLARE_OK_ID = 0x0032000B
+_II = struct.Struct(">II")
 
 
 def _shortstr(data: bytes, pos: int) -> tuple[str, int]:
@@ -153,6 +156,17 @@ def write_return(out: bytearray, channel: int, reply_code: int, reply_text: str,
     out += ex
     out.append(len(rk))
     out += rk
+    out.append(_FRAME_END)
+
+
+def write_declare_ok(out: bytearray, channel: int, queue: str, message_count: int,
+                     consumer_count: int) -> None:
+    """Append a queue.declare-ok frame (any UTF-8 queue name up to 255 bytes)."""
+    q = _enc(queue)
+    out += _METHOD_HDR.pack(1, channel, 13 + len(q), _DECLARE_OK_ID)
+    out.append(len(q))
+    out += q
+    out += _II.pack(message_count, consumer_count)
     out.append(_FRAME_END)
 
 

@@ -129,3 +129,20 @@ def test_output_is_coalesced_in_one_buffer():
     data = conn.data_to_send()
     assert len(parse(data)) == 300
     assert conn.data_to_send() == b""
+
+
+def test_declare_ok_allows_any_utf8_queue_name():
+    conn = opened()
+    conn.send_declare_ok(1, "naïve queue ✓", 3, 1)
+    [(_, ok)] = parse(conn.data_to_send())
+    assert (ok.queue, ok.message_count, ok.consumer_count) == ("naïve queue ✓", 3, 1)
+
+
+def test_send_method_routes_closes_to_the_close_handshakes():
+    conn = opened()
+    conn.send_method(1, c.Channel.Close(406, "PRECONDITION_FAILED - x", 60, 80))
+    conn.data_to_send()
+    conn.feed(publish(1, b"dropped"))
+    assert conn.next_events() == []
+    conn.send_method(0, c.Connection.Close(320, "CONNECTION_FORCED - x", 0, 0))
+    assert conn.state == "closing"

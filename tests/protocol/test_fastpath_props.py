@@ -184,3 +184,11 @@ def test_random_bytes_in_any_state_never_raise_or_hang(state, chunks):
     conn.data_to_send()
     assert conn.state in ("await_header", "await_start_ok", "await_tune_ok", "open", "closing",
                           "closed")
+
+
+@SETTINGS
+@given(channel, st.text(alphabet="abcXYZ019-_.:@#,/+ ", max_size=255), u32, u32)
+def test_write_declare_ok_equals_pamqp(ch, queue, messages, consumers):
+    out = bytearray()
+    fp.write_declare_ok(out, ch, queue, messages, consumers)
+    assert bytes(out) == frame.marshal(c.Queue.DeclareOk(queue, messages, consumers), ch)
