@@ -163,7 +163,9 @@ class ElectionMixin:
     def _on_vote_response(self: RaftNode, m: PreVoteResp | VoteResp) -> None:
         pre = isinstance(m, PreVoteResp)
         if pre:
-            if self._role is not Role.PRE_CANDIDATE or m.term != self._term + 1:
+            # granted answers come at the proposed term, refusals at the voter's (our) term
+            expected = self._term + 1 if m.granted else self._term
+            if self._role is not Role.PRE_CANDIDATE or m.term != expected:
                 return
         elif self._role is not Role.CANDIDATE or m.term != self._term:
             return

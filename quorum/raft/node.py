@@ -215,7 +215,7 @@ class RaftNode(ElectionMixin, ReplicationMixin):
         elif isinstance(m, (PreVoteResp, VoteResp)):
             self._on_vote_response(m)
         elif isinstance(m, TimeoutNow):
-            if self._role is not Role.LEADER:
+            if self._role is not Role.LEADER and self._promotable():
                 self._real_campaign(transfer=True)
 
     def propose(self, data: bytes, now_ms: int) -> int:
