@@ -18,6 +18,8 @@ Contract:
   timeout counted by `tick`); `linger` is how long to wait first (RabbitMQ's 3 s silent-close
   delay against pre-auth floods and after frame errors).
 - While a LoginRequest or OpenRequest is unanswered, input is buffered and not parsed.
+  accept_login()/accept_open() parse what was buffered at once, so they may produce new
+  events: call next_events() again after answering (loop until it returns []).
 - Output to a channel that is not open (or is closing) is dropped, so the server never has to
   race a client-initiated channel.close.
 - The heartbeat used is the one the client put in tune-ok (the client already applied the

@@ -63,7 +63,10 @@ class MethodReceived:
     """Any channel method not covered by a dedicated event, as the pamqp command object.
 
     Examples: Queue.Declare, Exchange.Declare, Basic.Consume, Basic.Qos, Confirm.Select, Tx.*,
-    Basic.Cancel, Basic.Get, Basic.Recover, Channel.Flow, Channel.CloseOk is NOT sent here.
+    Basic.Cancel, Basic.CancelOk, Basic.Get, Basic.Recover, Channel.Flow, Channel.FlowOk.
+    Channel open/close methods never appear here (they have their own events). On channel 0
+    only Connection.UpdateSecret appears (the server answers with UpdateSecretOk).
+    Arguments are decoded, not validated: names, flags and values are the server's to check.
     """
 
     channel: int
