@@ -51,5 +51,8 @@ class Settings:
     # Consumers bigger than this many unacked messages per writer wake are fine; this bounds
     # how many deliveries a queue pushes in one dispatch pass (fairness between queues).
     dispatch_batch: int = 256
+    # Resource alarms (connection.blocked): a fraction of RAM (<= 1) or bytes (> 1), and bytes.
+    memory_high_watermark: float = 0.4
+    disk_free_limit: int = 50 * 1024 * 1024
     # Seconds between journal group-commit flushes when nothing forces an earlier one.
     journal_flush_interval: float = 0.002

@@ -14,6 +14,8 @@ import ipaddress
 import logging
 import os
 import time
+
+import trio
 from typing import TYPE_CHECKING, Any
 
 from amqp_broker.core.errors import NotAllowed
@@ -56,6 +58,7 @@ class Broker:
                                           platform=settings.platform)
         props["cluster_name"] = settings.cluster_name
         props["capabilities"]["consumer_priorities"] = True
+        props["capabilities"]["connection.blocked"] = True  # see alarms.py
         self.protocol_config = ProtocolConfig(
             server_properties=props,
             channel_max=settings.channel_max,
@@ -72,6 +75,9 @@ class Broker:
         self.journal = journal
         self.durability = Durability(journal)
         self.reply_to = ReplyTo()
+        self.alarms: set[str] = set()
+        self._alarm_cleared = trio.Event()
+        self._alarm_cleared.set()
         self.add_vhost(settings.default_vhost)
 
     # -- clock ---------------------------------------------------------------------------------
@@ -118,6 +124,27 @@ class Broker:
         for vhost in self.vhosts.values():
             vhost.drop_exclusive(session)
         self.run_pending()
+
+    # -- resource alarms (alarms.py) ------------------------------------------------------------
+    @property
+    def alarm_active(self) -> bool:
+        return bool(self.alarms)
+
+    def set_alarms(self, active: set[str]) -> None:
+        was = bool(self.alarms)
+        self.alarms = set(active)
+        if active and not was:
+            self._alarm_cleared = trio.Event()
+            reason = "low on memory" if "memory" in active else "low on disk space"
+            for session in list(self.sessions):
+                session.notify_blocked(reason)
+        elif was and not active:
+            self._alarm_cleared.set()
+            for session in list(self.sessions):
+                session.notify_unblocked()
+
+    async def wait_alarms_cleared(self) -> None:
+        await self._alarm_cleared.wait()
 
     def session_count(self) -> int:
         return len(self.sessions)

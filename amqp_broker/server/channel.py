@@ -83,6 +83,7 @@ class Channel:
 
     # -- publish -------------------------------------------------------------------------------
     def on_publish(self, ev) -> None:
+        self.session.has_published = True
         if self._tx is not None:
             self._check_publish(ev)
             self._tx.append(("publish", ev))

@@ -13,6 +13,7 @@ import trio
 
 from amqp_broker.settings import Settings
 
+from .alarms import run_alarms
 from .broker import Broker
 from .listener import serve_amqp
 from .persistence import Store
@@ -38,6 +39,7 @@ async def run_node(settings: Settings, *, task_status=trio.TASK_STATUS_IGNORED) 
         async with trio.open_nursery() as nursery:
             await nursery.start(store.run)
             nursery.start_soon(broker.timers.run, broker)
+            nursery.start_soon(run_alarms, broker)
             if broker.journal is not None:
                 nursery.start_soon(broker.durability.run, broker)
             port = await nursery.start(serve_amqp, broker)

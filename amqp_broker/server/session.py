@@ -12,13 +12,14 @@ are coalesced once per writer wake-up.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from typing import TYPE_CHECKING, Callable
 
 import trio
+from pamqp import commands as C
 
 from amqp_broker.core.errors import AMQPError, InternalError
+from amqp_broker.protocol.states import OPEN
 from amqp_broker.protocol import (
     Ack,
     ChannelClosed,
@@ -45,7 +46,6 @@ __all__ = ["Session"]
 
 _log = logging.getLogger(__name__)
 _RECV_SIZE = 256 * 1024
-_CLOSE_OK_WAIT = 3.0  # how long we wait for connection.close-ok after closing
 
 
 class Session:
@@ -64,12 +64,11 @@ class Session:
         self.client_properties: dict = {}
         self.capabilities: dict = {}
         self.opened = False
-        self._closing_deadline = math.inf
-        self._closed = False
         self._wake_event = trio.Event()
         self._flush_hooks: dict[int, Callable[[], None]] = {}
         self._cancel: trio.CancelScope | None = None
-        self._delay_close = False
+        self._blocked_sent = False
+        self.has_published = False  # set by channels; alarms stop reading from publishers
 
     # -- called by channels, queues and the broker -------------------------------------------
     def wake(self) -> None:
@@ -81,25 +80,37 @@ class Session:
         self._flush_hooks[key] = hook
         self._wake_event.set()
 
+    def notify_blocked(self, reason: str) -> None:
+        """A resource alarm went off (RabbitMQ tells only clients with the capability)."""
+        if self.opened and self.capabilities.get("connection.blocked") and not self._blocked_sent:
+            self._blocked_sent = True
+            self.conn.send_method(0, C.Connection.Blocked(reason=reason))
+            self.wake()
+
+    def notify_unblocked(self) -> None:
+        if self._blocked_sent:
+            self._blocked_sent = False
+            self.conn.send_method(0, C.Connection.Unblocked())
+            self.wake()
+
     def force_close(self, code: int, text: str) -> None:
         """Close the connection from the server side (e.g. CONNECTION_FORCED on shutdown)."""
-        if self._closed or self._closing_deadline != math.inf:
-            return
-        self._start_close(code, text, 0, 0)
+        if self.conn.state == OPEN:
+            self._start_close(code, text, 0, 0)
 
     # -- task bodies ---------------------------------------------------------------------------
     async def run(self) -> None:
+        """Serve the connection until the protocol says the socket should close."""
         try:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
                 nursery.start_soon(self._writer)
                 nursery.start_soon(self._heartbeat)
                 await self._reader()
-                # Reader finished: let the writer flush the last bytes (close frames).
-                self._closed = True
-                self.wake()
-            if self._delay_close:
-                await trio.sleep(self.settings.silent_close_delay)
+                self.wake()  # the writer flushes the last bytes (close frames), then cancels
+            if self.conn.linger:
+                # RabbitMQ's silent-close delay after pre-auth and framing errors.
+                await trio.sleep(self.conn.linger)
         finally:
             self._cleanup()
             with trio.move_on_after(1) as scope:
@@ -107,44 +118,37 @@ class Session:
                 await self.stream.aclose()
 
     async def _reader(self) -> None:
-        handshake_deadline = trio.current_time() + self.settings.handshake_timeout
-        while not self._closed:
-            deadline = self._closing_deadline
-            if not self.opened:
-                deadline = min(deadline, handshake_deadline)
-            with trio.move_on_at(deadline):
-                try:
-                    data = await self.stream.receive_some(_RECV_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    data = b""
-                if not data:
-                    _log.debug("%s: peer closed the socket", self.name)
-                    return
-                self.conn.feed(data)
-                self._handle_events()
-                self.wake()
-                continue
-            # Deadline hit: handshake timeout or no close-ok in time.
-            _log.info("%s: closing (%s)", self.name,
-                      "no close-ok" if self._closing_deadline != math.inf else "handshake timeout")
-            return
+        conn = self.conn
+        while not conn.closed:
+            if self.has_published and self.broker.alarm_active:
+                # Back-pressure during a resource alarm: stop reading this publisher's socket.
+                await self.broker.wait_alarms_cleared()
+            try:
+                data = await self.stream.receive_some(_RECV_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            conn.feed(data)  # b"" tells the protocol the peer went away
+            self._handle_events()
+            self.wake()
 
     async def _writer(self) -> None:
+        conn = self.conn
         while True:
             await self._wake_event.wait()
             self._wake_event = trio.Event()
-            closed = self._closed  # read before draining, so nothing queued later is lost
+            closed = conn.closed  # read before draining, so nothing queued later is lost
             if self._flush_hooks:
                 hooks = list(self._flush_hooks.values())
                 self._flush_hooks.clear()
                 for hook in hooks:
                     hook()
-            data = self.conn.data_to_send()
+            data = conn.data_to_send()
             if data:
                 try:
                     await self.stream.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self._closed = True
+                    conn.feed(b"")
+                    self._handle_events()
                     self._cancel_all()
                     return
             if closed:
@@ -152,12 +156,18 @@ class Session:
                 return
 
     async def _heartbeat(self) -> None:
+        """About once a second: protocol timers (heartbeats, handshake and close-ok timeouts)
+        and the consumer timeout of every channel."""
         timeout = self.settings.consumer_timeout
         while True:
             await trio.sleep(1.0)
+            if self.has_published and self.broker.alarm_active:
+                # We stopped reading on purpose: do not count the client's heartbeats as missed
+                # (RabbitMQ pauses its heartbeat monitor for blocked connections).
+                self.conn._recv_flag = True  # TODO(protocol): public pause_monitor()
             self.conn.tick(trio.current_time())
             self._handle_events()
-            if timeout is not None:
+            if timeout is not None and self.opened:
                 self._check_consumer_timeouts(timeout)
             self.wake()
 
@@ -224,10 +234,11 @@ class Session:
             case ConnectionCloseRequested():
                 self._release_channels()
             case ConnectionClosed():
-                self._on_closed(ev.reason)
+                _log.debug("%s: connection over: %s", self.name, ev.reason)
+                self._release_channels()
             case HeartbeatTimeout():
                 _log.info("%s: missed heartbeats from client, closing", self.name)
-                self._on_closed("heartbeat timeout")
+                self._release_channels()
 
     def _on_login(self, ev: LoginRequest) -> None:
         self.client_properties = ev.client_properties or {}
@@ -239,8 +250,6 @@ class Session:
         else:
             _log.warning("%s: login refused for user %r", self.name, ev.username)
             self.conn.refuse_login()
-            # Wait at most the silent-close delay for the client's close-ok.
-            self._closing_deadline = trio.current_time() + self.settings.silent_close_delay
 
     def _on_open(self, ev: OpenRequest) -> None:
         try:
@@ -252,17 +261,6 @@ class Session:
         self.conn.accept_open()
         self.broker.register_session(self)
         _log.info("%s: connection open (user %r, vhost %r)", self.name, self.user, ev.virtual_host)
-
-    def _on_closed(self, reason: str) -> None:
-        self._release_channels()
-        if self._closed:
-            return
-        self._closed = True
-        self.wake()
-        if not self.opened and not reason.startswith(("bad protocol header", "client")):
-            # Pre-auth errors: make the peer wait (RabbitMQ's SILENT_CLOSE_DELAY) so it cannot
-            # hammer us with cheap garbage; the writer still flushes any close frame first.
-            self._delay_close = True
 
     def _on_error(self, channel: int, err: AMQPError) -> None:
         ch = self.channels.get(channel) if channel else None
@@ -277,8 +275,7 @@ class Session:
     def _start_close(self, code: int, text: str, class_id: int, method_id: int) -> None:
         _log.info("%s: closing connection: %s", self.name, text)
         self._release_channels()
-        self.conn.close_connection(code, text, class_id, method_id)
-        self._closing_deadline = trio.current_time() + _CLOSE_OK_WAIT
+        self.conn.close_connection(code, text, class_id, method_id)  # tick() caps the close-ok wait
         self.wake()
 
     # -- teardown -----------------------------------------------------------------------------

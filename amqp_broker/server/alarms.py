@@ -1,0 +1,79 @@
+"""Memory and disk alarms, and connection.blocked / connection.unblocked (RabbitMQ's flow).
+
+`run_alarms` (a task started by `node.run_node`) samples the process's resident memory and the
+data directory's free space once a second. While an alarm is set, `Broker.alarm_active` is
+true: every connection that advertised the `connection.blocked` capability is told
+`connection.blocked(reason)`, and sessions that have published stop reading from their socket
+(consumers keep flowing, so queues can drain). When all alarms clear, blocked connections get
+`connection.unblocked` and reading resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+
+import trio
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+__all__ = ["run_alarms", "memory_limit_bytes", "rss_bytes"]
+
+_log = logging.getLogger(__name__)
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _total_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * _PAGE
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def memory_limit_bytes(watermark: float) -> int:
+    """A watermark <= 1 is a fraction of physical memory, above 1 an absolute byte count."""
+    if watermark > 1:
+        return int(watermark)
+    return int(_total_memory() * watermark)
+
+
+def _disk_free(path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def check_alarms(broker: "Broker") -> set[str]:
+    s = broker.settings
+    active: set[str] = set()
+    limit = memory_limit_bytes(s.memory_high_watermark)
+    if limit and rss_bytes() > limit:
+        active.add("memory")
+    free = _disk_free(s.data_dir)
+    if free is not None and free < s.disk_free_limit:
+        active.add("disk")
+    return active
+
+
+async def run_alarms(broker: "Broker", interval: float = 1.0) -> None:
+    while True:
+        active = check_alarms(broker)
+        if active != broker.alarms:
+            if active:
+                _log.warning("resource alarm set: %s; blocking publishers", ", ".join(sorted(active)))
+            else:
+                _log.info("resource alarms cleared; unblocking publishers")
+            broker.set_alarms(active)
+        await trio.sleep(interval)
