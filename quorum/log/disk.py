@@ -112,6 +112,7 @@ class CrashDisk(OsDisk):
     ) -> None:
         super().__init__(fdatasync)
         self.fail_fsync = False  # fault point: the next fsyncs raise EIO
+        self.fail_after: int | None = None  # fault point: fsyncs that still succeed, then EIO
         self.fsync_delay = 0.0  # fault point: seconds each fsync sleeps (a slow disk)
         self.fsync_count = 0
         self._rng = rng or random.Random(0)
@@ -138,11 +139,18 @@ class CrashDisk(OsDisk):
             path = self._paths[fd]
             self._size[path] = self._size.get(path, 0) + len(data)
 
+    def _fault(self) -> None:
+        if self.fail_after is not None:
+            if self.fail_after <= 0:
+                self.fail_fsync = True
+            self.fail_after -= 1
+        if self.fail_fsync:
+            raise OSError(errno.EIO, "injected fsync failure")
+
     def fdatasync(self, fd: int) -> None:
         if self.fsync_delay:
             time.sleep(self.fsync_delay)
-        if self.fail_fsync:
-            raise OSError(errno.EIO, "injected fsync failure")
+        self._fault()
         super().fdatasync(fd)
         with self._lock:
             self.fsync_count += 1
@@ -150,8 +158,7 @@ class CrashDisk(OsDisk):
             self._synced[path] = self._size.get(path, 0)
 
     def fsync_dir(self, path: str) -> None:
-        if self.fail_fsync:
-            raise OSError(errno.EIO, "injected fsync failure")
+        self._fault()
         super().fsync_dir(path)
         with self._lock:
             for name, d in list(self._new_names.items()):

@@ -1,0 +1,256 @@
+"""The synchronous log core: append, recover, torn tails, corrupt records, rollover, snapshots."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from quorum.log import LogConfig, LogError, StoredSnapshot, open_store
+from quorum.log.records import WAL_MAGIC
+
+SMALL = LogConfig(wal_max_size_bytes=4096, segment_max_entries=16)
+
+
+def wal_files(d: str) -> list[str]:
+    return sorted(os.path.join(d, "wal", f) for f in os.listdir(os.path.join(d, "wal")))
+
+
+def fill(store, group: str, lo: int, hi: int, term: int = 1, tag: bytes = b"") -> None:
+    for i in range(lo, hi + 1):
+        store.append(group, [(i, term, tag + b"e%d" % i)])
+
+
+def test_append_sync_recover(tmp_path):
+    d = str(tmp_path)
+    s = open_store(d)
+    fill(s, "a", 1, 5)
+    s.append("b", [(1, 2, b"x"), (2, 2, b"y")])
+    s.set_hard_state("a", 4, "n2", 3)
+    s.sync()
+    s.close()
+
+    r = open_store(d)
+    st = r.state("a")
+    assert (st.last_index, st.last_term, st.term, st.vote, st.commit) == (5, 1, 4, "n2", 3)
+    assert r.entries("a", 2, 4) == [(2, 1, b"e2"), (3, 1, b"e3"), (4, 1, b"e4")]
+    assert r.entries("b", 1, 2) == [(1, 2, b"x"), (2, 2, b"y")]
+    assert r.group_names() == ["a", "b"]
+
+
+def test_unsynced_writes_are_not_recovered(tmp_path):
+    d = str(tmp_path)
+    s = open_store(d)
+    fill(s, "a", 1, 3)
+    s.sync()
+    fill(s, "a", 4, 6)  # queued, never written
+    s.close()
+    assert open_store(d).state("a").last_index == 3
+
+
+def test_gap_is_refused(tmp_path):
+    s = open_store(str(tmp_path))
+    fill(s, "a", 1, 2)
+    with pytest.raises(LogError):
+        s.append("a", [(4, 1, b"gap")])
+    with pytest.raises(LogError):
+        s.append("a", [(3, 1, b"x"), (5, 1, b"y")])
+
+
+def test_overwrite_conflicting_suffix(tmp_path):
+    d = str(tmp_path)
+    s = open_store(d)
+    fill(s, "a", 1, 6, term=1)
+    s.append("a", [(4, 2, b"n4"), (5, 2, b"n5")])
+    s.truncate("a", 6)  # no-op: already gone
+    s.sync()
+    s.close()
+    r = open_store(d)
+    assert r.state("a").last_index == 5
+    assert r.entries("a", 3, 5) == [(3, 1, b"e3"), (4, 2, b"n4"), (5, 2, b"n5")]
+
+
+def test_truncate_marker_survives_restart(tmp_path):
+    d = str(tmp_path)
+    s = open_store(d)
+    fill(s, "a", 1, 6)
+    s.sync()
+    s.truncate("a", 3)
+    s.sync()
+    s.close()
+    r = open_store(d)
+    assert r.state("a").last_index == 2
+    assert r.term("a", 3) is None
+
+
+def _base_and_last_record(tmp_path):
+    """A WAL holding 3 synced entries, and the byte range of one more record after them."""
+    d = str(tmp_path / "base")
+    s = open_store(d)
+    fill(s, "g", 1, 3)
+    s.sync()
+    base = os.path.getsize(wal_files(d)[0])
+    s.append("g", [(4, 1, b"the last record")])
+    s.sync()
+    s.close()
+    full = os.path.getsize(wal_files(d)[0])
+    return d, base, full
+
+
+def test_torn_tail_truncated_at_every_offset(tmp_path):
+    d, base, full = _base_and_last_record(tmp_path)
+    original = open(wal_files(d)[0], "rb").read()
+    for cut in range(base, full):
+        work = str(tmp_path / f"cut{cut}")
+        shutil.copytree(d, work)
+        with open(wal_files(work)[0], "wb") as f:
+            f.write(original[:cut])
+        r = open_store(work)
+        assert r.state("g").last_index == 3, cut
+        assert os.path.getsize(wal_files(work)[0]) == base, cut
+        # the log keeps working after the cut: a new record lands where the torn one was
+        r.append("g", [(4, 2, b"after")])
+        r.sync()
+        r.close()
+        assert open_store(work).entries("g", 4, 4) == [(4, 2, b"after")]
+        shutil.rmtree(work)
+
+
+@pytest.mark.parametrize("where", ["last", "middle"])
+def test_corrupt_crc_ends_the_valid_prefix(tmp_path, where):
+    d, base, full = _base_and_last_record(tmp_path)
+    path = wal_files(d)[0]
+    data = bytearray(open(path, "rb").read())
+    if where == "last":
+        data[full - 2] ^= 0xFF
+        expect = 3
+    else:
+        data[len(WAL_MAGIC) + 12] ^= 0x01  # inside the first record's body
+        expect = 0
+    open(path, "wb").write(bytes(data))
+    r = open_store(d)
+    assert r.state("g").last_index == expect
+    assert os.path.getsize(path) == (base if where == "last" else len(WAL_MAGIC))
+
+
+def test_rollover_moves_entries_to_segments(tmp_path):
+    d = str(tmp_path)
+    s = open_store(d, SMALL)
+    for i in range(1, 201):
+        s.append("a", [(i, 1, b"a" * 40)])
+        s.append("b", [(i, 2, b"b%d" % i)])
+        s.sync()
+    before = {g: s.entries(g, 1, 200) for g in ("a", "b")}
+    assert len(wal_files(d)) == 1
+    assert not wal_files(d)[0].endswith("0000000000000001.wal")  # rolled at least once
+    for gdir in os.listdir(os.path.join(d, "groups")):
+        for name in os.listdir(os.path.join(d, "groups", gdir)):
+            first, last = (int(x) for x in name[:-4].split("-")[1:])
+            assert last - first + 1 <= SMALL.segment_max_entries
+    s.close()
+    r = open_store(d, SMALL)
+    assert {g: r.entries(g, 1, 200) for g in ("a", "b")} == before
+    assert r.term("a", 7) == 1 and r.term("b", 150) == 2
+
+
+def test_overwrite_across_segments_and_rollover(tmp_path):
+    d = str(tmp_path)
+    s = open_store(d, SMALL)
+    fill(s, "a", 1, 100, term=1, tag=b"x" * 60)
+    s.sync()
+    s.sync()
+    s.append("a", [(40, 2, b"new40")])
+    fill(s, "a", 41, 45, term=2, tag=b"n")
+    for _ in range(3):  # push the overwrite itself into segments
+        fill(s, "z", s.state("z").last_index + 1, s.state("z").last_index + 60, tag=b"p" * 60)
+        s.sync()
+    s.close()
+    r = open_store(d, SMALL)
+    assert r.state("a").last_index == 45
+    got = r.entries("a", 38, 45)
+    assert [e[1] for e in got] == [1, 1, 2, 2, 2, 2, 2, 2]
+    assert got[2] == (40, 2, b"new40")
+
+
+def test_snapshot_compacts_and_deletes_segments(tmp_path):
+    d = str(tmp_path)
+    s = open_store(d, SMALL)
+    fill(s, "a", 1, 120, tag=b"y" * 50)
+    s.sync()
+    s.save_snapshot("a", StoredSnapshot(100, 1, b"meta", b"state"))
+    for _ in range(2):  # rollovers delete segments below the snapshot
+        fill(s, "a", s.state("a").last_index + 1, s.state("a").last_index + 80, tag=b"y" * 50)
+        s.sync()
+    gdir = os.path.join(d, "groups", "a".encode().hex())
+    for name in os.listdir(gdir):
+        if name.endswith(".seg"):
+            assert int(name[:-4].split("-")[2]) > 100, name
+    s.close()
+    r = open_store(d, SMALL)
+    st = r.state("a")
+    assert (st.first_index, st.snapshot_index, st.snapshot_term) == (101, 100, 1)
+    assert r.term("a", 100) == 1 and r.term("a", 99) is None
+    assert r.read_snapshot("a") == StoredSnapshot(100, 1, b"meta", b"state")
+    assert r.entries("a", 101, 102)[0][0] == 101
+    with pytest.raises(LogError):
+        r.entries("a", 99, 101)
+
+
+def test_installed_snapshot_discards_the_log(tmp_path):
+    d = str(tmp_path)
+    s = open_store(d, SMALL)
+    fill(s, "a", 1, 30, term=1)
+    s.sync()
+    s.save_snapshot("a", StoredSnapshot(50, 3, b"", b"leader state"), discard=True)
+    s.append("a", [(51, 3, b"next")])
+    s.sync()
+    s.close()
+    r = open_store(d, SMALL)
+    st = r.state("a")
+    assert (st.first_index, st.last_index, st.last_term) == (51, 51, 3)
+    assert r.entries("a", 51, 51) == [(51, 3, b"next")]
+
+
+def test_append_below_snapshot_is_refused(tmp_path):
+    s = open_store(str(tmp_path))
+    fill(s, "a", 1, 10)
+    s.save_snapshot("a", StoredSnapshot(8, 1))
+    with pytest.raises(LogError):
+        s.append("a", [(8, 2, b"x")])
+    with pytest.raises(LogError):
+        s.truncate("a", 5)
+
+
+def test_segment_max_entries_bounds():
+    with pytest.raises(ValueError):
+        LogConfig(segment_max_entries=65536)
+    assert LogConfig().segment_max_entries == 4096
+
+
+def test_group_ids_with_odd_characters(tmp_path):
+    d = str(tmp_path)
+    s = open_store(d, SMALL)
+    name = "vhost/%2f queue ünï"
+    fill(s, name, 1, 80, tag=b"q" * 60)
+    s.sync()
+    s.close()
+    assert open_store(d, SMALL).entries(name, 80, 80) == [(80, 1, b"q" * 60 + b"e80")]
+
+
+def test_truncation_survives_the_rollover_that_deletes_its_wal(tmp_path):
+    # entries reach segments, get truncated, then the WAL holding the truncation is replaced:
+    # only the new WAL's checkpoint still says where the log ends
+    d = str(tmp_path)
+    s = open_store(d, SMALL)
+    fill(s, "a", 1, 10)
+    fill(s, "pad", 1, 80, tag=b"p" * 60)
+    s.sync()
+    s.truncate("a", 5)
+    s.sync()
+    fill(s, "pad", 81, 160, tag=b"p" * 60)
+    s.sync()
+    s.close()
+    r = open_store(d, SMALL)
+    assert r.state("a").last_index == 4
+    assert r.entries("a", 1, 4) == [(i, 1, b"e%d" % i) for i in range(1, 5)]
