@@ -23,6 +23,7 @@ the node) and out of every pending and later `wait_durable`.
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import Callable, Iterable
 
 import trio
@@ -231,31 +232,31 @@ class MessageJournal:
             raise
 
     async def _flush_once(self) -> None:
-        seq = self._seq
-        pending_bytes = self._pending_bytes
-        if self._file_bytes + pending_bytes >= self._compact_min and (
-            2 * self._live_bytes < self._file_bytes + pending_bytes
-        ):
-            # the snapshot covers every record in the batch, so the batch is dropped
-            snapshot = self._snapshot()
-            self._pending, self._pending_bytes = [], 0
-            await trio.to_thread.run_sync(self._rewrite_sync, snapshot)
-        else:
-            batch, self._pending, self._pending_bytes = self._pending, [], 0
-            await trio.to_thread.run_sync(self._write_sync, batch)
-            self._file_bytes += pending_bytes
+        seq, job = self._take_batch()
+        await trio.to_thread.run_sync(job)
         self.fsyncs += 1
         self._mark_durable(seq)
 
-    def flush_sync(self) -> None:
-        """Write and sync whatever is pending, from a non-async context (clean shutdown, tests)."""
-        if self._pending:
-            seq, batch, size = self._seq, self._pending, self._pending_bytes
-            self._pending, self._pending_bytes = [], 0
-            self._write_sync(batch)
-            self._file_bytes += size
+    def flush_sync(self, compact: bool = False) -> None:
+        """Write and sync whatever is pending, from a non-async context (clean shutdown, tests);
+        `compact` forces a rewrite of the live set. Never call it while `run()` is active."""
+        if self._pending or compact:
+            seq, job = self._take_batch(compact)
+            job()
             self.fsyncs += 1
             self._mark_durable(seq)
+
+    def _take_batch(self, compact: bool = False) -> tuple[int, Callable[[], None]]:
+        """Detach the pending batch (trio thread); return its seq and the blocking job that makes
+        it durable: an append, or a compaction when garbage dominates the file."""
+        seq, size, batch = self._seq, self._pending_bytes, self._pending
+        self._pending, self._pending_bytes = [], 0
+        total = self._file_bytes + size
+        if compact or (total >= self._compact_min and 2 * self._live_bytes < total):
+            # the snapshot covers every record in the batch, so the batch is dropped
+            return seq, partial(self._rewrite_sync, self._snapshot())
+        self._file_bytes = total  # a failed write stops the node, so counting early is safe
+        return seq, partial(self._write_sync, batch)
 
     def _fail(self, exc: StoreFatalError) -> None:
         self._failed = exc
