@@ -16,7 +16,7 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 
-from quorum.raft import (EntryKind, NotLeader, ProposalDropped, RaftNode, RaftOptions, Ready,
+from quorum.raft import (ConfigChangeInProgress, EntryKind, NotLeader, ProposalDropped, RaftNode, RaftOptions, Ready,
                          Role, Snapshot)
 
 from .checker import SafetyChecker, SafetyViolation, chain
@@ -36,6 +36,7 @@ class Faults:
     restart: float = 0.03
     partition: float = 0.004
     heal: float = 0.01
+    membership: float = 0.0  # add a learner (auto-promoted) or remove a member
     compact_every: int = 25  # a node compacts when this many entries were applied since
     max_sync_delay_ms: int = 3
     net: NetProfile = field(default_factory=lambda: NetProfile(1, 15, 0.05, 0.02))
@@ -44,9 +45,10 @@ class Faults:
 class SimNode:
     """One node's process: the RaftNode plus its disk, state machine digest and pending Ready."""
 
-    def __init__(self, cluster: SimCluster, node_id: str) -> None:
+    def __init__(self, cluster: SimCluster, node_id: str, bootstrap: list[str]) -> None:
         self.c = cluster
         self.id = node_id
+        self.bootstrap = bootstrap  # founding members know each other; joiners know nobody
         self.disk = SimDisk()
         self.raft: RaftNode | None = None
         self.applied = 0  # state machine: (applied index, digest chain)
@@ -65,7 +67,7 @@ class SimNode:
         p = self.disk.persisted()
         self.starts += 1
         rng = random.Random(self.c.rng.getrandbits(64))
-        self.raft = RaftNode(self.id, self.c.ids, rng=rng, persisted=p, options=self.c.options,
+        self.raft = RaftNode(self.id, self.bootstrap, rng=rng, persisted=p, options=self.c.options,
                              applied=p.snapshot.meta.index if p.snapshot else 0)
         self.applied, self.digest = _restore(p.snapshot)
         self.pending = None
@@ -138,7 +140,8 @@ class SimCluster:
         self.steps = 0
         self.net = SimNetwork(self.rng, self.faults.net)
         self.checker = SafetyChecker()
-        self.nodes = {i: SimNode(self, i) for i in self.ids}
+        self.nodes = {i: SimNode(self, i, list(self.ids)) for i in self.ids}
+        self.size = size
         self.applied_payloads: dict[bytes, int] = {}
         self.proposed = 0
         self.trace: deque[str] = deque(maxlen=60)
@@ -189,7 +192,7 @@ class SimCluster:
             self.propose()
         up = [n for n in self.nodes.values() if n.up]
         down = [n for n in self.nodes.values() if not n.up]
-        if up and rng.random() < f.crash and len(down) < len(self.ids) // 2 + 1:
+        if up and rng.random() < f.crash and len(down) < self.size // 2 + 1:
             leaders = [n for n in up if n.raft.role is Role.LEADER]
             # leaders crash more often than others: that is where the hard cases are
             victim = rng.choice(leaders if leaders and rng.random() < 0.5 else up)
@@ -201,17 +204,19 @@ class SimCluster:
             n.start()
         if rng.random() < f.partition:
             self._partition()
+        if rng.random() < f.membership:
+            self._change_membership()
         if rng.random() < f.heal:
             self.net.heal()
 
     def _partition(self) -> None:
-        ids = list(self.ids)
+        ids = sorted(self.nodes)
         self.rng.shuffle(ids)
         leaders = [n.id for n in self.nodes.values() if n.up and n.raft.role is Role.LEADER]
         r = self.rng.random()
         if leaders and r < 0.4:
             lead = leaders[0]
-            self.net.partition([[lead], [i for i in self.ids if i != lead]])
+            self.net.partition([[lead], [i for i in self.nodes if i != lead]])
             self.trace.append(f"{self.now}ms isolate leader {lead}")
         elif r < 0.6:
             a, b = ids[0], ids[1]
@@ -221,6 +226,34 @@ class SimCluster:
             k = self.rng.randint(1, len(ids) - 1)
             self.net.partition([ids[:k], ids[k:]])
             self.trace.append(f"{self.now}ms partition {sorted(ids[:k])} | {sorted(ids[k:])}")
+
+    def _change_membership(self) -> None:
+        """Add a brand-new node as an auto-promoted learner, or remove a member (maybe the
+        leader itself), keeping between 3 and size + 1 voters."""
+        leaders = [n for n in self.nodes.values() if n.up and n.raft.role is Role.LEADER]
+        if not leaders:
+            return
+        lead = leaders[0].raft
+        config = lead.config
+        try:
+            if len(config.voters) + len(config.learners) <= self.size and self.rng.random() < 0.6:
+                new_id = f"n{len(self.nodes)}"
+                node = self.nodes[new_id] = SimNode(self, new_id, [])
+                node.start()
+                lead.add_learner(new_id, self.now)
+                self.trace.append(f"{self.now}ms {lead.id} adds learner {new_id}")
+            elif len(config.voters) > 3:
+                victim = self.rng.choice(list(config.voters) + list(config.learners))
+                lead.remove(victim, self.now)
+                self.trace.append(f"{self.now}ms {lead.id} removes {victim}")
+        except (ConfigChangeInProgress, ProposalDropped, NotLeader):
+            pass
+
+    def members(self) -> list[str]:
+        """Members by the newest config any running node holds."""
+        best = max((n.raft for n in self.nodes.values() if n.up),
+                   key=lambda r: (r.last_index, r.term))
+        return list(best.config.voters) + list(best.config.learners)
 
     def propose(self) -> int | None:
         """A client sends a unique command to some node, following one leader hint."""
@@ -287,13 +320,20 @@ class SimCluster:
                         index = leaders[0].raft.propose(marker, self.now)
                     except (NotLeader, ProposalDropped):
                         index = None
-            elif all(n.applied >= index for n in self.nodes.values()):
+            elif all(self.nodes[i].applied >= index for i in self.members()):
                 if self.applied_payloads.get(marker) == index:
-                    digests = {n.digest for n in self.nodes.values() if n.applied == index}
+                    digests = {self.nodes[i].digest for i in self.members()
+                               if self.nodes[i].applied == index}
                     if len(digests) == 1:
                         return
         raise SafetyViolation(f"liveness: no committed proposal {max_ms}ms / {max_steps} steps"
                               f" after healing ({self.status()})")
+
+    def settle(self, ms: int = 2000) -> None:
+        """Run without faults or proposals for a while (after await_liveness)."""
+        end = self.now + ms
+        while self.now < end:
+            self.step(chaos=False)
 
     def status(self) -> str:
         parts = []
@@ -322,5 +362,6 @@ def run_seed(seed: int, size: int, steps: int, faults: Faults | None = None) -> 
             f"seed={seed} size={size} steps={steps} failed at step {c.steps}, {c.now}ms: {e}\n"
             f"state: {c.status()}\nlast events:\n  {trail}\n"
             f"replay: SIM_SEED={seed} SIM_SIZE={size} SIM_STEPS={steps}"
+            f" SIM_MEMBERSHIP={c.faults.membership}"
             f" python -m pytest tests/sim -k replay") from e
     return c

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from .cluster import run_seed
+from .cluster import Faults, run_seed
 
 CI_SEEDS = 17
 CI_STEPS = 3000
@@ -24,8 +24,20 @@ CI_STEPS = 3000
 def test_cluster_survives_chaos(size, block):
     for seed in range(block, min(block + 6, CI_SEEDS)):
         c = run_seed(seed * 1000 + size, size, CI_STEPS)
+        c.settle()
         assert c.checker.max_committed > 0
         assert all(n.applied == c.checker.max_committed for n in c.nodes.values())
+
+
+@pytest.mark.parametrize("size", [3, 5])
+@pytest.mark.parametrize("block", range(0, 12, 6))
+def test_cluster_survives_chaos_with_membership_changes(size, block):
+    faults = Faults(membership=0.004)
+    for seed in range(block, block + 6):
+        c = run_seed(seed * 1000 + size + 7, size, CI_STEPS, faults)
+        c.settle()
+        members = c.members()
+        assert all(c.nodes[i].applied == c.checker.max_committed for i in members)
 
 
 @pytest.mark.skipif("SIM_SEED" not in os.environ, reason="set SIM_SEED to replay one seed")
@@ -33,7 +45,8 @@ def test_replay():
     seed = int(os.environ["SIM_SEED"])
     size = int(os.environ.get("SIM_SIZE", "3"))
     steps = int(os.environ.get("SIM_STEPS", str(CI_STEPS)))
-    c = run_seed(seed, size, steps)
+    faults = Faults(membership=float(os.environ.get("SIM_MEMBERSHIP", "0")))
+    c = run_seed(seed, size, steps, faults)
     print(c.status())
     print("\n".join(c.trace))
     assert c.checker.max_committed > 0
@@ -48,3 +61,4 @@ def test_sweep():
     for seed in range(start, start + count):
         for size in (3, 5, 7):
             run_seed(seed, size, steps)
+            run_seed(seed, size, steps, Faults(membership=0.004))
