@@ -362,14 +362,17 @@ class ServerConnection(Handshake, Liveness):
                 decode_method(mid, payload)  # raises the proper 540/501 error
                 raise ProtocolError(FRAME_ERROR, "cannot decode arguments") from None
         if self.state != OPEN:
-            raise ProtocolError(CHANNEL_ERROR, f"unexpected channel frame in state {self.state}")
+            raise ProtocolError(UNEXPECTED_FRAME, (
+                f"frame on channel {number} before the connection was opened"))
+        if ch is not None:
+            if ch.closing:  # only close-ok (or a crossing close) matters; no decoding
+                self._on_closing_channel(ch, mid)
+                return
+            if ch.expect != EXPECT_METHOD:
+                raise ch.unexpected_method()
         method = decode_method(mid, payload)
         if ch is None:
             self._on_unopened(number, mid, method)
-        elif ch.closing:
-            self._on_closing_channel(ch, mid)
-        elif ch.expect != EXPECT_METHOD:
-            raise ch.unexpected_method()
         else:
             self._dispatch(ch, mid, method)
 

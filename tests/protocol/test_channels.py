@@ -89,3 +89,24 @@ def test_highest_channel_number_is_usable():
     conn = opened(channel_max=16, channels=(16,))
     conn.feed(publish(16, b"x"))
     assert conn.next_events()[0].channel == 16
+
+
+def test_garbage_on_a_closing_channel_is_dropped_undecoded():
+    import struct
+    from .peer import raw_frame
+    conn = opened()
+    conn.close_channel(1, 406, "PRECONDITION_FAILED - x")
+    conn.data_to_send()
+    conn.feed(raw_frame(1, 1, struct.pack(">HH", 999, 1)) +
+              raw_frame(1, 1, b"\x00\x32\x00\x0a\x05a"))
+    assert conn.state == "open" and conn.next_events() == []
+    conn.feed(method(1, c.Channel.CloseOk()))
+    assert conn.next_events() == [ChannelClosed(1)]
+
+
+def test_channel_frame_before_open_ok_is_unexpected():
+    from .peer import server, to_login
+    conn = to_login(server())
+    conn.accept_login()
+    conn.feed(method(0, c.Connection.TuneOk(2047, 131072, 60)) + method(1, c.Channel.Open()))
+    assert close_of(conn).reply_code == 505
