@@ -306,6 +306,9 @@ class Channel:
             self._consume_reply_to(m, tag)
             return
         rt = self.vhost.get_queue(m.queue or self._default_queue(), self.session)
+        if rt.queue_type == "quorum" and self._global_prefetch:
+            raise NotImplemented_(
+                f"queue '{rt.name}' in vhost '{self.vhost.name}' does not support global qos")
         st = _ConsumerState(tag, rt, 0 if m.no_ack else self._prefetch, m.no_ack)
         args = dict(m.arguments or {})
         priority = args.get("x-priority", 0)

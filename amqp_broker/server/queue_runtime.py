@@ -69,6 +69,7 @@ class QueueRuntime:
         self.auto_delete: bool = queue.auto_delete
         self.exclusive: bool = queue.exclusive
         self.arguments: dict = queue.arguments
+        self.queue_type: str = str(self.arguments.get("x-queue-type") or "classic")
         self._tap = tap
         self.owner = owner  # the declaring connection of an exclusive queue
         self.consumers: dict[tuple[int, str], Consumer] = {}

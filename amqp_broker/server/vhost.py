@@ -38,6 +38,12 @@ _EQUIV_ARGS = (
 )
 
 
+_RELAXED_ARGS = (
+    "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-expires", "x-max-length",
+    "x-max-length-bytes", "x-single-active-consumer", "x-message-ttl",
+)
+
+
 def _atom(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -86,11 +92,16 @@ class VHost:
         rt = self.queues.get(name)
         if rt is not None:
             self._check_owner(rt, session)
-            self._check_equivalent(rt, durable, exclusive, auto_delete, arguments)
+            if rt.queue_type == "quorum" and "x-queue-type" not in arguments:
+                self._check_relaxed(rt, arguments)
+            else:
+                self._check_equivalent(rt, durable, exclusive, auto_delete, arguments)
             rt.queue.touch(self.broker.now_ms)
             return rt
         if name.startswith("amq.") and not server_named:
             raise AccessRefused(f"queue name '{name}' contains reserved prefix 'amq.*'")
+        if arguments.get("x-queue-type") == "quorum":
+            self._check_quorum_properties(name, durable, exclusive, auto_delete)
         return self.create_queue(name, durable=durable, exclusive=exclusive,
                                  auto_delete=auto_delete, arguments=arguments,
                                  owner=session if exclusive else None)
@@ -109,6 +120,28 @@ class VHost:
             self._store("queue_declared", self.name, name, durable, auto_delete, dict(arguments))
         rt._mark()  # arm x-expires
         return rt
+
+    def _check_quorum_properties(self, name: str, durable: bool, exclusive: bool,
+                                 auto_delete: bool) -> None:
+        for bad, prop in ((not durable, "non-durable"), (exclusive, "exclusive-owner"),
+                          (auto_delete, "auto-delete")):
+            if bad:
+                raise PreconditionFailed(
+                    f"invalid property '{prop}' for queue '{name}' in vhost '{self.name}'")
+
+    def _check_relaxed(self, rt: QueueRuntime, arguments: dict) -> None:
+        # RabbitMQ 3.11.16+/4.x: a classic-looking redeclare of a quorum queue compares only these.
+        saved = {k: rt.arguments.get(k) for k in _RELAXED_ARGS}
+        probe = {k: arguments.get(k) for k in _RELAXED_ARGS}
+        for key in _RELAXED_ARGS:
+            cur, new = saved[key], probe[key]
+            if cur is None and new is None:
+                continue
+            if cur is not None and new is not None and values_equal(cur, new):
+                continue
+            raise PreconditionFailed(
+                f"inequivalent arg '{key}' for queue '{rt.name}' in vhost '{self.name}': "
+                f"received {_val(new)} but current is {_val(cur)}")
 
     def _check_equivalent(self, rt: QueueRuntime, durable: bool, exclusive: bool,
                           auto_delete: bool, arguments: dict) -> None:
