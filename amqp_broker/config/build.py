@@ -1,0 +1,186 @@
+"""Turn converted rabbitmq.conf values into one ``BrokerSettings``, with cross-key checks.
+
+Called by ``amqp_broker.config.schema.parse_entries`` once every line has been typed. Keys left
+out keep the value of the ``base`` settings (the defaults unless the caller passes others).
+Where RabbitMQ combines several keys (``loopback_users``, listeners, log levels) this follows
+its translation rules. Pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .lexer import ConfigProblem
+from .model import PROFILES, BrokerSettings, ClusterSettings, HttpListener, Listener
+
+__all__ = ["Seen", "build"]
+
+_CMR = "quorum_queue.continuous_membership_reconciliation."
+
+
+@dataclass
+class Seen:
+    """Typed values: exact keys by pattern; ``$`` keys by pattern, then name, in file order."""
+
+    exact: dict[str, Any] = field(default_factory=dict)
+    named: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lines: dict[tuple[str, str | None], int] = field(default_factory=dict)
+
+    def get(self, key: str, default: Any) -> Any:
+        return self.exact.get(key, default)
+
+    def line(self, key: str, name: str | None = None) -> int:
+        return self.lines.get((key, name), 0)
+
+
+# Keys copied straight onto a BrokerSettings field of the same meaning.
+_DIRECT = {
+    "node_name": "node_name", "data_dir": "data_dir", "cluster_name": "cluster_name",
+    "default_vhost": "default_vhost", "default_user": "default_user", "default_pass": "default_pass",
+    "heartbeat": "heartbeat", "frame_max": "frame_max", "channel_max": "channel_max",
+    "max_message_size": "max_message_size", "consumer_timeout": "consumer_timeout",
+    "connection_max": "connection_max", "queue_leader_locator": "queue_leader_locator",
+    "dead_letter_worker_consumer_prefetch": "dead_letter_worker_consumer_prefetch",
+    "dead_letter_worker_publisher_confirm_timeout": "dead_letter_worker_publisher_confirm_timeout",
+    "product.name": "product",
+    "vm_memory_high_watermark.relative": "memory_high_watermark",
+    "vm_memory_high_watermark.absolute": "memory_high_watermark",
+    "disk_free_limit.absolute": "disk_free_limit",
+}
+
+
+def build(seen: Seen, file: str, problems: list[ConfigProblem], base: BrokerSettings) -> BrokerSettings:
+    """Apply ``seen`` on top of ``base``; append cross-key problems to ``problems``."""
+    changes: dict[str, Any] = {f: seen.exact[k] for k, f in _DIRECT.items() if k in seen.exact}
+    if "handshake_timeout" in seen.exact:
+        timeout = seen.exact["handshake_timeout"]
+        changes["handshake_timeout"] = math.inf if timeout is None else timeout
+    if {"vm_memory_high_watermark.relative", "vm_memory_high_watermark.absolute"} <= seen.exact.keys():
+        problems.append(ConfigProblem(file, seen.line("vm_memory_high_watermark.absolute"),
+                                      "vm_memory_high_watermark.absolute",
+                                      "set either vm_memory_high_watermark.relative or .absolute, not both"))
+    changes.update(_version(seen, base))
+    changes.update(_listeners(seen, file, problems, base))
+    changes.update(_loopback(seen, base))
+    changes.update(_defaults_for_user(seen, base))
+    changes["log"] = _log(seen, base)
+    changes["management"] = _http(seen, "management", base.management)
+    changes["prometheus"] = _http(seen, "prometheus", base.prometheus)
+    changes["quorum_queue"] = _quorum(seen, base)
+    changes["raft"] = dataclasses.replace(
+        base.raft,
+        wal_max_size_bytes=seen.get("raft.wal_max_size_bytes", base.raft.wal_max_size_bytes),
+        segment_max_entries=seen.get("raft.segment_max_entries", base.raft.segment_max_entries))
+    changes["cluster"] = _cluster(seen, file, problems, base)
+    return dataclasses.replace(base, **changes)
+
+
+def _version(seen: Seen, base: BrokerSettings) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "compat_profile" in seen.exact:
+        out["compat_profile"] = seen.exact["compat_profile"]
+        out["version"] = PROFILES[out["compat_profile"]]
+    if "product.version" in seen.exact:
+        out["version"] = seen.exact["product.version"]
+    return out
+
+
+def _listeners(seen: Seen, file: str, problems: list[ConfigProblem], base: BrokerSettings) -> dict[str, Any]:
+    if "listeners.tcp" in seen.exact:
+        problems.append(ConfigProblem(file, seen.line("listeners.tcp"), "listeners.tcp",
+                                      "'none' is not supported: this broker has no TLS listener, "
+                                      "so it would accept no clients"))
+        return {}
+    named: dict[str, tuple[str, int]] = seen.named.get("listeners.tcp.$name", {})
+    if not named:
+        return {}
+    # RabbitMQ listens on all of them; the primary is "default" if present, else the first.
+    order = sorted(named, key=lambda n: (n != "default", seen.line("listeners.tcp.$name", n)))
+    listeners = [Listener(n, *named[n]) for n in order]
+    seen_at: dict[tuple[str, int], str] = {}
+    for lst in listeners:
+        if lst.port and (lst.host, lst.port) in seen_at:
+            problems.append(ConfigProblem(file, seen.line("listeners.tcp.$name", lst.name), f"listeners.tcp.{lst.name}",
+                                          f"same address as listeners.tcp.{seen_at[(lst.host, lst.port)]}"))
+        seen_at[(lst.host, lst.port)] = lst.name
+    first = listeners[0]
+    return {"host": first.host, "port": first.port, "extra_listeners": tuple(listeners[1:])}
+
+
+def _loopback(seen: Seen, base: BrokerSettings) -> dict[str, Any]:
+    # rabbit.schema: `none` empties the list; otherwise the users set to true, and only those
+    # (so `loopback_users.guest = false` alone also empties it). Unset: the default [guest].
+    if "loopback_users" in seen.exact:
+        return {"loopback_users": ()}
+    users = seen.named.get("loopback_users.$user")
+    if users is None:
+        return {}
+    return {"loopback_users": tuple(u for u, on in users.items() if on)}
+
+
+def _defaults_for_user(seen: Seen, base: BrokerSettings) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    c, w, r = base.default_permissions
+    perms = (seen.get("default_permissions.configure", c), seen.get("default_permissions.write", w),
+             seen.get("default_permissions.read", r))
+    if perms != base.default_permissions:
+        out["default_permissions"] = perms
+    tags = seen.named.get("default_user_tags.$tag")
+    if tags is not None:
+        out["default_user_tags"] = tuple(t for t, on in tags.items() if on)
+    return out
+
+
+def _log(seen: Seen, base: BrokerSettings):
+    log = base.log
+    default = seen.get("log.default.level", seen.get("log.level", log.default_level))
+    # A level set only as the default applies to outputs without their own level.
+    file_level = seen.get("log.file.level", default if _has_default(seen) else log.file_level)
+    console_level = seen.get("log.console.level", default if _has_default(seen) else log.console_level)
+    return dataclasses.replace(
+        log, file=seen.get("log.file", log.file), file_level=file_level,
+        console=seen.get("log.console", log.console), console_level=console_level, default_level=default)
+
+
+def _has_default(seen: Seen) -> bool:
+    return "log.default.level" in seen.exact or "log.level" in seen.exact
+
+
+def _http(seen: Seen, prefix: str, current: HttpListener) -> HttpListener:
+    return HttpListener(seen.get(f"{prefix}.tcp.ip", current.host), seen.get(f"{prefix}.tcp.port", current.port))
+
+
+def _quorum(seen: Seen, base: BrokerSettings):
+    q = base.quorum_queue
+    cmr = q.reconciliation
+    cmr = dataclasses.replace(
+        cmr,
+        enabled=seen.get(_CMR + "enabled", cmr.enabled),
+        auto_remove=seen.get(_CMR + "auto_remove", cmr.auto_remove),
+        interval=seen.get(_CMR + "interval", cmr.interval),
+        trigger_interval=seen.get(_CMR + "trigger_interval", cmr.trigger_interval),
+        target_group_size=seen.get(_CMR + "target_group_size", cmr.target_group_size))
+    return dataclasses.replace(
+        q,
+        initial_cluster_size=seen.get("quorum_queue.initial_cluster_size", q.initial_cluster_size),
+        commands_soft_limit=seen.get("quorum_queue.commands_soft_limit", q.commands_soft_limit),
+        relaxed_checks_on_redeclaration=seen.get(
+            "quorum_queue.property_equivalence.relaxed_checks_on_redeclaration", q.relaxed_checks_on_redeclaration),
+        reconciliation=cmr)
+
+
+def _cluster(seen: Seen, file: str, problems: list[ConfigProblem], base: BrokerSettings) -> ClusterSettings:
+    nodes_by_index: dict[str, str] = seen.named.get("cluster_formation.classic_config.nodes.$node", {})
+    nodes: list[str] = []
+    for index, node in nodes_by_index.items():
+        if node in nodes:
+            problems.append(ConfigProblem(file, seen.line("cluster_formation.classic_config.nodes.$node", index),
+                                          f"cluster_formation.classic_config.nodes.{index}",
+                                          f"node {node} is listed twice"))
+        else:
+            nodes.append(node)
+    backend = seen.get("cluster_formation.peer_discovery_backend", base.cluster.peer_discovery_backend)
+    return ClusterSettings(backend, tuple(nodes) if nodes_by_index else base.cluster.nodes)

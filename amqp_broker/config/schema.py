@@ -1,0 +1,195 @@
+"""Every key rabbitmq.conf may contain here, with its type, and the build of ``BrokerSettings``.
+
+Keys follow RabbitMQ's ``rabbit.schema`` (types, ranges, units) plus this broker's own
+``node_name``, ``data_dir`` and ``compat_profile``. A ``$`` part matches one word
+(``listeners.tcp.$name``). Unknown keys and bad values are errors that name the file, the line,
+the key and what was expected. A key given twice: the last one wins, as in cuttlefish.
+``parse_text`` is pure (text in, settings out); ``amqp_broker.config.loader`` reads the file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+
+from . import values as v
+from .build import Seen, build
+from .lexer import ConfigError, ConfigProblem, Entry, tokenize
+from .model import LOG_LEVELS, PROFILES, BrokerSettings
+
+__all__ = ["KEYS", "parse_text", "parse_entries"]
+
+
+def _frame_max(raw: str) -> int:
+    n = v.bytesize()(raw)
+    if n != 0 and not 4096 <= n <= 0xFFFFFFFF:
+        raise v.BadValue("0 (no limit) or a size in bytes from 4096 to 4294967295")
+    return n
+
+
+def _regex(raw: str) -> str:
+    try:
+        re.compile(raw)
+    except re.error:
+        raise v.BadValue("a valid regular expression") from None
+    return raw
+
+
+def _non_empty(raw: str) -> str:
+    if not raw:
+        raise v.BadValue("a non-empty string")
+    return raw
+
+
+def _none(raw: str) -> str:
+    if raw != "none":
+        raise v.BadValue("none")
+    return raw
+
+
+def _log_file(raw: str) -> str | None:
+    return None if raw == "false" else raw
+
+
+def _locator(raw: str) -> str:
+    # RabbitMQ 3.10+ maps the old classic-queue names onto balanced.
+    value = v.choice("client-local", "balanced", "random", "least-leaders", "min-masters")(raw)
+    return "client-local" if value == "client-local" else "balanced"
+
+
+def _discovery(raw: str) -> str:
+    if raw not in ("classic_config", "classic", "config"):
+        raise v.BadValue("classic_config (the only peer discovery backend this broker has)")
+    return "classic_config"
+
+
+def _seconds(unit_ms: bool, minimum: int) -> v.Converter:
+    ints = v.integer(minimum, None, "milliseconds" if unit_ms else "seconds")
+    return (lambda raw: ints(raw) / 1000.0) if unit_ms else ints
+
+
+_LEVEL = v.choice(*LOG_LEVELS)
+_PORT = v.integer(0, 65535)
+_POS = v.integer(1)
+_MS = _seconds(True, 0)
+
+# key pattern -> converter. Order only matters for the documentation.
+KEYS: dict[str, v.Converter] = {
+    "listeners.tcp": _none,
+    "listeners.tcp.$name": v.listener,
+    "node_name": v.node_name,
+    "data_dir": lambda raw: Path(_non_empty(raw)).expanduser(),
+    "compat_profile": v.choice(*PROFILES),
+    "product.name": _non_empty,
+    "product.version": _non_empty,
+    "cluster_name": _non_empty,
+    "default_vhost": _non_empty,
+    "default_user": _non_empty,
+    "default_pass": v.text,
+    "default_permissions.configure": _regex,
+    "default_permissions.write": _regex,
+    "default_permissions.read": _regex,
+    "default_user_tags.$tag": v.boolean,
+    "loopback_users": _none,
+    "loopback_users.$user": v.boolean,
+    "heartbeat": v.integer(0, 65535, "seconds"),
+    "frame_max": _frame_max,
+    "channel_max": v.integer(0, 65535),
+    "max_message_size": v.integer(1, 536870912, "bytes"),
+    "consumer_timeout": _seconds(True, 1),
+    "handshake_timeout": v.millis_or_infinity(1),  # infinity -> None
+    "vm_memory_high_watermark.relative": v.fraction,
+    "vm_memory_high_watermark.absolute": v.information_unit,
+    "disk_free_limit.absolute": v.information_unit,
+    "connection_max": lambda raw: None if raw == "infinity" else v.integer(0)(raw),
+    "log.file": _log_file,
+    "log.file.level": _LEVEL,
+    "log.console": v.boolean,
+    "log.console.level": _LEVEL,
+    "log.default.level": _LEVEL,
+    "log.level": _LEVEL,
+    "management.tcp.port": _PORT,
+    "management.tcp.ip": v.ip_address,
+    "prometheus.tcp.port": _PORT,
+    "prometheus.tcp.ip": v.ip_address,
+    "queue_leader_locator": _locator,
+    "quorum_queue.initial_cluster_size": _POS,
+    "quorum_queue.commands_soft_limit": _POS,
+    "quorum_queue.property_equivalence.relaxed_checks_on_redeclaration": v.boolean,
+    "quorum_queue.continuous_membership_reconciliation.enabled": v.boolean,
+    "quorum_queue.continuous_membership_reconciliation.auto_remove": v.boolean,
+    "quorum_queue.continuous_membership_reconciliation.interval": _MS,
+    "quorum_queue.continuous_membership_reconciliation.trigger_interval": _MS,
+    "quorum_queue.continuous_membership_reconciliation.target_group_size": v.integer(0),
+    "raft.wal_max_size_bytes": _POS,
+    "raft.segment_max_entries": v.integer(1, 65535),
+    "dead_letter_worker_consumer_prefetch": _POS,
+    "dead_letter_worker_publisher_confirm_timeout": _seconds(True, 1),
+    "cluster_formation.peer_discovery_backend": _discovery,
+    "cluster_formation.classic_config.nodes.$node": v.node_name,
+}
+# connection_max's text when it fails (the lambda above cannot say it).
+_EXPECTED = {"connection_max": "a non-negative integer or 'infinity'"}
+
+_PATTERNS = [tuple(k.split(".")) for k in KEYS]
+
+
+def _match(parts: tuple[str, ...]) -> tuple[str, str | None] | None:
+    for pattern in _PATTERNS:
+        if len(pattern) == len(parts) and all(p.startswith("$") or p == q for p, q in zip(pattern, parts)):
+            name = next((q for p, q in zip(pattern, parts) if p.startswith("$")), None)
+            return ".".join(pattern), name
+    return None
+
+
+def _unknown(entry: Entry, file: str) -> ConfigProblem:
+    close = difflib.get_close_matches(entry.key, list(KEYS), n=1, cutoff=0.75)
+    hint = f" (did you mean {close[0]!r}?)" if close else " (see rabbitmq.conf.example for the supported keys)"
+    return ConfigProblem(file, entry.line, entry.key, "unknown key" + hint)
+
+
+def _collect(entries: list[Entry], file: str, problems: list[ConfigProblem]) -> Seen:
+    seen = Seen()
+    for entry in entries:
+        found = _match(entry.parts)
+        if found is None:
+            problems.append(_unknown(entry, file))
+            continue
+        pattern, name = found
+        try:
+            value = KEYS[pattern](entry.value)
+        except v.BadValue as exc:
+            expected = _EXPECTED.get(pattern, str(exc))
+            problems.append(ConfigProblem(file, entry.line, entry.key, f"expected {expected}, got {entry.value!r}"))
+            continue
+        if name is None:
+            seen.exact[pattern] = value
+        else:
+            seen.named.setdefault(pattern, {})[name] = value
+        seen.lines[(pattern, name)] = entry.line
+    return seen
+
+
+def parse_entries(entries: list[Entry], file: str = "rabbitmq.conf",
+                  base: BrokerSettings | None = None) -> BrokerSettings:
+    """Build settings from tokenized entries on top of ``base`` (defaults if None)."""
+    problems: list[ConfigProblem] = []
+    seen = _collect(entries, file, problems)
+    settings = build(seen, file, problems, base or BrokerSettings())
+    if problems:
+        raise ConfigError(problems)
+    return settings
+
+
+def parse_text(text: str, file: str = "rabbitmq.conf", base: BrokerSettings | None = None) -> BrokerSettings:
+    """Parse rabbitmq.conf text; raise ``ConfigError`` listing every problem found."""
+    entries, problems = tokenize(text, file)
+    if problems:
+        # Still report bad keys and values of the lines that did parse.
+        try:
+            parse_entries(entries, file, base)
+        except ConfigError as exc:
+            problems = sorted(problems + exc.problems, key=lambda p: p.line)
+        raise ConfigError(problems)
+    return parse_entries(entries, file, base)
