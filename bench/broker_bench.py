@@ -1,0 +1,294 @@
+"""Side-by-side broker benchmark: the same load against this broker and RabbitMQ, one run, ratios.
+
+Scenarios (persistent messages, durable queue, publisher confirms with a window, prefetch and
+per-message acks, as in DESIGN.md's reference figures):
+
+  publish   one publisher, confirms window W, N messages; msg/s until the last confirm
+  e2e       one publisher and one consumer in separate processes; msg/s until the consumer has
+            acked all N
+  latency   a publisher paced at a fixed rate, a consumer measuring publish->deliver latency;
+            p50 / p99 in ms
+
+Usage:
+  python bench/broker_bench.py                       # starts our broker and RabbitMQ (5673) itself
+  python bench/broker_bench.py --ours URL --rabbit URL --queue-type quorum --size 16
+
+Each side runs in its own processes from this machine; numbers are only comparable within a run.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from contextlib import contextmanager
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from amqp_wire import (FRAME_METHOD, WireClient, describe_close, method_ids,  # noqa: E402
+                       parse_basic_ack, parse_deliver_tag)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _queue_args(queue_type: str) -> dict:
+    return {"x-queue-type": queue_type} if queue_type != "classic" else {}
+
+
+def _declare_fresh(url: str, queue: str, queue_type: str) -> None:
+    client = WireClient(url)
+    try:
+        client.queue_delete(queue)
+    except RuntimeError:
+        client = WireClient(url)
+    client.queue_declare(queue, durable=True, arguments=_queue_args(queue_type))
+    client.close()
+
+
+def _handle_non_ack(payload: bytes) -> None:
+    cls, meth = method_ids(payload)
+    if (cls, meth) in ((10, 50), (20, 40)):
+        raise RuntimeError(describe_close(payload))
+    if (cls, meth) == (60, 120):
+        raise RuntimeError("broker nacked a publish")
+
+
+class ConfirmTracker:
+    """Counts newly confirmed sequence numbers from basic.ack (single or multiple)."""
+
+    def __init__(self):
+        self._outstanding: deque[int] = deque()
+        self._acked_singles: set[int] = set()
+
+    def sent(self, seq: int) -> None:
+        self._outstanding.append(seq)
+
+    def ack(self, tag: int, multiple: bool) -> int:
+        newly = 0
+        if not multiple:
+            self._acked_singles.add(tag)
+        while self._outstanding and (
+                (multiple and self._outstanding[0] <= tag) or self._outstanding[0] in self._acked_singles):
+            seq = self._outstanding.popleft()
+            self._acked_singles.discard(seq)
+            newly += 1
+        return newly
+
+
+def publisher(url: str, queue: str, count: int, size: int, window: int, rate: float = 0.0) -> float:
+    """Publish `count` messages with confirms; return elapsed seconds until the last confirm.
+
+    With `rate` > 0 the publisher paces itself and puts its send time in the first 8 body bytes.
+    """
+    client = WireClient(url)
+    client.confirm_select()
+    body = bytearray(os.urandom(max(size, 8)))
+    confirmed = 0
+    sent = 0
+    tracker = ConfirmTracker()
+    start = time.perf_counter()
+    while confirmed < count:
+        while sent < count and sent - confirmed < window:
+            if rate:
+                due = start + sent / rate
+                now = time.perf_counter()
+                if due > now:
+                    if client.frames_available():
+                        break
+                    time.sleep(min(due - now, 0.001))
+                    continue
+                struct.pack_into(">Q", body, 0, time.monotonic_ns())
+            client.send_raw(client.publish_frames("", queue, bytes(body)))
+            sent += 1
+            tracker.sent(sent)
+        if rate and sent < count and not client.frames_available():
+            client.sock.settimeout(0.0005)
+            try:
+                client.recv_more()
+            except (BlockingIOError, socket.timeout):
+                pass
+            finally:
+                client.sock.settimeout(None)
+            if not client.frames_available():
+                continue
+        ftype, _, payload = client.read_frame()
+        if ftype != FRAME_METHOD:
+            continue
+        if method_ids(payload) == (60, 80):
+            confirmed += tracker.ack(*parse_basic_ack(payload))
+        else:
+            _handle_non_ack(payload)
+    elapsed = time.perf_counter() - start
+    client.close()
+    return elapsed
+
+
+def consumer(url: str, queue: str, count: int, prefetch: int, results, measure_latency: bool) -> None:
+    client = WireClient(url)
+    client.qos(prefetch)
+    client.consume(queue)
+    received = 0
+    latencies = []
+    start = None
+    out = bytearray()
+    while received < count:
+        ftype, _, payload = client.read_frame()
+        if ftype == FRAME_METHOD:
+            if method_ids(payload) == (60, 60):
+                tag = parse_deliver_tag(payload)
+                received += 1
+                out += client.ack_frame(tag)
+                if start is None:
+                    start = time.perf_counter()
+            else:
+                _handle_non_ack(payload)
+        elif ftype == 3 and measure_latency:
+            sent_ns = struct.unpack_from(">Q", payload, 0)[0]
+            latencies.append((time.monotonic_ns() - sent_ns) / 1e6)
+        if out and not client.frames_available():
+            client.send_raw(bytes(out))
+            out.clear()
+    if out:
+        client.send_raw(bytes(out))
+    results.put((time.perf_counter(), latencies))
+    client.close()
+
+
+def run_publish(url: str, args) -> dict:
+    _declare_fresh(url, args.queue, args.queue_type)
+    elapsed = publisher(url, args.queue, args.count, args.size, args.window)
+    _declare_fresh(url, args.queue, args.queue_type)
+    return {"publish msg/s": args.count / elapsed}
+
+
+def run_e2e(url: str, args) -> dict:
+    _declare_fresh(url, args.queue, args.queue_type)
+    results = mp.Queue()
+    cons = mp.Process(target=consumer, args=(url, args.queue, args.count, args.prefetch, results, False))
+    cons.start()
+    time.sleep(0.3)
+    start = time.perf_counter()
+    publisher(url, args.queue, args.count, args.size, args.window)
+    end, _ = results.get(timeout=600)
+    cons.join()
+    return {"e2e msg/s": args.count / (end - start)}
+
+
+def run_latency(url: str, args) -> dict:
+    _declare_fresh(url, args.queue, args.queue_type)
+    count = int(args.rate * args.latency_seconds)
+    results = mp.Queue()
+    cons = mp.Process(target=consumer, args=(url, args.queue, count, args.prefetch, results, True))
+    cons.start()
+    time.sleep(0.3)
+    publisher(url, args.queue, count, args.size, args.window, rate=args.rate)
+    _, latencies = results.get(timeout=600)
+    cons.join()
+    latencies.sort()
+    p99 = latencies[int(len(latencies) * 0.99) - 1]
+    return {"p50 ms": statistics.median(latencies), "p99 ms": p99}
+
+
+SCENARIOS = {"publish": run_publish, "e2e": run_e2e, "latency": run_latency}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listening on port {port}")
+
+
+@contextmanager
+def our_broker():
+    port = _free_port()
+    data_dir = tempfile.mkdtemp(prefix="bench-broker-")
+    proc = subprocess.Popen([sys.executable, "-m", "amqp_broker", "--port", str(port),
+                             "--data-dir", data_dir], stdout=subprocess.DEVNULL)
+    try:
+        _wait_port(port)
+        yield f"amqp://guest:guest@127.0.0.1:{port}/"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@contextmanager
+def rabbitmq():
+    script = os.path.join(ROOT, ".ci", "rabbitmq.sh")
+    subprocess.run(["bash", script, "start"], check=True, stdout=subprocess.DEVNULL)
+    try:
+        yield "amqp://guest:guest@127.0.0.1:5673/"
+    finally:
+        subprocess.run(["bash", script, "stop"], stdout=subprocess.DEVNULL)
+
+
+def measure(name: str, url: str, args) -> dict:
+    figures = {}
+    for scenario in args.scenarios:
+        figures.update(SCENARIOS[scenario](url, args))
+        print(f"  {name:9} {scenario:8} " + "  ".join(f"{k} {v:,.1f}" for k, v in figures.items()
+                                                      if k.split()[0] in (scenario, "p50", "p99")
+                                                      or scenario in k), flush=True)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ours", help="URL of this broker (default: start one)")
+    parser.add_argument("--rabbit", help="URL of RabbitMQ (default: start one with .ci/rabbitmq.sh)")
+    parser.add_argument("--no-rabbit", action="store_true", help="measure only this broker")
+    parser.add_argument("--queue", default="bench.q")
+    parser.add_argument("--queue-type", default="classic", choices=["classic", "quorum"])
+    parser.add_argument("--count", type=int, default=20000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--window", type=int, default=1000)
+    parser.add_argument("--prefetch", type=int, default=500)
+    parser.add_argument("--rate", type=float, default=1000.0, help="latency scenario msg/s")
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
+    args = parser.parse_args()
+
+    print(f"{args.queue_type} durable queue, {args.size} B persistent messages, {args.count} msgs, "
+          f"confirm window {args.window}, prefetch {args.prefetch}, per-message acks")
+    with (our_broker() if not args.ours else _given(args.ours)) as ours_url:
+        ours = measure("ours", ours_url, args)
+    rabbit = None
+    if not args.no_rabbit:
+        with (rabbitmq() if not args.rabbit else _given(args.rabbit)) as rabbit_url:
+            rabbit = measure("rabbitmq", rabbit_url, args)
+    print()
+    print(f"{'metric':16} {'ours':>12} {'rabbitmq':>12} {'ratio':>8}")
+    for key, value in ours.items():
+        other = rabbit.get(key) if rabbit else None
+        ratio = "" if other is None else f"{value / other:8.2f}"
+        other_text = "" if other is None else f"{other:12,.1f}"
+        print(f"{key:16} {value:12,.1f} {other_text:>12} {ratio:>8}")
+    print("(ratio = ours / rabbitmq: above 1 is better for msg/s, below 1 is better for latency)")
+
+
+@contextmanager
+def _given(url: str):
+    yield url
+
+
+if __name__ == "__main__":
+    main()
