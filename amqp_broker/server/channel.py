@@ -174,7 +174,14 @@ class Channel:
 
     # -- deliveries (called by QueueRuntime) ----------------------------------------------------
     def make_consumer_credit(self, st: _ConsumerState):
+        session = self.session
+
         def take_credit() -> bool:
+            # A slow reader (writer still busy with a big batch) gets nothing more for now.
+            if session.congested:
+                return False
+            if st.no_ack:
+                return True
             if st.prefetch and st.unacked >= st.prefetch:
                 return False
             if self._global_prefetch and self._global_unacked >= self._global_prefetch:
@@ -264,11 +271,11 @@ class Channel:
         for rt, ids in by_queue.items():
             rt.settle(ids, how)
         # Credit came back: every queue this channel consumes from may deliver again.
-        self._kick_consumers()
+        self.kick_consumers()
 
-    def _kick_consumers(self) -> None:
+    def kick_consumers(self, include_no_ack: bool = False) -> None:
         for st in self._consumers.values():
-            if st.runtime is not None and not st.no_ack:
+            if st.runtime is not None and (include_no_ack or not st.no_ack):
                 st.runtime.kick()
 
     # -- methods -------------------------------------------------------------------------------
@@ -296,7 +303,7 @@ class Channel:
         else:
             self._prefetch = m.prefetch_count
         self.reply(C.Basic.QosOk())
-        self._kick_consumers()
+        self.kick_consumers()
 
     def _consume(self, m: C.Basic.Consume) -> None:
         tag = m.consumer_tag or self._new_ctag()
@@ -315,8 +322,7 @@ class Channel:
         consumer = Consumer(tag=tag, channel=self, no_ack=m.no_ack, exclusive=m.exclusive,
                             priority=int(priority) if isinstance(priority, int) else 0,
                             arguments=args)
-        if not m.no_ack:
-            consumer.take_credit = self.make_consumer_credit(st)
+        consumer.take_credit = self.make_consumer_credit(st)
         st.consumer = consumer
         rt.add_consumer(consumer)  # raises AccessRefused for exclusivity conflicts
         self._consumers[tag] = st

@@ -46,6 +46,7 @@ __all__ = ["Session"]
 
 _log = logging.getLogger(__name__)
 _RECV_SIZE = 256 * 1024
+_CONGESTED = 1024 * 1024  # bytes in one send_all above which deliveries pause until it is done
 
 
 class Session:
@@ -68,6 +69,7 @@ class Session:
         self._flush_hooks: dict[int, Callable[[], None]] = {}
         self._cancel: trio.CancelScope | None = None
         self._blocked_sent = False
+        self.congested = False
         self.has_published = False  # set by channels; alarms stop reading from publishers
 
     # -- called by channels, queues and the broker -------------------------------------------
@@ -144,6 +146,8 @@ class Session:
                     hook()
             data = conn.data_to_send()
             if data:
+                # While a big batch is on its way, queues hold further deliveries back.
+                self.congested = len(data) >= _CONGESTED
                 try:
                     await self.stream.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -151,6 +155,11 @@ class Session:
                     self._handle_events()
                     self._cancel_all()
                     return
+                if self.congested:
+                    self.congested = False
+                    for ch in self.channels.values():
+                        ch.kick_consumers(include_no_ack=True)
+                    self.broker.run_pending()
             if closed:
                 self._cancel_all()
                 return

@@ -39,7 +39,7 @@ def _consume_all(b, queue: str, limit: int) -> list[bytes]:
 
 def test_kill_9_keeps_every_confirmed_persistent_message_in_order(fresh_broker):
     b = fresh_broker.start()
-    n = 2000
+    n = 1000
     _publish_confirmed(b, "dur.q", n)
     b.kill()
     b.start()
