@@ -22,7 +22,7 @@ def test_bad_protocol_header_gets_0_9_1_header_then_close(broker_url, first_byte
     with RawClient(broker_url) as raw:
         raw.send_raw(first_bytes)
         data = raw.read_until_eof(timeout=10)
-        assert data == AMQP_0_9_1
+        assert data == AMQP_0_9_1 and raw.eof
 
 
 def _expect_connection_close(raw, code, class_id=None, method_id=None):
@@ -149,3 +149,54 @@ def test_close_handshake_from_client(broker_url):
         raw.send(0, commands.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
         # The client, having sent close, is the one that closes the socket after close-ok.
         assert raw.read_method().name == "Connection.CloseOk"
+
+
+def test_opening_more_channels_than_channel_max_is_530(broker_url):
+    with RawClient(broker_url) as raw:
+        raw.handshake(tune_ok={"channel_max": 2})
+        raw.open_channel(1)
+        raw.open_channel(2)
+        raw.send(3, commands.Channel.Open())
+        reply = _expect_connection_close(raw, 530)
+        assert reply.reply_text == ("NOT_ALLOWED - number of channels opened (2) has reached the "
+                                    "negotiated channel_max (2)")
+
+
+@pytest.mark.ours_only
+def test_channel_number_above_channel_max_is_530(broker_url):
+    # RabbitMQ 3.10 accepts channel 2048 when channel_max is 2047 (PROTOCOL-ERRORS.md #21);
+    # the spec says usable numbers are 1..channel-max, and this broker enforces it.
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.send(raw.tune.channel_max + 1, commands.Channel.Open())
+        _expect_connection_close(raw, 530)
+
+
+def test_channel_flow_active_false_is_540(broker_url):
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.open_channel(1)
+        raw.send(1, commands.Channel.Flow(active=False))
+        reply = _expect_connection_close(raw, 540)
+        assert reply.reply_text == "NOT_IMPLEMENTED - active=false"
+
+
+def test_channel_flow_active_true_is_flow_ok(broker_url):
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.open_channel(1)
+        raw.send(1, commands.Channel.Flow(active=True))
+        reply = raw.read_method(commands.Channel.FlowOk)
+        assert reply.active is True
+
+
+def test_server_sends_heartbeats_and_drops_a_silent_client(broker_url):
+    with RawClient(broker_url) as raw:
+        raw.handshake(tune_ok={"heartbeat": 1})
+        channel, value = raw.read_frame()
+        assert (channel, value.name) == (0, "Heartbeat")
+        # We never answer: the server closes the socket (RabbitMQ after ~3 missed beats) and
+        # sends nothing but heartbeats before that, no connection.close.
+        rest = raw.read_until_eof(timeout=20)
+        assert raw.eof
+        assert rest == b"\x08\x00\x00\x00\x00\x00\x00\xce" * (len(rest) // 8)

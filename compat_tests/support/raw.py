@@ -25,6 +25,7 @@ class RawClient:
         self.vhost = unquote(u.path[1:]) if u.path and u.path != "/" else "/"
         self.sock = socket.create_connection((u.hostname or "localhost", u.port or 5672), timeout=timeout)
         self._buf = b""
+        self.eof = False  # set by read_until_eof when the server closed the socket
         self.start: commands.Connection.Start | None = None
         self.tune: commands.Connection.Tune | None = None
 
@@ -59,16 +60,21 @@ class RawClient:
         return out
 
     def read_until_eof(self, timeout: float = 10.0) -> bytes:
-        """Everything the server sends until it closes the socket (or timeout)."""
+        """Everything the server sends until it closes the socket (then `eof` is set) or until
+        the timeout."""
         self.sock.settimeout(timeout)
         data, self._buf = self._buf, b""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 chunk = self.sock.recv(65536)
-            except (socket.timeout, ConnectionResetError):
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                self.eof = True
                 break
             if not chunk:
+                self.eof = True
                 break
             data += chunk
         return data
