@@ -1,0 +1,332 @@
+"""`NodeDriver`: the trio loop that runs every Raft group hosted on one node.
+
+Used by the queue adapters and `quorum.demo_node`. It owns nothing but glue: the IO-free
+`quorum.raft.RaftNode` per group, the node's shared `quorum.log.AsyncLog` and a transport
+(anything with ``send(peer, group, data) -> bool``, normally `quorum.transport.Transport`,
+whose `on_frame` is `NodeDriver.deliver`).
+
+One loop iteration, for all groups with work at once (see `quorum.raft.ready`):
+  1. take the inputs queued since the last iteration: peer messages, proposals, ticks;
+  2. `ready()` of every group; append entries / hard state / snapshots to the shared WAL;
+  3. one `wait_durable` for the whole batch: one fdatasync covers every group (group commit);
+  4. send the messages (only now: they promise that state is on disk);
+  5. apply committed entries to each group's state machine, resolve proposals, run effects;
+  6. `advance()`; compact a group whose log grew `snapshot_every` entries past its snapshot.
+Inputs that arrive while the loop waits for the disk are batched into the next iteration.
+
+Effects: an effect that is a `quorum.raft.LocalEffect` runs on every replica, any other only
+on the leader (the choice is made here, once). The hard state is written only when the term or
+vote changed, or together with entries: a lagging commit index is safe to lose.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Protocol
+
+import msgspec
+import trio
+
+from .log import AsyncLog, StoredSnapshot
+from .raft import (Entry, EntryKind, HardState, LocalEffect, Meta, NotLeader,
+                   Persisted, RaftError, RaftNode, RaftOptions, Ready, Snapshot, SnapshotMeta,
+                   decode_config, decode_entry, decode_message, encode_config, encode_entry,
+                   encode_message)
+from .raft.machine import StateMachine
+
+__all__ = ["NodeDriver", "Sender", "GroupStatus"]
+
+
+class Sender(Protocol):
+    def send(self, peer: str, group: str, data: bytes) -> bool: ...
+
+
+EffectsHandler = Callable[[str, list[Any]], None]
+
+
+class _Waiter:
+    """A proposal waiting to be committed and applied."""
+
+    __slots__ = ("term", "event", "reply", "error")
+
+    def __init__(self) -> None:
+        self.term = 0
+        self.event = trio.Event()
+        self.reply: Any = None
+        self.error: BaseException | None = None
+
+    def resolve(self, reply: Any) -> None:
+        self.reply = reply
+        self.event.set()
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self.event.set()
+
+
+@dataclass
+class _Group:
+    id: str
+    raft: RaftNode
+    machine: StateMachine
+    state: Any
+    on_effects: EffectsHandler | None
+    waiters: dict[int, _Waiter] = field(default_factory=dict)
+    proposals: list[tuple[bytes, _Waiter]] = field(default_factory=list)
+    inbox: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    leader: str | None
+    is_leader: bool
+    term: int
+    commit: int
+    applied: int
+    last_index: int
+
+
+class NodeDriver:
+    def __init__(
+        self,
+        node_id: str,
+        log: AsyncLog,
+        sender: Sender,
+        *,
+        options: RaftOptions | None = None,
+        tick_interval: float = 0.05,
+        snapshot_every: int = 4096,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.node_id = node_id
+        self.log = log
+        self.sender = sender
+        self._options = options or RaftOptions()
+        self._tick_interval = tick_interval
+        self._snapshot_every = snapshot_every
+        self._rng = rng or random.Random()
+        self._clock = clock
+        self._groups: dict[str, _Group] = {}
+        self._dirty: dict[str, None] = {}  # ordered set of groups with input since last pass
+        self._ticks = 0
+        self._wake = trio.Event()
+        self.iterations = 0
+        self.applied_entries = 0
+
+    # -- groups -------------------------------------------------------------------------------
+    def add_group(self, group: str, machine: StateMachine, voters: Iterable[str] = (),
+                  learners: Iterable[str] = (), on_effects: EffectsHandler | None = None) -> None:
+        """Host `group` on this node, restarting it from the log if it has durable state.
+        `voters` is the bootstrap membership (ignored once the group has a snapshot)."""
+        persisted, state = self._load(group, machine)
+        snap = persisted.snapshot
+        raft = RaftNode(self.node_id, voters, rng=self._rng, persisted=persisted,
+                        options=self._options, learners=learners,
+                        applied=snap.meta.index if snap else 0)
+        self._groups[group] = _Group(group, raft, machine, state, on_effects)
+        self._mark(group)
+
+    def _load(self, group: str, machine: StateMachine) -> tuple[Persisted, Any]:
+        st = self.log.state(group)
+        stored = self.log.store.read_snapshot(group) if st.snapshot_index else None
+        snap = None
+        state = machine.init()
+        if stored is not None and stored.index == st.snapshot_index:
+            snap = Snapshot(SnapshotMeta(stored.index, stored.term, decode_config(stored.meta)), stored.data)
+            state = machine.restore(stored.data)
+        entries: list[Entry] = []
+        if st.last_index >= st.first_index:
+            entries = [decode_entry(p) for _, _, p in self.log.entries(group, st.first_index, st.last_index)]
+        return Persisted(HardState(st.term, st.vote, st.commit), snap, entries), state
+
+    def status(self, group: str) -> GroupStatus:
+        r = self._groups[group].raft
+        return GroupStatus(r.leader, r.is_leader, r.term, r.commit_index, r.applied_index, r.last_index)
+
+    def raft(self, group: str) -> RaftNode:
+        """The group's Raft node, for membership changes and leadership transfer (call from
+        the driver's trio thread; the next loop pass picks the change up after `wake`)."""
+        return self._groups[group].raft
+
+    def state(self, group: str) -> Any:
+        return self._groups[group].state
+
+    # -- inputs -------------------------------------------------------------------------------
+    def deliver(self, peer: str, group: str, data: bytes) -> None:
+        """A frame from the transport. Undecodable frames and unknown groups are dropped."""
+        g = self._groups.get(group)
+        if g is None:
+            return
+        try:
+            msg = decode_message(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        g.inbox.append(msg)
+        self._mark(group)
+
+    async def propose(self, group: str, data: bytes) -> Any:
+        """Propose one command; returns the state machine's reply once it is committed and
+        applied here. Raises `NotLeader` (with `leader_hint`) when this node does not lead the
+        group, or when the entry was replaced by another leader's. Cancelling the wait does not
+        withdraw the command: it may still commit."""
+        g = self._groups[group]
+        if not g.raft.is_leader:
+            raise NotLeader(g.raft.leader)
+        w = _Waiter()
+        g.proposals.append((data, w))
+        self._mark(group)
+        await w.event.wait()
+        if w.error is not None:
+            raise w.error
+        return w.reply
+
+    def wake(self, group: str | None = None) -> None:
+        if group is not None:
+            self._mark(group)
+        else:
+            self._wake.set()
+
+    def _mark(self, group: str) -> None:
+        self._dirty[group] = None
+        self._wake.set()
+
+    # -- the loop -----------------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the WAL writer, the ticker and the ready loop until cancelled or the log fails."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.log.run)
+            nursery.start_soon(self._ticker)
+            task_status.started()
+            await self._loop()
+
+    async def _ticker(self) -> None:
+        while True:
+            await trio.sleep(self._tick_interval)
+            self._ticks += 1
+            self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            await self.run_once()
+
+    async def run_once(self) -> None:
+        """One pass over every group with work. Public for tests that step a driver by hand."""
+        self.iterations += 1
+        ticks, self._ticks = self._ticks, 0
+        if ticks:
+            names = list(self._groups)
+        else:
+            names = list(self._dirty)
+        self._dirty.clear()
+        now_ms = int(self._clock() * 1000)
+        readies: list[tuple[_Group, Ready]] = []
+        for name in names:
+            g = self._groups.get(name)
+            if g is None:
+                continue
+            self._feed(g, ticks, now_ms)
+            rd = g.raft.ready()
+            if rd is not None:
+                readies.append((g, rd))
+        if not readies:
+            return
+        token = 0
+        for g, rd in readies:
+            token = max(token, await self._persist(g, rd))
+        if token:
+            await self.log.wait_durable(token)
+        for g, rd in readies:
+            send = self.sender.send
+            for m in rd.messages:
+                send(m.to, g.id, encode_message(m))
+        for g, rd in readies:
+            self._apply(g, rd)
+            g.raft.advance(rd)
+            await self._maybe_compact(g)
+            if g.raft.has_ready():
+                self._mark(g.id)
+
+    def _feed(self, g: _Group, ticks: int, now_ms: int) -> None:
+        raft = g.raft
+        inbox, g.inbox = g.inbox, []
+        for m in inbox:
+            raft.step(m)
+        for _ in range(ticks):
+            raft.tick()
+        if g.proposals:
+            props, g.proposals = g.proposals, []
+            try:
+                last = raft.propose_many([d for d, _ in props], now_ms)
+            except RaftError as e:
+                for _, w in props:
+                    w.fail(e)
+                return
+            first = last - len(props) + 1
+            for i, (_, w) in enumerate(props):
+                w.term = raft.term
+                g.waiters[first + i] = w
+
+    async def _persist(self, g: _Group, rd: Ready) -> int:
+        """Queue this Ready's durable state in the WAL; returns the token to wait for."""
+        token = 0
+        log = self.log
+        if rd.snapshot is not None:
+            token = await log.save_snapshot(g.id, _stored(rd.snapshot), discard=True)
+            g.state = g.machine.restore(rd.snapshot.data)
+        if rd.entries:
+            token = log.append(g.id, [(e.index, e.term, encode_entry(e)) for e in rd.entries])
+        hs = rd.hard_state
+        if hs is not None:
+            st = log.store.groups.get(g.id)
+            old = st.hard if st is not None else None
+            if rd.entries or old is None or old.term != hs.term or old.vote != hs.vote:
+                token = log.set_hard_state(g.id, hs.term, hs.vote, hs.commit)
+        return token
+
+    def _apply(self, g: _Group, rd: Ready) -> None:
+        if not rd.committed:
+            return
+        machine = g.machine
+        is_leader = g.raft.is_leader
+        effects_out: list[Any] = []
+        state = g.state
+        for e in rd.committed:
+            reply = None
+            if e.kind is EntryKind.NORMAL:
+                state, reply, effects = machine.apply(Meta(e.index, e.term, e.timestamp),
+                                                      machine.decode(e.data), state)
+                for eff in effects:
+                    if is_leader or isinstance(eff, LocalEffect):
+                        effects_out.append(eff)
+            w = g.waiters.pop(e.index, None)
+            if w is not None:
+                if w.term == e.term:
+                    w.resolve(reply)
+                else:
+                    w.fail(NotLeader(g.raft.leader))
+        g.state = state
+        self.applied_entries += len(rd.committed)
+        if effects_out and g.on_effects is not None:
+            g.on_effects(g.id, effects_out)
+
+    async def _maybe_compact(self, g: _Group) -> None:
+        raft = g.raft
+        meta = raft.snapshot_meta
+        base = meta.index if meta else 0
+        if raft.applied_index - base < self._snapshot_every:
+            return
+        snap = raft.compact(raft.applied_index, g.machine.snapshot(g.state))
+        await self.log.save_snapshot(g.id, _stored(snap), discard=False)
+
+    def statistics(self) -> dict[str, Any]:
+        return {"iterations": self.iterations, "applied": self.applied_entries,
+                "groups": len(self._groups), "log": self.log.statistics()}
+
+
+def _stored(snap: Snapshot) -> StoredSnapshot:
+    return StoredSnapshot(snap.meta.index, snap.meta.term, encode_config(snap.meta.config), snap.data)

@@ -1,0 +1,145 @@
+"""NodeDriver in one process: three nodes on loopback TCP, each with its own durable log."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import trio
+
+from quorum.driver import NodeDriver
+from quorum.log import AsyncLog, LogConfig
+from quorum.raft import KvDelete, KvMachine, KvSet, LocalEffect, NotLeader, RaftOptions
+from quorum.transport import Transport
+
+pytestmark = pytest.mark.trio
+
+NAMES = ["n1", "n2", "n3"]
+SECRET = b"test-cookie"
+
+
+class Node:
+    def __init__(self, name: str, root, ports: dict[str, int], groups: list[str], cfg: LogConfig,
+                 snapshot_every: int) -> None:
+        self.name = name
+        self.log = AsyncLog.open(str(root / name), cfg)
+        self.transport = Transport(name, {n: ("127.0.0.1", ports[n]) for n in NAMES}, SECRET,
+                                   self._on_frame, listen=("127.0.0.1", ports[name]),
+                                   backoff=(0.01, 0.1))
+        self.driver = NodeDriver(name, self.log, self.transport, tick_interval=0.01,
+                                 options=RaftOptions(election_tick=10, heartbeat_tick=2),
+                                 snapshot_every=snapshot_every, rng=random.Random(hash(name)))
+        self.effects: list = []
+        for g in groups:
+            self.driver.add_group(g, KvMachine(), NAMES, on_effects=lambda g, effs: self.effects.extend(effs))
+        self.cancel = trio.CancelScope()
+
+    def _on_frame(self, peer: str, group: str, data: bytes) -> None:
+        self.driver.deliver(peer, group, data)
+
+    async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        with self.cancel:
+            async with trio.open_nursery() as n:
+                await n.start(self.transport.run)
+                await n.start(self.driver.run)
+                task_status.started()
+        self.log.close()
+
+
+def free_ports(k: int) -> list[int]:
+    import socket
+    socks = [socket.socket() for _ in range(k)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+async def wait_leader(nodes: dict[str, Node], group: str) -> str:
+    while True:
+        leaders = [n for n in nodes.values() if n.driver.status(group).is_leader]
+        if len(leaders) == 1:
+            return leaders[0].name
+        await trio.sleep(0.01)
+
+
+async def propose_anywhere(nodes: dict[str, Node], group: str, cmd) -> object:
+    while True:
+        leader = await wait_leader(nodes, group)
+        try:
+            return await nodes[leader].driver.propose(group, KvMachine.encode(cmd))
+        except NotLeader:
+            await trio.sleep(0.01)
+
+
+async def start(nursery, tmp_path, groups, cfg=LogConfig(), snapshot_every=4096, ports=None):
+    ports = ports or dict(zip(NAMES, free_ports(3)))
+    nodes = {n: Node(n, tmp_path, ports, groups, cfg, snapshot_every) for n in NAMES}
+    for node in nodes.values():
+        await nursery.start(node.serve)
+    return nodes, ports
+
+
+async def test_three_nodes_commit_and_apply_everywhere(tmp_path):
+    async with trio.open_nursery() as nursery:
+        nodes, _ = await start(nursery, tmp_path, ["kv"])
+        with trio.fail_after(30):
+            assert await propose_anywhere(nodes, "kv", KvSet("a", "1")) is None
+            assert await propose_anywhere(nodes, "kv", KvSet("a", "2")) == "1"
+            await propose_anywhere(nodes, "kv", KvDelete("a"))
+            await propose_anywhere(nodes, "kv", KvSet("b", "x"))
+            leader = nodes[await wait_leader(nodes, "kv")]
+            while any(n.driver.status("kv").applied < leader.driver.status("kv").applied
+                      for n in nodes.values()):
+                await trio.sleep(0.01)
+        for n in nodes.values():
+            assert {k: v[0] for k, v in n.driver.state("kv").items()} == {"b": "x"}
+            # KvChanged is a LocalEffect: every replica runs it
+            assert [e.key for e in n.effects if isinstance(e, LocalEffect)][-2:] == ["a", "b"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_follower_refuses_with_leader_hint(tmp_path):
+    async with trio.open_nursery() as nursery:
+        nodes, _ = await start(nursery, tmp_path, ["kv"])
+        with trio.fail_after(30):
+            leader = await wait_leader(nodes, "kv")
+            await propose_anywhere(nodes, "kv", KvSet("k", "v"))
+            follower = next(n for n in NAMES if n != leader)
+            while nodes[follower].driver.status("kv").leader != leader:
+                await trio.sleep(0.01)
+            with pytest.raises(NotLeader) as err:
+                await nodes[follower].driver.propose("kv", KvMachine.encode(KvSet("x", "y")))
+            assert err.value.leader_hint == leader
+        nursery.cancel_scope.cancel()
+
+
+async def test_many_groups_share_one_wal_and_survive_restart(tmp_path):
+    groups = [f"q{i}" for i in range(6)]
+    cfg = LogConfig(wal_max_size_bytes=16 * 1024, segment_max_entries=32)
+    async with trio.open_nursery() as nursery:
+        nodes, ports = await start(nursery, tmp_path, groups, cfg, snapshot_every=40)
+        with trio.fail_after(60):
+            async with trio.open_nursery() as inner:
+                for g in groups:
+                    async def load(g=g):
+                        for i in range(60):
+                            await propose_anywhere(nodes, g, KvSet(f"k{i % 7}", f"{g}-{i}"))
+                    inner.start_soon(load)
+            leader_state = {g: dict(nodes[await wait_leader(nodes, g)].driver.state(g)) for g in groups}
+        for n in nodes.values():
+            n.cancel.cancel()
+        await trio.sleep(0.05)
+        nodes, _ = await start(nursery, tmp_path, groups, cfg, snapshot_every=40, ports=ports)
+        with trio.fail_after(60):
+            for g in groups:
+                await propose_anywhere(nodes, g, KvSet("after", "restart"))
+                for n in nodes.values():
+                    while n.driver.state(g).get("after") is None:
+                        await trio.sleep(0.01)
+                    state = dict(n.driver.state(g))
+                    state.pop("after")
+                    assert {k: v[0] for k, v in state.items()} == {k: v[0] for k, v in leader_state[g].items()}
+        nursery.cancel_scope.cancel()
