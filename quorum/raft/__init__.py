@@ -8,6 +8,7 @@ machine interface (machine.py). Used by `quorum/driver.py`, `tests/raft/` and `t
 
 from .errors import ConfigChangeInProgress, NotLeader, ProposalDropped, RaftError
 from .machine import KvChanged, KvDelete, KvMachine, KvSet, LocalEffect, Meta, StateMachine
+from .log import LogReader
 from .membership import make_config
 from .messages import (Append, AppendResp, ConfigState, Entry, EntryKind, HardState, Heartbeat,
                        HeartbeatResp, InstallSnapshot, Message, PreVote, PreVoteResp, Snapshot,
@@ -19,7 +20,7 @@ from .options import RaftOptions
 from .ready import Persisted, Ready, Role
 
 __all__ = [
-    "RaftNode", "Ready", "Persisted", "Role", "RaftOptions",
+    "RaftNode", "Ready", "Persisted", "Role", "RaftOptions", "LogReader",
     "RaftError", "NotLeader", "ProposalDropped", "ConfigChangeInProgress",
     "Meta", "StateMachine", "LocalEffect", "KvMachine", "KvSet", "KvDelete", "KvChanged",
     "make_config",

@@ -1,29 +1,48 @@
-"""The in-memory Raft log of one node: entries since the last snapshot, plus the marks that say
-how much of it is durable, committed and applied. Used only by `RaftNode`.
+"""The Raft log of one node: entries since the last snapshot, plus the marks that say how much
+of it is durable, committed and applied. Used only by `RaftNode`.
 
 Invariants: `snap_index <= applied <= commit <= last_index`, `snap_index <= stable <= last_index`.
-Entry `i` lives at `_entries[i - snap_index - 1]`. Entries after `stable` are not yet durable
-and are handed to the driver in `Ready.entries`.
+Entries from `mem_first` on are held in memory (`_entries[i - mem_first]`); entries between the
+snapshot and `mem_first` were dropped from memory after being made durable and applied, and are
+read back through the `LogReader` the driver gave (only needed for followers that lag).
+Without a reader nothing is dropped and `mem_first == snap_index + 1`. Entries after `stable`
+are not yet durable and are handed to the driver in `Ready.entries`.
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from .messages import Entry, Snapshot
 
-__all__ = ["RaftLog"]
+__all__ = ["RaftLog", "LogReader"]
+
+
+class LogReader(Protocol):
+    def entries(self, lo: int, hi: int) -> list[Entry]:
+        """Durable entries lo..hi-1, all of them, in order. Only asked for entries that the
+        node handed out in `Ready.entries`, that were advanced, and that are after the latest
+        snapshot the node knows."""
 
 
 class RaftLog:
-    __slots__ = ("snap_index", "snap_term", "_entries", "stable", "commit", "applied",
-                 "unstable_snapshot")
+    __slots__ = ("snap_index", "snap_term", "mem_first", "_entries", "_reader", "stable",
+                 "commit", "applied", "unstable_snapshot")
 
-    def __init__(self, snapshot: Snapshot | None, entries: list[Entry]) -> None:
+    def __init__(self, snapshot: Snapshot | None, entries: list[Entry],
+                 reader: LogReader | None = None) -> None:
         self.snap_index = snapshot.meta.index if snapshot else 0
         self.snap_term = snapshot.meta.term if snapshot else 0
+        self._reader = reader
         # entries the caller persisted may overlap the snapshot: keep only those after it
-        self._entries = [e for e in entries if e.index > self.snap_index]
-        for pos, e in enumerate(self._entries):
-            if e.index != self.snap_index + 1 + pos:
+        entries = [e for e in entries if e.index > self.snap_index]
+        self.mem_first = entries[0].index if entries else self.snap_index + 1
+        if self.mem_first != self.snap_index + 1 and reader is None:
+            raise ValueError(f"entries start at {self.mem_first}, not right after the snapshot"
+                             f" ({self.snap_index}), and there is no reader for the gap")
+        self._entries = entries
+        for pos, e in enumerate(entries):
+            if e.index != self.mem_first + pos:
                 raise ValueError(f"persisted entries have a gap at index {e.index}")
         self.stable = self.last_index
         self.commit = self.snap_index
@@ -34,7 +53,7 @@ class RaftLog:
 
     @property
     def last_index(self) -> int:
-        return self.snap_index + len(self._entries)
+        return self.mem_first + len(self._entries) - 1
 
     @property
     def last_term(self) -> int:
@@ -42,20 +61,31 @@ class RaftLog:
 
     def term(self, index: int) -> int | None:
         """Term of entry `index`, or None when it is compacted away or beyond the end."""
+        pos = index - self.mem_first
+        if 0 <= pos < len(self._entries):
+            return self._entries[pos].term
         if index == self.snap_index:
             return self.snap_term
-        if self.snap_index < index <= self.snap_index + len(self._entries):
-            return self._entries[index - self.snap_index - 1].term
+        if self.snap_index < index < self.mem_first:
+            return self._reader.entries(index, index + 1)[0].term
         return None
 
     def entry(self, index: int) -> Entry:
-        return self._entries[index - self.snap_index - 1]
+        pos = index - self.mem_first
+        if pos >= 0:
+            return self._entries[pos]
+        return self._reader.entries(index, index + 1)[0]
 
     def slice(self, lo: int, hi: int, max_bytes: int | None = None) -> list[Entry]:
         """Entries lo..hi-1 (lo > snap_index), stopping early once `max_bytes` of data is
         reached; at least one entry is returned when lo < hi."""
-        base = self.snap_index + 1
-        out = self._entries[lo - base:hi - base]
+        base = self.mem_first
+        if lo >= base:
+            out = self._entries[lo - base:hi - base]
+        else:
+            out = self._reader.entries(lo, min(hi, base))
+            if hi > base:
+                out = out + self._entries[:hi - base]
         if max_bytes is not None and len(out) > 1:
             size = 0
             for pos, e in enumerate(out):
@@ -80,7 +110,7 @@ class RaftLog:
         """The last index <= at_most whose term is `term`, or None when the log has none."""
         index = min(at_most, self.last_index)
         while index > self.snap_index:
-            t = self.entry(index).term
+            t = self.term(index)
             if t == term:
                 return index
             if t < term:
@@ -89,7 +119,7 @@ class RaftLog:
         return None
 
     def unstable_entries(self) -> list[Entry]:
-        return self._entries[self.stable - self.snap_index:]
+        return self._entries[self.stable + 1 - self.mem_first:]
 
     # ---- writing -------------------------------------------------------------------------
 
@@ -100,8 +130,13 @@ class RaftLog:
             raise ValueError(f"append at {first} outside ({self.snap_index}, {self.last_index + 1}]")
         if first <= self.commit:
             raise AssertionError(f"truncating committed entry {first} (commit {self.commit})")
-        del self._entries[first - self.snap_index - 1:]
-        self._entries.extend(entries)
+        if first < self.mem_first:
+            # possible after a restart from a tail of the log: replace it all
+            self._entries = list(entries)
+            self.mem_first = first
+        else:
+            del self._entries[first - self.mem_first:]
+            self._entries.extend(entries)
         if self.stable >= first:
             self.stable = first - 1
 
@@ -127,6 +162,7 @@ class RaftLog:
         """Replace the whole log by a snapshot received from the leader."""
         self.snap_index = snapshot.meta.index
         self.snap_term = snapshot.meta.term
+        self.mem_first = self.snap_index + 1
         self._entries = []
         self.stable = self.commit = self.applied = self.snap_index
         self.unstable_snapshot = snapshot
@@ -138,5 +174,27 @@ class RaftLog:
         if index > self.applied:
             raise ValueError(f"cannot compact to {index} beyond applied {self.applied}")
         self.snap_term = self.term(index)
-        self._entries = self._entries[index - self.snap_index:]
         self.snap_index = index
+        if index >= self.mem_first:
+            del self._entries[:index + 1 - self.mem_first]
+            self.mem_first = index + 1
+
+    def trim(self, upto: int) -> None:
+        """Forget in memory the entries up to `upto` that are durable and applied (reader
+        only). The last entry always stays, so `last_term` needs no read."""
+        if self._reader is None:
+            return
+        upto = min(upto, self.stable, self.applied, self.last_index - 1)
+        if upto >= self.mem_first:
+            del self._entries[:upto + 1 - self.mem_first]
+            self.mem_first = upto + 1
+
+    def held_entries(self) -> int:
+        return len(self._entries)
+
+    def read_range(self, lo: int, hi: int, chunk: int = 4096):
+        """Iterate entries lo..hi-1 in chunks (used once at start-up)."""
+        while lo < hi:
+            step = min(hi, lo + chunk)
+            yield from self.slice(lo, step)
+            lo = step

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 from .election import ElectionMixin
 from .errors import ConfigChangeInProgress, NotLeader, ProposalDropped
-from .log import RaftLog
+from .log import LogReader, RaftLog
 from .membership import ConfigHistory, make_config
 from .membership import add_learner as _add_learner_config
 from .membership import promote as _promote_config
@@ -54,6 +54,7 @@ class RaftNode(ElectionMixin, ReplicationMixin):
         options: RaftOptions | None = None,
         learners: Iterable[str] = (),
         applied: int = 0,
+        reader: LogReader | None = None,
     ) -> None:
         """Build a node from its durable state.
 
@@ -62,21 +63,27 @@ class RaftNode(ElectionMixin, ReplicationMixin):
         starts with none and learns the membership from the leader's log or snapshot.
         `applied` is how far the caller's state machine already is (at least the snapshot);
         committed entries after it are handed out again in `Ready.committed`.
+        With a `reader` (the durable log), the node keeps only the last
+        `options.memory_entries` applied entries in memory and reads older ones back when a
+        lagging follower needs them; `persisted.entries` may then start anywhere after the
+        snapshot as long as they reach the last durable entry. Without one, it keeps every
+        entry since the last snapshot (`compact`) in memory.
         """
         self.id = id
         self._rng = rng
         self._opts = options or RaftOptions()
         p = persisted or Persisted()
-        self._log = log = RaftLog(p.snapshot, list(p.entries))
+        self._log = log = RaftLog(p.snapshot, list(p.entries), reader)
         self._snapshot: Snapshot | None = p.snapshot
         base = p.snapshot.meta.config if p.snapshot else make_config(voters, learners)
         self._configs = ConfigHistory(log.snap_index, base)
         self._last_ts = 0
-        for e in p.entries:
-            if e.index > log.snap_index:
-                if e.kind is EntryKind.CONFIG:
-                    self._configs.push(e.index, decode_config(e.data))
-                self._last_ts = max(self._last_ts, e.timestamp)
+        # config entries take effect when appended, so rebuild their history from the log
+        for e in log.read_range(log.snap_index + 1, log.last_index + 1):
+            if e.kind is EntryKind.CONFIG:
+                self._configs.push(e.index, decode_config(e.data))
+        if log.last_index > log.snap_index:
+            self._last_ts = log.entry(log.last_index).timestamp
         self._config: ConfigState = self._configs.current
         hs = p.hard_state
         self._term = hs.term
@@ -140,8 +147,8 @@ class RaftNode(ElectionMixin, ReplicationMixin):
         return self._log.term(index)
 
     def entries(self, lo: int, hi: int) -> list[Entry]:
-        """Entries lo..hi-1 still held in memory (lo must be after the snapshot)."""
-        return self._log.slice(max(lo, self._log.snap_index + 1), hi)
+        """Entries lo..hi-1 after the snapshot (read back through the reader if need be)."""
+        return self._log.slice(max(lo, self._log.snap_index + 1), min(hi, self._log.last_index + 1))
 
     def status(self) -> dict:
         """A plain-data summary for logs, metrics and the management API."""
@@ -149,6 +156,7 @@ class RaftNode(ElectionMixin, ReplicationMixin):
             "id": self.id, "term": self._term, "role": self._role.value, "leader": self._leader,
             "commit": self._log.commit, "applied": self._log.applied,
             "last_index": self._log.last_index, "snapshot_index": self._log.snap_index,
+            "entries_in_memory": self._log.held_entries(),
             "voters": list(self._config.voters), "learners": list(self._config.learners),
         }
         if self._role is Role.LEADER:
@@ -375,3 +383,4 @@ class RaftNode(ElectionMixin, ReplicationMixin):
             self._prev_hs = rd.hard_state
         if rd.committed:
             log.applied = max(log.applied, rd.committed[-1].index)
+        log.trim(min(log.applied, log.stable) - self._opts.memory_entries)

@@ -23,6 +23,9 @@ class RaftOptions:
     # The leader steps down when it has not heard from a majority for election_tick ticks, and
     # followers ignore vote requests while they hear from a leader (leader lease).
     check_quorum: bool = True
+    # With a LogReader: how many applied, durable entries stay in memory for followers that
+    # lag a little; older ones are read back from the durable log when needed.
+    memory_entries: int = 1024
 
     def __post_init__(self) -> None:
         if not 0 < self.heartbeat_tick < self.election_tick:

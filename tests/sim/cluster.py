@@ -64,11 +64,13 @@ class SimNode:
         return self.raft is not None
 
     def start(self) -> None:
-        p = self.disk.persisted()
+        # with a reader, restart from only the last few entries and read the rest on demand
+        p = self.disk.persisted(tail=self.c.rng.randint(0, 5) if self.c.use_reader else None)
         self.starts += 1
         rng = random.Random(self.c.rng.getrandbits(64))
+        reader = _Reader(self.disk) if self.c.use_reader else None
         self.raft = RaftNode(self.id, self.bootstrap, rng=rng, persisted=p, options=self.c.options,
-                             applied=p.snapshot.meta.index if p.snapshot else 0)
+                             applied=p.snapshot.meta.index if p.snapshot else 0, reader=reader)
         self.applied, self.digest = _restore(p.snapshot)
         self.pending = None
         self.last_commit = self.raft.commit_index
@@ -121,6 +123,11 @@ class SimNode:
         self.process()
 
 
+class _Reader:
+    def __init__(self, disk: SimDisk) -> None:
+        self.entries = disk.entries_between
+
+
 def _restore(snap: Snapshot | None) -> tuple[int, bytes]:
     if snap is None:
         return 0, _ZERO
@@ -133,8 +140,11 @@ class SimCluster:
         self.seed = seed
         self.rng = random.Random(seed)
         self.faults = faults or Faults()
+        # odd seeds keep almost nothing in memory and read old entries back from the disk
+        self.use_reader = seed % 2 == 1
         self.options = options or RaftOptions(election_tick=10, heartbeat_tick=2,
-                                              max_append_entries=8, max_inflight=4)
+                                              max_append_entries=8, max_inflight=4,
+                                              memory_entries=2 if self.use_reader else 1024)
         self.ids = [f"n{i}" for i in range(size)]
         self.now = 0
         self.steps = 0

@@ -49,5 +49,21 @@ class SimDisk:
             raise AssertionError(f"gap on disk: append {first} after snapshot {base}")
         self.entries.extend(entries)
 
-    def persisted(self) -> Persisted:
-        return Persisted(self.hard_state, self.snapshot, list(self.entries))
+    def persisted(self, tail: int | None = None) -> Persisted:
+        """What a restart reads; with `tail`, only the last `tail` entries (the node reads the
+        rest through `entries` when it needs them)."""
+        entries = self.entries if tail is None else self.entries[-tail:] if tail else []
+        if tail is not None and not entries and self.entries:
+            entries = self.entries[-1:]
+        return Persisted(self.hard_state, self.snapshot, list(entries))
+
+    def entries_between(self, lo: int, hi: int) -> list[Entry]:
+        """The LogReader for a node built with a reader: durable entries lo..hi-1."""
+        if not self.entries:
+            raise AssertionError(f"reader asked for {lo}..{hi - 1} of an empty log")
+        start = self.entries[0].index
+        out = self.entries[lo - start:hi - start]
+        if lo < start or len(out) != hi - lo:
+            raise AssertionError(f"reader asked for {lo}..{hi - 1}, disk has {start}.."
+                                 f"{self.entries[-1].index}")
+        return out
