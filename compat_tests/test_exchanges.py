@@ -189,3 +189,44 @@ def test_default_exchange_cannot_be_bound(conn, names):
     ch.queue_declare(q)
     with channel_closed(403, "ACCESS_REFUSED - operation not permitted on the default exchange"):
         ch.queue_bind(q, "", "k")
+
+
+@pytest.mark.parametrize("second,arg", [
+    ({"arguments": {"alternate-exchange": "ae-2"}}, "alternate-exchange"),
+    ({}, "alternate-exchange"),
+    ({"arguments": {"alternate-exchange": "ae-1"}, "auto_delete": True}, "auto_delete"),
+    ({"arguments": {"alternate-exchange": "ae-1"}, "internal": True}, "internal"),
+])
+def test_redeclare_exchange_inequivalent_args_is_406(conn, names, second, arg):
+    x = names.exchange()
+    conn.channel().exchange_declare(x, "direct", arguments={"alternate-exchange": "ae-1"})
+    with channel_closed(406, f"PRECONDITION_FAILED - inequivalent arg '{arg}' for exchange '{x}' in vhost '/'"):
+        conn.channel().exchange_declare(x, "direct", **second)
+
+
+def test_auto_delete_exchange_deleted_after_last_unbind(conn, names):
+    ch = conn.channel()
+    x, q = names.exchange(), names.queue()
+    ch.exchange_declare(x, "fanout", auto_delete=True)
+    ch.queue_declare(q)
+    ch.queue_bind(q, x)
+    ch.queue_unbind(q, x)
+    with channel_closed(404):
+        conn.channel().exchange_declare(x, passive=True)
+
+
+def test_auto_delete_exchange_never_bound_survives(conn, names):
+    x = names.exchange()
+    conn.channel().exchange_declare(x, "fanout", auto_delete=True)
+    conn.channel().exchange_declare(x, passive=True)
+
+
+def test_auto_delete_exchange_deleted_with_its_last_queue(conn, names):
+    ch = conn.channel()
+    x, q = names.exchange(), names.queue()
+    ch.exchange_declare(x, "fanout", auto_delete=True)
+    ch.queue_declare(q)
+    ch.queue_bind(q, x)
+    ch.queue_delete(q)
+    with channel_closed(404):
+        conn.channel().exchange_declare(x, passive=True)

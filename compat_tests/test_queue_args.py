@@ -240,3 +240,40 @@ def test_consumer_priority_falls_back_when_high_is_blocked(conn, names):
     # The high-priority consumer is full after one unacked message, so the second goes low.
     assert wait_until(conn, lambda: len(high) == 1 and len(low) == 1)
     assert (high, low) == ([b"0"], [b"1"])
+
+
+@pytest.mark.parametrize("args,arg,detail", [
+    ({"x-max-length": -1}, "x-max-length", "{value_negative,-1}"),
+    ({"x-max-length": "a"}, "x-max-length", '"expected integer, got longstr"'),
+    ({"x-message-ttl": "a"}, "x-message-ttl", '"expected integer, got longstr"'),
+    ({"x-max-length-bytes": -1}, "x-max-length-bytes", "{value_negative,-1}"),
+    ({"x-expires": -1}, "x-expires", "{value_negative,-1}"),
+    ({"x-max-priority": 256}, "x-max-priority", "{max_value_exceeded,256}"),
+    ({"x-max-priority": -1}, "x-max-priority", "{value_negative,-1}"),
+    ({"x-single-active-consumer": "yes"}, "x-single-active-consumer", "{unacceptable_type,longstr}"),
+    ({"x-dead-letter-routing-key": "k"}, "x-dead-letter-routing-key", "routing_key_but_no_dlx_defined"),
+])
+def test_invalid_queue_argument_is_406(conn, names, args, arg, detail):
+    q = names.queue()
+    with channel_closed(406) as closed:
+        conn.channel().queue_declare(q, arguments=args)
+    assert closed.reply_text == (f"PRECONDITION_FAILED - invalid arg '{arg}' for queue '{q}' "
+                                 f"in vhost '/': {detail}")
+
+
+def test_wrong_type_for_dead_letter_exchange_is_406(conn, names):
+    q = names.queue()
+    with channel_closed(406, f"PRECONDITION_FAILED - invalid type 'signedint' for arg "
+                             f"'x-dead-letter-exchange' in queue '{q}' in vhost '/'"):
+        conn.channel().queue_declare(q, arguments={"x-dead-letter-exchange": 5})
+
+
+@pytest.mark.parametrize("args", [
+    {"x-max-priority": 255},
+    {"x-unknown-argument": 1},        # unknown x-arguments are stored, not rejected
+    {"x-overflow": "reject-publish-dlx"},
+])
+def test_accepted_queue_arguments(ch, names, args):
+    q = names.queue()
+    ch.queue_declare(q, arguments=args)
+    ch.queue_declare(q, arguments=args)

@@ -232,3 +232,10 @@ def test_unbind_missing_binding_is_ok(ch, names):
     q = names.queue()
     ch.queue_declare(q)
     ch.queue_unbind(q, "amq.direct", "never-bound")
+
+
+def test_exclusive_redeclare_of_shared_queue_is_405(conn, names):
+    q = names.queue()
+    conn.channel().queue_declare(q)
+    with channel_closed(405, f"RESOURCE_LOCKED - cannot obtain exclusive access to locked queue '{q}'"):
+        conn.channel().queue_declare(q, exclusive=True)

@@ -93,6 +93,17 @@ class RawClient:
         _, channel, value = frame.unmarshal(head + rest)
         return channel, value
 
+    def read_raw_frame(self):
+        """Return (frame type, channel, payload bytes) without decoding, or None at EOF."""
+        head = self.recv_exact(7)
+        if len(head) < 7:
+            return None
+        kind, channel, size = struct.unpack(">BHI", head)
+        rest = self.recv_exact(size + 1)
+        if len(rest) < size + 1:
+            return None
+        return kind, channel, rest[:-1]
+
     def read_method(self, kind=None):
         """Next non-heartbeat frame value; asserts its type when `kind` is given."""
         while True:
