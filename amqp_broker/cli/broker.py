@@ -1,14 +1,13 @@
 """The `amqp-broker` command: parse flags, build Settings, run the node until SIGTERM or Ctrl-C.
 
 Entry point named in pyproject (`amqp_broker.cli.broker:main`); `python -m amqp_broker` calls it too.
-A rabbitmq.conf-style file (`--config`) is read by `amqp_broker.config` when that module exists;
+A rabbitmq.conf-style file (`--config`, or $RABBITMQ_CONFIG_FILE) is read by `amqp_broker.config`;
 flags given on the command line win over the file.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import signal
 import sys
@@ -32,28 +31,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _load_config(path: Path | None) -> Settings:
-    if path is None:
-        return Settings()
-    try:
-        from amqp_broker import config  # written by another engineer; optional until it lands
-    except ImportError:
-        _log.warning("config support not available yet; ignoring %s", path)
-        return Settings()
-    return config.load(path)
-
-
 def build_settings(argv: list[str] | None = None) -> tuple[Settings, str]:
+    """Settings from --config (or $RABBITMQ_CONFIG_FILE) with the command-line flags on top."""
+    from amqp_broker.config import load_settings
+
     args = _parse_args(argv)
-    settings = _load_config(args.config)
-    overrides: dict = {}
-    if args.port is not None:
-        overrides["port"] = args.port
-    if args.host is not None:
-        overrides["host"] = args.host
-    if args.data_dir is not None:
-        overrides["data_dir"] = args.data_dir
-    return dataclasses.replace(settings, **overrides), args.log_level
+    overrides = {"port": args.port, "host": args.host, "data_dir": args.data_dir}
+    return load_settings(args.config, overrides=overrides), args.log_level
 
 
 async def _run(settings: Settings) -> None:
@@ -74,7 +58,13 @@ async def _stop_on_signal(signals, scope: trio.CancelScope) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings, level = build_settings(argv)
+    from amqp_broker.config import ConfigError
+
+    try:
+        settings, level = build_settings(argv)
+    except ConfigError as err:
+        print(f"amqp-broker: {err}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

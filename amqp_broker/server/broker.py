@@ -135,13 +135,17 @@ class Broker:
         self.alarms = set(active)
         if active and not was:
             self._alarm_cleared = trio.Event()
-            reason = "low on memory" if "memory" in active else "low on disk space"
             for session in list(self.sessions):
-                session.notify_blocked(reason)
+                if session.has_published:
+                    session.notify_blocked(self.alarm_reason)
         elif was and not active:
             self._alarm_cleared.set()
             for session in list(self.sessions):
                 session.notify_unblocked()
+
+    @property
+    def alarm_reason(self) -> str:
+        return "low on memory" if "memory" in self.alarms else "low on disk space"
 
     async def wait_alarms_cleared(self) -> None:
         await self._alarm_cleared.wait()

@@ -124,6 +124,7 @@ class Session:
         while not conn.closed:
             if self.has_published and self.broker.alarm_active:
                 # Back-pressure during a resource alarm: stop reading this publisher's socket.
+                self.notify_blocked(self.broker.alarm_reason)
                 await self.broker.wait_alarms_cleared()
             try:
                 data = await self.stream.receive_some(_RECV_SIZE)

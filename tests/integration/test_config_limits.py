@@ -1,0 +1,81 @@
+"""Limits set through a rabbitmq.conf file: consumer timeout, max message size, memory alarm."""
+
+from __future__ import annotations
+
+import time
+
+import pika
+import pytest
+from pika.exceptions import ChannelClosedByBroker
+
+from .broker_process import BrokerProcess
+
+
+@pytest.fixture
+def limited_broker(tmp_path):
+    conf = tmp_path / "rabbitmq.conf"
+    conf.write_text("consumer_timeout = 1000\nmax_message_size = 1024\n")
+    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", ("--config", str(conf))).start()
+    yield b
+    b.stop()
+
+
+def _channel(b):
+    params = pika.URLParameters(b.url)
+    params.connection_attempts = 1
+    conn = pika.BlockingConnection(params)
+    return conn, conn.channel()
+
+
+def test_unacked_delivery_past_consumer_timeout_closes_channel(limited_broker):
+    conn, ch = _channel(limited_broker)
+    ch.queue_declare("lim.slow")
+    ch.basic_publish("", "lim.slow", b"x")
+    ch.basic_consume("lim.slow", lambda *a: None)  # never acks
+    deadline = time.monotonic() + 10
+    while ch.is_open and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.5)
+    reason = ch._closing_reason  # pika keeps the broker's channel.close here
+    assert isinstance(reason, ChannelClosedByBroker)
+    assert reason.reply_code == 406
+    assert "delivery acknowledgement on channel 1 timed out" in reason.reply_text
+    # The unacked message went back to the queue for someone else.
+    ch2 = conn.channel()
+    method, _, body = ch2.basic_get("lim.slow", auto_ack=True)
+    assert body == b"x" and method.redelivered
+    conn.close()
+
+
+def test_message_larger_than_max_message_size_is_406(limited_broker):
+    conn, ch = _channel(limited_broker)
+    ch.queue_declare("lim.big")
+    with pytest.raises(ChannelClosedByBroker) as info:
+        ch.basic_publish("", "lim.big", b"x" * 2048)
+        ch.queue_declare("lim.big", passive=True)
+    assert info.value.reply_code == 406
+    assert info.value.reply_text == ("PRECONDITION_FAILED - message size 2048 is larger than "
+                                     "configured max size 1024")
+    conn.close()
+
+
+def test_memory_alarm_blocks_publishers(tmp_path):
+    conf = tmp_path / "rabbitmq.conf"
+    conf.write_text("vm_memory_high_watermark.absolute = 1MB\n")
+    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", ("--config", str(conf))).start()
+    try:
+        params = pika.URLParameters(b.url)
+        params.connection_attempts = 1
+        blocked = []
+        conn = pika.BlockingConnection(params)
+        conn.add_on_connection_blocked_callback(lambda c, m: blocked.append(m.method.reason))
+        conn.channel().basic_publish("", "nowhere", b"x")  # only publishers get blocked
+        deadline = time.monotonic() + 10
+        while not blocked and time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.5)
+        assert blocked == ["low on memory"]
+        # Connections that never published are still served.
+        other = pika.BlockingConnection(params)
+        assert other.channel().queue_declare("lim.q").method.queue == "lim.q"
+        other.close()
+    finally:
+        b.stop()
