@@ -2,8 +2,6 @@
 the redelivered flag, unknown and double acks (406, channel closed), prefetch per consumer and
 per channel (global), prefetch_size (540)."""
 
-import pytest
-
 from compat_tests.support import channel_closed, connection_closed, consume_n, get_n, wait_until
 
 

@@ -2,7 +2,6 @@
 consumers, cancel notifications on queue deletion, and requeue-on-close."""
 
 import pika
-import pytest
 from pamqp import commands
 
 from compat_tests.support import channel_closed, consume_n, get_n, wait_until

@@ -1,7 +1,6 @@
 """exchange.declare / delete / bind as pika sees them: types, equivalence, passive, reserved
 names, if-unused, exchange-to-exchange bindings, alternate and internal exchanges."""
 
-import pika
 import pytest
 
 from compat_tests.support import channel_closed, connection_closed, get_body, roundtrip

@@ -9,7 +9,6 @@ from pamqp import commands
 
 from compat_tests.support import (
     channel_closed,
-    connection_closed,
     get_n,
     roundtrip,
     wait_until,

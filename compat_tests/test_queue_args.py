@@ -7,7 +7,7 @@ import pika
 import pika.exceptions
 import pytest
 
-from compat_tests.support import channel_closed, consume_n, get_n, wait_until
+from compat_tests.support import channel_closed, get_n, wait_until
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ exclusive and auto-delete lifetimes, equivalence checks, if-unused and if-empty.
 import pika
 import pytest
 
-from compat_tests.support import channel_closed, consume_n, get_n, wait_until
+from compat_tests.support import channel_closed, get_n, wait_until
 
 
 def _exists(conn, q) -> bool:
