@@ -47,7 +47,8 @@ class Consumer:
         """Credit back after settle/return.  once and credited consumers get none back."""
         if self.once or self.credited:
             return
-        self.credit = min(self.prefetch, self.credit + n)
+        # never above what the prefetch leaves (it may have been lowered meanwhile)
+        self.credit = max(0, min(self.prefetch - len(self.checked_out), self.credit + n))
 
     def to_wire(self) -> list:
         return [list(self.key), self.priority, self.credited, self.prefetch, self.credit,

@@ -240,7 +240,7 @@ def _credit(meta: Meta, cmd: Credit, q: QueueState) -> Applied:
     c = q.consumers.get(cmd.consumer)
     if c is None:
         w = q.find(cmd.consumer)
-        if w is None:
+        if w is None or not w.credited:
             return Applied(OK, [])
         # an inactive (waiting) SAC consumer: keep the credit, nothing to deliver
         w.credit = max(0, cmd.delivery_count + cmd.credit - w.delivery_count)
@@ -250,6 +250,9 @@ def _credit(meta: Meta, cmd: Credit, q: QueueState) -> Applied:
         sort_waiting(q)
         finish(meta, q, effects)
         return Applied(CreditReply(w.delivery_count, w.credit, 0, cmd.drain), effects)
+    if not c.credited:
+        # prefetch consumers get credit back from settlements only
+        return Applied(CreditReply(c.delivery_count, c.credit, len(q.ready), False), [])
     c.credit = max(0, cmd.delivery_count + cmd.credit - c.delivery_count)
     update_or_remove(meta, q, c, effects)
     deliver(meta, q, effects)
