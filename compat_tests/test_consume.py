@@ -203,3 +203,52 @@ def test_auto_ack_consumer_removes_messages(ch, names):
     _, got = consume_n(ch, q, 3, auto_ack=True)
     assert len(got) == 3
     assert ch.queue_declare(q, passive=True).method.message_count == 0
+
+
+def test_many_messages_keep_order_with_prefetch_and_multiple_acks(conn, names):
+    q = names.queue()
+    ch = conn.channel()
+    ch.queue_declare(q)
+    total = 1000
+    for i in range(total):
+        ch.basic_publish("", q, b"%d" % i)
+    ch.basic_qos(prefetch_count=50)
+    got = []
+
+    def on(c, method, props, body):
+        got.append((method.delivery_tag, body))
+        if len(got) % 25 == 0:
+            c.basic_ack(method.delivery_tag, multiple=True)
+
+    ch.basic_consume(q, on)
+    assert wait_until(conn, lambda: len(got) == total, timeout=30)
+    assert [t for t, _ in got] == list(range(1, total + 1))
+    assert [b for _, b in got] == [b"%d" % i for i in range(total)]
+
+
+def test_no_local_is_ignored(broker_url, names):
+    # RabbitMQ does not implement no-local: a consumer receives its own connection's messages.
+    q = names.queue()
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.open_channel(1)
+        raw.send(1, commands.Queue.Declare(queue=q))
+        raw.read_method(commands.Queue.DeclareOk)
+        raw.send(1, commands.Basic.Consume(queue=q, consumer_tag="self", no_local=True, no_ack=True))
+        raw.read_method(commands.Basic.ConsumeOk)
+        raw.publish(1, "", q, b"mine")
+        deliver = raw.read_method(commands.Basic.Deliver)
+        assert deliver.consumer_tag == "self"
+
+
+def test_nowait_declare_and_consume_send_no_reply(broker_url, names):
+    q = names.queue()
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.open_channel(1)
+        raw.send(1, commands.Queue.Declare(queue=q, nowait=True))
+        raw.send(1, commands.Basic.Consume(queue=q, consumer_tag="nw", no_ack=True, nowait=True))
+        raw.publish(1, "", q, b"first reply is a delivery")
+        # No declare-ok or consume-ok: the first frame back is the delivery.
+        deliver = raw.read_method()
+        assert deliver.name == "Basic.Deliver" and deliver.consumer_tag == "nw"
