@@ -4,8 +4,9 @@
 node's state and can be driven directly by tests.
 """
 
-from .broker import Broker, is_loopback
+from .admin import Admin
+from .broker import Broker
 from .node import run_node
 from .listener import serve_amqp
 
-__all__ = ["Broker", "is_loopback", "run_node", "serve_amqp"]
+__all__ = ["Admin", "Broker", "run_node", "serve_amqp"]

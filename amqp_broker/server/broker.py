@@ -10,7 +10,6 @@ routing and queues, and the shared services: `pending` + `run_pending()` (end-of
 from __future__ import annotations
 
 import base64
-import ipaddress
 import logging
 import os
 import time
@@ -22,6 +21,9 @@ from amqp_broker.core.errors import NotAllowed
 from amqp_broker.protocol import ProtocolConfig, default_server_properties
 from amqp_broker.settings import Settings
 
+from amqp_broker.core.users import loopback_allowed
+
+from .admin import Admin
 from .durability import Durability
 from .reply_to import ReplyTo
 from .timers import DeadlineHeap
@@ -31,21 +33,9 @@ if TYPE_CHECKING:
     from .queue_runtime import QueueRuntime
     from .session import Session
 
-__all__ = ["Broker", "is_loopback"]
+__all__ = ["Broker"]
 
 _log = logging.getLogger(__name__)
-
-
-def is_loopback(peer: Any) -> bool:
-    """127/8, ::1 and ::ffff:127.x count as loopback (rabbit_net:is_loopback)."""
-    try:
-        host = peer[0] if isinstance(peer, tuple) else str(peer)
-        addr = ipaddress.ip_address(host.split("%")[0])
-    except (ValueError, IndexError, TypeError):
-        return isinstance(peer, (str, bytes))  # unix socket paths
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    return addr.is_loopback
 
 
 class Broker:
@@ -65,7 +55,6 @@ class Broker:
             frame_max=settings.frame_max,
             heartbeat=settings.heartbeat,
         )
-        self.users: dict[str, str] = {settings.default_user: settings.default_pass}
         self.vhosts: dict[str, VHost] = {}
         self.sessions: set["Session"] = set()
         self.pending: list["QueueRuntime"] = []
@@ -78,7 +67,8 @@ class Broker:
         self.alarms: set[str] = set()
         self._alarm_cleared = trio.Event()
         self._alarm_cleared.set()
-        self.add_vhost(settings.default_vhost)
+        self.admin = Admin(self)
+        self.admin.load()  # users, vhosts, permissions, policies (defaults on first start)
 
     # -- clock ---------------------------------------------------------------------------------
     def clock_ms(self) -> int:
@@ -91,18 +81,16 @@ class Broker:
 
     # -- auth and vhosts -----------------------------------------------------------------------
     def authenticate(self, username: str, password: str, peer: Any) -> bool:
-        expected = self.users.get(username)
-        if expected is None or expected != password:
+        if self.admin.users.authenticate(username, password) is None:
             return False
-        if username in self.settings.loopback_users and not is_loopback(peer):
-            return False  # same generic refusal as a wrong password (no user enumeration)
-        return True
+        # A loopback-only user from elsewhere gets the same refusal as a wrong password.
+        return loopback_allowed(username, peer, self.settings.loopback_users)
 
     def open_vhost(self, username: str, name: str) -> VHost:
         vhost = self.vhosts.get(name)
         if vhost is None:
             raise NotAllowed(f"vhost {name} not found")
-        if username not in self.users:
+        if not self.admin.can_access_vhost(username, name):
             raise NotAllowed(f"access to vhost '{name}' refused for user '{username}'")
         limit = self.settings.connection_max
         if limit is not None and len(self.sessions) >= limit:

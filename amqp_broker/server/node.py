@@ -35,6 +35,8 @@ async def run_node(settings: Settings, *, task_status=trio.TASK_STATUS_IGNORED) 
     store = _open_store(settings)
     broker = Broker(settings, store)
     recover(broker, store)
+    for name in list(broker.vhosts):
+        broker.admin.apply_policies(name)
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(store.run)

@@ -100,6 +100,13 @@ class Session:
         if self.conn.state == OPEN:
             self._start_close(code, text, 0, 0)
 
+    def info(self) -> dict:
+        """A listing row (rabbitmqctl list_connections / management API)."""
+        return {"name": self.name, "peer_host": self.peer[0], "peer_port": self.peer[1],
+                "user": self.user, "vhost": self.vhost.name if self.vhost else None,
+                "channels": len(self.channels), "client_properties": self.client_properties,
+                "state": "blocked" if self._blocked_sent else "running"}
+
     # -- task bodies ---------------------------------------------------------------------------
     async def run(self) -> None:
         """Serve the connection until the protocol says the socket should close."""

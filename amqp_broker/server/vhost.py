@@ -116,6 +116,7 @@ class VHost:
         rt = QueueRuntime(self.broker, self, q, tap, owner)
         self.queues[name] = rt
         self.topology.add_queue(name)
+        self.broker.admin.apply_queue_policy(self.name, rt)
         if durable and not exclusive and persist:
             self._store("queue_declared", self.name, name, durable, auto_delete, dict(arguments))
         rt._mark()  # arm x-expires

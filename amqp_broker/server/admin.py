@@ -1,0 +1,240 @@
+"""Administration of a running node: users, permissions, vhosts, policies, and listings.
+
+`Admin` is reached as `broker.admin`; the management HTTP API and `amqp-brokerctl` (same process)
+call it. Changes are validated by the pure cores (`core.users`, `core.policies`), applied to the
+live broker and written to the metadata store so they survive a restart. Listings return plain
+dicts with RabbitMQ's field names (rabbitmqctl list_queues / management API shapes).
+
+Permissions: stored per (vhost, user) as configure/write/read regexes; today only vhost access is
+enforced (at connection.open); per-resource checks are not implemented yet.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from amqp_broker.core.errors import NotFound
+from amqp_broker.core.policies import PolicyStore, effective_definition, make_policy
+from amqp_broker.core.users import User, UserStore
+from amqp_broker.store import POLICY, USER, VHOST
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .vhost import VHost
+
+__all__ = ["Admin"]
+
+_log = logging.getLogger(__name__)
+PERMISSION = "permission"
+
+
+class Admin:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.users = UserStore()
+        # (vhost, user) -> (configure, write, read)
+        self.permissions: dict[tuple[str, str], tuple[str, str, str]] = {}
+        self.policies: dict[str, PolicyStore] = {}
+
+    # -- start-up -------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Read users, vhosts, permissions and policies from the store; first start: defaults."""
+        meta = self._meta()
+        s = self.broker.settings
+        if meta is not None:
+            for name, _ in meta.items(VHOST):
+                self.broker.add_vhost(name)
+            for _, d in meta.items(USER):
+                self.users.put(User.from_definition(d))
+            for (vhost, user), p in meta.items(PERMISSION):
+                self.permissions[(vhost, user)] = tuple(p)  # type: ignore[assignment]
+            for (vhost, name), d in meta.items(POLICY):
+                self._policy_store(vhost).set(make_policy(name, vhost, d["pattern"], d["definition"],
+                                                          d["priority"], d["apply-to"]))
+        if not len(self.users):
+            self.add_vhost(s.default_vhost)
+            tags = getattr(s, "default_user_tags", ("administrator",))
+            self.add_user(s.default_user, s.default_pass, tags)
+            perms = getattr(s, "default_permissions", (".*", ".*", ".*"))
+            self.set_permissions(s.default_vhost, s.default_user, *perms)
+
+    def _meta(self):
+        return getattr(self.broker.store, "meta", None)
+
+    def _put(self, kind: str, key: Any, value: Any) -> None:
+        meta = self._meta()
+        if meta is not None:
+            meta.put(kind, key, value)
+
+    def _delete(self, kind: str, key: Any) -> None:
+        meta = self._meta()
+        if meta is not None:
+            meta.delete(kind, key)
+
+    # -- users and permissions ----------------------------------------------------------------
+    def add_user(self, name: str, password: str | None, tags=()) -> None:
+        user = self.users.add(name, password, tags)
+        self._put(USER, name, user.as_definition())
+
+    def delete_user(self, name: str) -> None:
+        self.users.delete(name)
+        self._delete(USER, name)
+        for key in [k for k in self.permissions if k[1] == name]:
+            self.clear_permissions(*key)
+
+    def change_password(self, name: str, password: str) -> None:
+        user = self.users.change_password(name, password)
+        self._put(USER, name, user.as_definition())
+
+    def set_user_tags(self, name: str, tags) -> None:
+        user = self.users.set_tags(name, tags)
+        self._put(USER, name, user.as_definition())
+
+    def set_permissions(self, vhost: str, user: str, configure: str, write: str, read: str) -> None:
+        if vhost not in self.broker.vhosts:
+            raise NotFound(f"vhost '{vhost}' not found")
+        self.users[user]  # raises NoSuchUser
+        self.permissions[(vhost, user)] = (configure, write, read)
+        self._put(PERMISSION, [vhost, user], [configure, write, read])
+
+    def clear_permissions(self, vhost: str, user: str) -> None:
+        self.permissions.pop((vhost, user), None)
+        self._delete(PERMISSION, [vhost, user])
+
+    def can_access_vhost(self, user: str, vhost: str) -> bool:
+        return (vhost, user) in self.permissions
+
+    # -- vhosts ---------------------------------------------------------------------------------
+    def add_vhost(self, name: str) -> "VHost":
+        vhost = self.broker.add_vhost(name)
+        self._put(VHOST, name, {})
+        return vhost
+
+    def delete_vhost(self, name: str) -> None:
+        vhost = self.broker.vhosts.pop(name, None)
+        if vhost is None:
+            raise NotFound(f"vhost '{name}' not found")
+        for session in list(self.broker.sessions):
+            if session.vhost is vhost:
+                session.force_close(320, f"CONNECTION_FORCED - vhost '{name}' is deleted")
+        for rt in list(vhost.queues.values()):
+            vhost.delete_queue_now(rt)
+        for x in list(vhost.topology.exchanges()):
+            if x.name and not x.name.startswith("amq."):
+                vhost.delete_exchange(x.name, False)
+        self._delete(VHOST, name)
+        for key in [k for k in self.permissions if k[0] == name]:
+            self.clear_permissions(*key)
+
+    # -- policies -------------------------------------------------------------------------------
+    def _policy_store(self, vhost: str) -> PolicyStore:
+        store = self.policies.get(vhost)
+        if store is None:
+            store = self.policies[vhost] = PolicyStore(vhost)
+        return store
+
+    def set_policy(self, vhost: str, name: str, pattern: str, definition: dict,
+                   priority: int = 0, apply_to: str = "all") -> None:
+        """Validate (raises PolicyError), store, and apply to matching queues and exchanges."""
+        if vhost not in self.broker.vhosts:
+            raise NotFound(f"vhost '{vhost}' not found")
+        policy = make_policy(name, vhost, pattern, definition, priority, apply_to)
+        self._policy_store(vhost).set(policy)
+        self._put(POLICY, [vhost, name], {"pattern": pattern, "definition": dict(definition),
+                                          "priority": policy.priority, "apply-to": policy.apply_to})
+        self.apply_policies(vhost)
+
+    def clear_policy(self, vhost: str, name: str) -> None:
+        if self._policy_store(vhost).delete(name):
+            self._delete(POLICY, [vhost, name])
+            self.apply_policies(vhost)
+
+    def list_policies(self, vhost: str | None = None) -> list[dict]:
+        out = []
+        for name, store in self.policies.items():
+            if vhost is None or vhost == name:
+                out.extend(p.as_dict() for p in store.list())
+        return out
+
+    def apply_policies(self, vhost_name: str) -> None:
+        vhost = self.broker.vhosts.get(vhost_name)
+        if vhost is None:
+            return
+        for rt in vhost.queues.values():
+            self.apply_queue_policy(vhost_name, rt)
+        store = self._policy_store(vhost_name)
+        for x in vhost.topology.exchanges():
+            x.policy_alternate = store.exchange_alternate(x.name) if x.name else None
+        self.broker.run_pending()
+
+    def apply_queue_policy(self, vhost_name: str, rt) -> None:
+        store = self.policies.get(vhost_name)
+        if store is None:
+            return
+        policy, op = store.for_queue(rt.name, rt.queue_type)
+        rt.policy = policy.name if policy else None
+        apply = getattr(rt.queue, "apply_policy", None)
+        if apply is not None:
+            apply(effective_definition(policy, op) if (policy or op) else None)
+            rt.kick()
+
+    # -- listings -------------------------------------------------------------------------------
+    def list_queues(self, vhost: str | None = None) -> list[dict]:
+        out = []
+        for vname, v in self.broker.vhosts.items():
+            if vhost is not None and vname != vhost:
+                continue
+            for rt in v.queues.values():
+                q = rt.queue
+                ready, unacked = q.message_count, q.unacked_count
+                out.append({
+                    "name": rt.name, "vhost": vname, "type": rt.queue_type,
+                    "durable": rt.durable, "auto_delete": rt.auto_delete,
+                    "exclusive": rt.exclusive, "arguments": dict(rt.arguments),
+                    "policy": getattr(rt, "policy", None),
+                    "messages": ready + unacked, "messages_ready": ready,
+                    "messages_unacknowledged": unacked,
+                    "message_bytes": getattr(q, "message_bytes", 0),
+                    "consumers": q.consumer_count,
+                    "state": "running",
+                })
+        return out
+
+    def list_exchanges(self, vhost: str | None = None) -> list[dict]:
+        out = []
+        for vname, v in self.broker.vhosts.items():
+            if vhost is None or vname == vhost:
+                out.extend({"name": x.name, "vhost": vname, "type": x.type, "durable": x.durable,
+                            "auto_delete": x.auto_delete, "internal": x.internal,
+                            "arguments": dict(x.arguments)} for x in v.topology.exchanges())
+        return out
+
+    def list_bindings(self, vhost: str | None = None) -> list[dict]:
+        out = []
+        for vname, v in self.broker.vhosts.items():
+            if vhost is None or vname == vhost:
+                for name in v.queues:  # the default exchange's implicit bindings first
+                    out.append({"source": "", "vhost": vname, "destination": name,
+                                "destination_type": "queue", "routing_key": name, "arguments": {}})
+                out.extend({"source": b.source, "vhost": vname, "destination": b.dest.name,
+                            "destination_type": b.dest.kind, "routing_key": b.routing_key,
+                            "arguments": dict(b.arguments)}
+                           for b in v.topology.bindings() if b.source)
+        return out
+
+    def list_connections(self) -> list[dict]:
+        return [s.info() for s in self.broker.sessions]
+
+    def list_consumers(self, vhost: str | None = None) -> list[dict]:
+        out = []
+        for vname, v in self.broker.vhosts.items():
+            if vhost is not None and vname != vhost:
+                continue
+            for rt in v.queues.values():
+                for c in rt.consumers.values():
+                    out.append({"queue": rt.name, "vhost": vname, "consumer_tag": c.tag,
+                                "channel": c.channel.number, "ack_required": not c.no_ack,
+                                "exclusive": c.exclusive, "priority": c.priority,
+                                "connection": c.channel.session.name})
+        return out
