@@ -92,7 +92,8 @@ class ElectionMixin:
         last = self._log.last_index
         for peer in self._members():
             self._prs[peer] = Progress(last + 1)
-        self._prs[self.id].match = last
+        # we count ourselves only for entries that are durable here (see advance)
+        self._prs[self.id].match = self._log.stable
         # No config change until an entry of this term commits: it proves every earlier config
         # entry is committed too (the fix to single-server changes in Ongaro's 2015 erratum).
         self._pending_conf_index = last + 1

@@ -92,6 +92,7 @@ class RaftNode(ElectionMixin, ReplicationMixin):
         log.applied = max(log.snap_index, min(applied, log.commit))
         self._prev_hs = HardState(hs.term, hs.vote, log.commit)
         self._msgs: list[Message] = []
+        self._early: list[Message] = []  # leader replication traffic, see Ready.early_messages
         self._bcast_pending = False
         self._pending_conf_index = 0
         self._role = Role.FOLLOWER
@@ -327,7 +328,10 @@ class RaftNode(ElectionMixin, ReplicationMixin):
     # ---- output ----------------------------------------------------------------------------
 
     def _send(self, m: Message) -> None:
-        self._msgs.append(m)
+        if self._role is Role.LEADER and isinstance(m, _LEADER_MESSAGES):
+            self._early.append(m)
+        else:
+            self._msgs.append(m)
 
     def _members(self) -> list[str]:
         c = self._config
@@ -346,7 +350,7 @@ class RaftNode(ElectionMixin, ReplicationMixin):
         self._flush()
         log = self._log
         return bool(
-            self._msgs or log.unstable_snapshot is not None or log.stable < log.last_index
+            self._msgs or self._early or log.unstable_snapshot is not None or log.stable < log.last_index
             or log.commit > log.applied
             or self._prev_hs != HardState(self._term, self._vote, log.commit)
         )
@@ -363,12 +367,14 @@ class RaftNode(ElectionMixin, ReplicationMixin):
             entries=log.unstable_entries(),
             hard_state=hs if hs != self._prev_hs else None,
             messages=self._msgs,
+            early_messages=self._early,
             committed=log.slice(log.applied + 1, log.commit + 1) if log.commit > log.applied else [],
             leader=self._leader,
             role=self._role,
             term=self._term,
         )
         self._msgs = []
+        self._early = []
         return rd
 
     def advance(self, rd: Ready) -> None:
@@ -379,6 +385,8 @@ class RaftNode(ElectionMixin, ReplicationMixin):
         if rd.entries:
             last = rd.entries[-1]
             log.stable_to(last.index, last.term)
+            if self._role is Role.LEADER:
+                self._on_own_entries_durable()
         if rd.hard_state is not None:
             self._prev_hs = rd.hard_state
         if rd.committed:

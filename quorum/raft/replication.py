@@ -64,10 +64,14 @@ class ReplicationMixin:
             self._transfer_target = None
 
     def _append_as_leader(self: RaftNode, entries: list[Entry]) -> None:
+        # The leader's own copy counts for commit only once durable (advance), so its Appends
+        # may go out before its own fsync (thesis 10.2.1): see Ready.early_messages.
         self._append_entries(entries)
-        self._prs[self.id].update(self._log.last_index)
-        self._maybe_commit()
         self._bcast_pending = True  # sent from ready(): one Append per follower per batch
+
+    def _on_own_entries_durable(self: RaftNode) -> None:
+        if self._prs[self.id].update(self._log.stable) and self._maybe_commit():
+            self._bcast_append(allow_empty=True)
 
     # ---- leader: sending -----------------------------------------------------------------
 

@@ -95,6 +95,7 @@ class Cluster:
             if node is None:
                 continue
             while (rd := node.ready()) is not None:
+                self.in_flight.extend(rd.early_messages)  # may go before the persist
                 self.stores[node_id].save(rd)
                 self.in_flight.extend(rd.messages)
                 if rd.snapshot is not None:

@@ -103,14 +103,19 @@ def test_a_restarted_node_keeps_its_term_vote_and_log():
     assert c.values("b") == {"x": "1"}
 
 
-def test_a_single_node_cluster_elects_itself_and_commits_at_once():
+def test_a_single_node_cluster_commits_as_soon_as_its_own_write_is_durable():
     node = RaftNode("solo", ["solo"], rng=random.Random(1))
     for _ in range(2 * OPTIONS.election_tick):
         node.tick()
     assert node.is_leader
+    while (rd := node.ready()) is not None:  # persist the no-op
+        node.advance(rd)
     index = node.propose(b"x", now_ms=7)
     rd = node.ready()
-    assert [e.index for e in rd.committed][-1] == index
+    assert [e.index for e in rd.entries] == [index] and rd.committed == []
+    node.advance(rd)  # the entry is durable: now it commits
+    rd = node.ready()
+    assert rd.committed[-1].index == index
     assert rd.committed[-1].data == b"x" and rd.committed[-1].timestamp == 7
     node.advance(rd)
     assert node.ready() is None

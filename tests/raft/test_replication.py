@@ -177,3 +177,22 @@ def test_entries_carry_the_leaders_timestamp_which_never_goes_back():
     stamps = {e.index: e.timestamp for e in c.applied["c"]}
     assert stamps[i1] == 5000 and stamps[i2] == 5000
     assert c.state["c"]["k1"] == ("v", 5000)
+
+
+def test_10_2_1_the_leader_sends_before_its_own_fsync_but_counts_itself_only_after():
+    c = Cluster(["a", "b", "c"])
+    c.elect("a")
+    a = c["a"]
+    c.put("a", "k", "v")
+    rd = a.ready()  # the driver is still writing this batch to a's disk...
+    assert [e.index for e in rd.entries] == [2]
+    assert [m.to for m in rd.early_messages] == ["b", "c"]  # ...but may already send these
+    b = c["b"]
+    b.step(rd.early_messages[0])
+    b_rd = b.ready()
+    b.advance(b_rd)  # b persisted entry 2 and acknowledges it
+    for m in b_rd.messages:
+        a.step(m)
+    assert a.commit_index == 1  # a's own copy is not durable yet: only b has entry 2
+    a.advance(rd)  # a's fsync finished
+    assert a.commit_index == 2

@@ -38,7 +38,7 @@ class Faults:
     heal: float = 0.01
     membership: float = 0.0  # add a learner (auto-promoted) or remove a member
     compact_every: int = 25  # a node compacts when this many entries were applied since
-    max_sync_delay_ms: int = 3
+    max_sync_delay_ms: int = 20
     net: NetProfile = field(default_factory=lambda: NetProfile(1, 15, 0.05, 0.02))
 
 
@@ -91,6 +91,8 @@ class SimNode:
             return
         for e in rd.entries:
             self.c.checker.on_entry(self.id, e, raft.log_term(e.index - 1))
+        for m in rd.early_messages:  # a leader's appends go out before its own fsync
+            self.c.net.send(self.c.now, m)
         self.disk.stage(rd)
         self.pending = rd
         self.sync_at = self.c.now + self.c.rng.randint(0, self.c.faults.max_sync_delay_ms)
@@ -203,9 +205,13 @@ class SimCluster:
         up = [n for n in self.nodes.values() if n.up]
         down = [n for n in self.nodes.values() if not n.up]
         if up and rng.random() < f.crash and len(down) < self.size // 2 + 1:
+            # leaders, and nodes with writes not yet synced, crash more often than others:
+            # that is where the hard cases are
             leaders = [n for n in up if n.raft.role is Role.LEADER]
-            # leaders crash more often than others: that is where the hard cases are
-            victim = rng.choice(leaders if leaders and rng.random() < 0.5 else up)
+            syncing = [n for n in up if n.pending is not None]
+            r = rng.random()
+            pool = leaders if leaders and r < 0.3 else syncing if syncing and r < 0.6 else up
+            victim = rng.choice(pool)
             self.trace.append(f"{self.now}ms crash {victim.id}")
             victim.crash()
         if down and rng.random() < f.restart:
