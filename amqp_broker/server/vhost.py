@@ -74,8 +74,11 @@ class VHost:
         self._check_owner(rt, session)
         return rt
 
-    def _check_owner(self, rt: QueueRuntime, session: "Session | None") -> None:
-        if rt.exclusive and rt.owner is not session:
+    def _check_owner(self, rt: QueueRuntime, session: "Session | None",
+                     exclusive: bool | None = None) -> None:
+        # A redeclare whose exclusive flag differs is refused the same way (RabbitMQ 405).
+        if (rt.exclusive and rt.owner is not session) or (exclusive is not None
+                                                           and exclusive != rt.exclusive):
             raise ResourceLocked(
                 f"cannot obtain exclusive access to locked queue '{rt.name}' in vhost "
                 f"'{self.name}'. It could be originally declared on another connection or the "
@@ -91,7 +94,7 @@ class VHost:
             return rt
         rt = self.queues.get(name)
         if rt is not None:
-            self._check_owner(rt, session)
+            self._check_owner(rt, session, exclusive)
             if rt.queue_type == "quorum" and "x-queue-type" not in arguments:
                 self._check_relaxed(rt, arguments)
             else:
@@ -148,7 +151,6 @@ class VHost:
                           auto_delete: bool, arguments: dict) -> None:
         where = f"queue '{rt.name}' in vhost '{self.name}'"
         for field, current, received in (("durable", rt.durable, durable),
-                                         ("exclusive", rt.exclusive, exclusive),
                                          ("auto_delete", rt.auto_delete, auto_delete)):
             if current != received:
                 raise PreconditionFailed(f"inequivalent arg '{field}' for {where}: received "
