@@ -54,6 +54,7 @@ class Broker:
             channel_max=settings.channel_max,
             frame_max=settings.frame_max,
             heartbeat=settings.heartbeat,
+            handshake_timeout=settings.handshake_timeout,
         )
         self.vhosts: dict[str, VHost] = {}
         self.sessions: set["Session"] = set()

@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from amqp_broker.core.bindings import Dest
-from amqp_broker.core.errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
+from amqp_broker.core.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
 from amqp_broker.core.fieldtypes import values_equal
 from amqp_broker.core.router import Topology
 from amqp_broker.queues.classic import ClassicQueue
@@ -54,8 +54,10 @@ class VHost:
     def __init__(self, broker: "Broker", name: str) -> None:
         self.broker = broker
         self.name = name
-        # 4.x profile: an unknown exchange type is a 406 channel error (3.10: 503).
-        self.topology = Topology(name, unknown_type_error=PreconditionFailed)
+        # An unknown exchange type: 406 channel error in 4.x, 503 connection error in 3.10.
+        profile = getattr(broker.settings, "compat_profile", "rabbitmq-4.2")
+        unknown = CommandInvalid if profile == "rabbitmq-3.10" else PreconditionFailed
+        self.topology = Topology(name, unknown_type_error=unknown)
         self.queues: dict[str, QueueRuntime] = {}
 
     # -- hot path ------------------------------------------------------------------------------
