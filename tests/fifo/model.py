@@ -112,7 +112,7 @@ def materialise(h: Harness, op: tuple, seqs: dict):
     raise AssertionError(op)
 
 
-def _account(h: Harness, led: Ledger, cmd, a, before_ready: list[int], pre_count: int,
+def _account(h: Harness, led: Ledger, cmd, a, before_ready: list[int], pre_over: bool,
              was_alo: bool) -> None:
     meta_index = h.index
     limit = h.q.config.delivery_limit
@@ -120,11 +120,10 @@ def _account(h: Harness, led: Ledger, cmd, a, before_ready: list[int], pre_count
         if a.reply == OK:
             led.alive[meta_index] = None
             led.hi[meta_index] = cmd.priority is not None and cmd.priority > 4
-            mx = h.q.config.max_length
-            if mx is not None and not h.q.config.drops_head:
-                assert pre_count <= mx, "accepted while over the limit"
+            if not h.q.config.drops_head:
+                assert not pre_over, "accepted while over the limit"
         elif a.reply == REJECTED:
-            assert pre_count > h.q.config.max_length
+            assert pre_over, "rejected while within the limits"
         else:
             assert a.reply in (DUPLICATE, OUT_OF_SEQUENCE)
     if isinstance(cmd, (Settle,)):
@@ -206,6 +205,8 @@ def check(h: Harness, led: Ledger) -> None:
     cfg = q.config
     if cfg.max_length is not None and cfg.drops_head:
         assert len(q.ready) + len(q.dlx) <= cfg.max_length
+    if cfg.max_bytes is not None and cfg.drops_head:
+        assert q.ready.bytes + q.dlx.bytes <= cfg.max_bytes
     if cfg.single_active_consumer:
         active = [c for c in q.consumers.values() if c.status in ("up", "quiescing")]
         assert len(active) <= 1 and (not active or active[0] is active_consumer(q))
@@ -222,13 +223,16 @@ def run(config: QueueConfig, ops: list[tuple]) -> tuple[Harness, list]:
     for step, (dt, op) in enumerate(ops):
         cmd = materialise(h, op, seqs)
         before_ready = [m.index for m in (*h.q.ready.returns, *h.q.ready.hi, *h.q.ready.lo)]
-        pre_count = len(h.q.ready) + len(h.q.dlx)
+        cfg = h.q.config
+        pre_over = (cfg.max_length is not None
+                    and len(h.q.ready) + len(h.q.dlx) > cfg.max_length) or \
+            (cfg.max_bytes is not None and h.q.ready.bytes + h.q.dlx.bytes > cfg.max_bytes)
         was_alo = h.q.config.at_least_once
         a = h(cmd, h.ts + dt)
         led.note_limit(h.q.config.delivery_limit)
         applied.append(a)
         try:
-            _account(h, led, cmd, a, before_ready, pre_count, was_alo)
+            _account(h, led, cmd, a, before_ready, pre_over, was_alo)
             check(h, led)
         except AssertionError as e:
             raise AssertionError(f"step {step}: {cmd}: {e}") from e
