@@ -13,7 +13,10 @@ The driver (`quorum/driver.py`, the simulator in `tests/sim/`) loops:
        Append / Heartbeat / InstallSnapshot) may be sent at once, before or while persisting:
        the leader counts its own entries for commit only after advance() (thesis 10.2.1).
        Sending them after the persist, with the rest, is also correct, just slower.
-    5. apply rd.committed in order; each is durable on a majority and, after step 4, locally
+    5. apply rd.committed in order; each is durable on a majority and, after step 4, locally.
+       It holds every kind of entry: give NORMAL ones to the state machine (Meta(index, term,
+       timestamp)); CONFIG ones are informational (the membership took effect when appended,
+       see RaftNode.config); NOOP ones only move the applied index.
     6. node.advance(rd)
 
 The steps of one Ready happen in this order and before `ready()` is called again. Messages may
