@@ -1,0 +1,16 @@
+"""Management: the `Admin` facade over a node, the RabbitMQ-compatible management HTTP API,
+Prometheus metrics, and the HTTP client the CLI tools use.
+
+Node startup calls `serve_management(admin, settings)` and `serve_metrics(admin, settings)` in
+its nursery; the CLIs use `ApiClient`.
+"""
+
+from .admin import Admin
+from .client import ApiClient, ApiError, NodeDown
+from .errors import AdminError, BadRequest, NotAuthorised, NotFoundError
+from .http import build_app, serve_management
+from .metrics import render_metrics, serve_metrics
+
+__all__ = ["Admin", "AdminError", "ApiClient", "ApiError", "BadRequest", "NodeDown",
+           "NotAuthorised", "NotFoundError", "build_app", "render_metrics", "serve_management",
+           "serve_metrics"]

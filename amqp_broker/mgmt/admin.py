@@ -1,0 +1,322 @@
+"""`Admin`: the one facade through which the management API and the CLI act on a node.
+
+Built once per node next to the `Broker` (`Admin(broker)`), handed to `serve_management` and
+`serve_metrics`. Methods return plain JSON-ready dicts and lists with RabbitMQ's field names and
+raise `errors.AdminError` subclasses (404 / 400 / 401). Nothing else in `mgmt/` or `cli/` knows
+the broker's internals: this facade, its mixins (`topology_ops.py`, `definitions.py`) and the row
+builders in `rows.py` are the only readers. All methods are plain functions that must run in
+the broker's trio thread.
+
+Users, permissions, vhosts and policies are kept (and persisted) by the server's own
+`broker.admin` (`server/admin.py`); this facade validates input, maps its errors to HTTP ones and
+adds what the API needs on top (vhost descriptions, connection start times, node info).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from typing import Any
+
+from amqp_broker.core.errors import AMQPError
+from amqp_broker.core.policies import PolicyError, PolicyStore
+from amqp_broker.core.users import User, UserError
+
+from .definitions import DefinitionsOps
+from .errors import BadRequest, NotFoundError
+from .rows import channel_row, connection_name, connection_row, consumer_rows
+from .topology_ops import TopologyOps
+
+__all__ = ["Admin", "parse_tags"]
+
+_EXCHANGE_TYPES = (
+    ("direct", "AMQP direct exchange, as per the AMQP specification"),
+    ("fanout", "AMQP fanout exchange, as per the AMQP specification"),
+    ("headers", "AMQP headers exchange, as per the AMQP specification"),
+    ("topic", "AMQP topic exchange, as per the AMQP specification"),
+)
+
+
+def parse_tags(tags) -> list[str]:
+    """RabbitMQ accepts tags as "a,b" (or "a b") or as a JSON list."""
+    if tags is None:
+        return []
+    if isinstance(tags, str):
+        return [t for t in re.split(r"[,\s]+", tags) if t]
+    return [str(t) for t in tags]
+
+
+class Admin(TopologyOps, DefinitionsOps):
+    def __init__(self, broker: Any, *, node: str | None = None) -> None:
+        self.broker = broker
+        self._srv = broker.admin  # server/admin.py: users, permissions, vhosts, policies
+        self.settings = broker.settings
+        self.node = node or getattr(self.settings, "node_name", None) or \
+            f"amqp-broker@{socket.gethostname().split('.')[0]}"
+        self._vhost_meta: dict[str, dict] = {}
+        self._connected_at: dict[int, int] = {}
+        self.started_at = time.time()
+        self.listeners: list[dict] = []  # filled by the servers as they bind
+
+    # -- helpers for the mixins ---------------------------------------------------------------
+    def _vhost(self, name: str):
+        v = self.broker.vhosts.get(name)
+        if v is None:
+            raise NotFoundError()
+        return v
+
+    def _vhosts(self, name: str | None):
+        return [self._vhost(name)] if name is not None else list(self.broker.vhosts.values())
+
+    def _policy_store(self, vhost: str) -> PolicyStore:
+        return self._srv.policies.get(vhost) or PolicyStore(vhost)
+
+    # -- overview and nodes -------------------------------------------------------------------
+    def overview(self) -> dict:
+        queues = self.list_queues()
+        s = self.settings
+        return {
+            "management_version": s.version, "rabbitmq_version": s.version,
+            "product_name": s.product, "product_version": s.version,
+            "cluster_name": s.cluster_name, "node": self.node, "rates_mode": "none",
+            "erlang_version": "", "erlang_full_version": "", "disable_stats": False,
+            "enable_queue_totals": True,
+            "exchange_types": [{"name": n, "description": d, "enabled": True}
+                               for n, d in _EXCHANGE_TYPES],
+            "message_stats": {}, "churn_rates": {},
+            "queue_totals": {
+                "messages": sum(q["messages"] for q in queues),
+                "messages_ready": sum(q["messages_ready"] for q in queues),
+                "messages_unacknowledged": sum(q["messages_unacknowledged"] for q in queues),
+            },
+            "object_totals": {
+                "connections": len(self.broker.sessions),
+                "channels": sum(len(x.channels) for x in self.broker.sessions),
+                "consumers": sum(q["consumers"] for q in queues),
+                "exchanges": sum(len(v.topology.exchanges()) for v in self.broker.vhosts.values()),
+                "queues": len(queues),
+            },
+            "statistics_db_event_queue": 0,
+            "listeners": list(self.listeners),
+            "contexts": [],
+        }
+
+    def nodes(self) -> list[dict]:
+        alarms = self.alarms()
+        return [{
+            "name": self.node, "type": "disc", "running": True, "os_pid": str(os.getpid()),
+            "uptime": int((time.time() - self.started_at) * 1000),
+            "mem_alarm": "memory" in alarms, "disk_free_alarm": "disk" in alarms,
+            "processors": os.cpu_count() or 1, "partitions": [], "rates_mode": "none",
+            "exchange_types": self.overview()["exchange_types"],
+        }]
+
+    def get_node(self, name: str) -> dict:
+        if name != self.node:
+            raise NotFoundError()
+        return self.nodes()[0]
+
+    def alarms(self) -> list[str]:
+        return sorted(self.broker.alarms)
+
+    # -- vhosts -------------------------------------------------------------------------------
+    def list_vhosts(self) -> list[dict]:
+        return [self._vhost_row(name) for name in sorted(self.broker.vhosts)]
+
+    def get_vhost(self, name: str) -> dict:
+        self._vhost(name)
+        return self._vhost_row(name)
+
+    def _vhost_row(self, name: str) -> dict:
+        meta = self._vhost_meta.get(name, {})
+        qs = self.list_queues(name)
+        desc = meta.get("description", "Default virtual host" if name == self.settings.default_vhost else "")
+        tags = meta.get("tags", [])
+        return {"name": name, "description": desc, "tags": tags,
+                "metadata": {"description": desc, "tags": tags},
+                "default_queue_type": meta.get("default_queue_type", "undefined"), "tracing": False,
+                "cluster_state": {self.node: "running"},
+                "messages": sum(q["messages"] for q in qs),
+                "messages_ready": sum(q["messages_ready"] for q in qs),
+                "messages_unacknowledged": sum(q["messages_unacknowledged"] for q in qs)}
+
+    def add_vhost(self, name: str, *, description: str | None = None, tags=None,
+                  default_queue_type: str | None = None) -> bool:
+        if not name:
+            raise BadRequest("vhost name must not be empty")
+        created = name not in self.broker.vhosts
+        if created:
+            self._srv.add_vhost(name)
+        meta = self._vhost_meta.setdefault(name, {})
+        if description is not None:
+            meta["description"] = description
+        if tags is not None:
+            meta["tags"] = parse_tags(tags)
+        if default_queue_type:
+            meta["default_queue_type"] = default_queue_type
+        return created
+
+    def delete_vhost(self, name: str) -> None:
+        """Closes its connections and drops its queues, exchanges, permissions and policies."""
+        self._vhost(name)
+        self._srv.delete_vhost(name)
+        self._srv.policies.pop(name, None)
+        self._vhost_meta.pop(name, None)
+        self.broker.run_pending()
+
+    # -- users and permissions ----------------------------------------------------------------
+    def list_users(self) -> list[dict]:
+        return [u.as_definition() for u in self._srv.users.list()]
+
+    def get_user(self, name: str) -> dict:
+        u = self._srv.users.get(name)
+        if u is None:
+            raise NotFoundError()
+        return u.as_definition()
+
+    def user_exists(self, name: str) -> bool:
+        return self._srv.users.get(name) is not None
+
+    def put_user(self, name: str, *, password: str | None = None, password_hash: str | None = None,
+                 hashing_algorithm: str | None = None, tags=None) -> bool:
+        """PUT /api/users/name: create or update; True when created. With neither password nor
+        hash a new user cannot log in with a password (as RabbitMQ)."""
+        if not name:
+            raise BadRequest("user name must not be empty")
+        srv = self._srv
+        created = srv.users.get(name) is None
+        try:
+            if password_hash is not None and password is None:
+                user = User.from_definition({"name": name, "password_hash": password_hash,
+                                             "hashing_algorithm": hashing_algorithm,
+                                             "tags": parse_tags(tags)})
+                srv.users.put(user)
+                srv._put("user", name, user.as_definition())  # TODO(server): public put_user
+                return created
+            if created:
+                srv.add_user(name, password, parse_tags(tags))
+                return True
+            if password is not None:
+                srv.change_password(name, password)
+            if tags is not None:
+                srv.set_user_tags(name, parse_tags(tags))
+        except UserError as e:
+            raise BadRequest(str(e)) from None
+        return created
+
+    def change_password(self, name: str, password: str) -> None:
+        if not self.user_exists(name):
+            raise NotFoundError()
+        self._srv.change_password(name, password)
+
+    def delete_user(self, name: str) -> None:
+        if not self.user_exists(name):
+            raise NotFoundError()
+        self._srv.delete_user(name)
+
+    def authenticate(self, name: str, password: str) -> User | None:
+        return self._srv.users.authenticate(name, password)
+
+    def can_access(self, user: str, vhost: str) -> bool:
+        return self._srv.can_access_vhost(user, vhost)
+
+    def list_permissions(self, vhost: str | None = None, user: str | None = None) -> list[dict]:
+        return [{"user": u, "vhost": v, "configure": c, "write": w, "read": r}
+                for (v, u), (c, w, r) in sorted(self._srv.permissions.items())
+                if (vhost is None or v == vhost) and (user is None or u == user)]
+
+    def get_permission(self, vhost: str, user: str) -> dict:
+        found = self.list_permissions(vhost, user)
+        if not found:
+            raise NotFoundError()
+        return found[0]
+
+    def set_permissions(self, vhost: str, user: str, configure: str, write: str, read: str) -> bool:
+        self._vhost(vhost)
+        if not self.user_exists(user):
+            raise BadRequest(f"no such user: '{user}'")
+        for rx in (configure, write, read):
+            try:
+                re.compile(rx)
+            except (re.error, TypeError) as e:
+                raise BadRequest(f"invalid regular expression '{rx}': {e}") from None
+        created = (vhost, user) not in self._srv.permissions
+        self._srv.set_permissions(vhost, user, configure, write, read)
+        return created
+
+    def clear_permissions(self, vhost: str, user: str) -> None:
+        if (vhost, user) not in self._srv.permissions:
+            raise NotFoundError()
+        self._srv.clear_permissions(vhost, user)
+
+    # -- policies -----------------------------------------------------------------------------
+    def list_policies(self, vhost: str | None = None) -> list[dict]:
+        return [p.as_dict() for v in self._vhosts(vhost) for p in self._policy_store(v.name).list()]
+
+    def get_policy(self, vhost: str, name: str) -> dict:
+        self._vhost(vhost)
+        p = self._policy_store(vhost).get(name)
+        if p is None:
+            raise NotFoundError()
+        return p.as_dict()
+
+    def set_policy(self, vhost: str, name: str, pattern: Any, definition: Any, *, priority: Any = 0,
+                   apply_to: str | None = "all") -> bool:
+        """Create or replace a policy; the server applies it to existing queues at once."""
+        self._vhost(vhost)
+        if not isinstance(definition, dict):
+            raise BadRequest("Validation failed\n\ndefinition must be an object\n")
+        created = self._policy_store(vhost).get(name) is None
+        try:
+            self._srv.set_policy(vhost, name, pattern, definition, priority, apply_to or "all")
+        except PolicyError as e:
+            raise BadRequest(f"Validation failed\n\n{e}\n") from None
+        except AMQPError as e:
+            raise BadRequest(e.message) from None
+        return created
+
+    def clear_policy(self, vhost: str, name: str) -> None:
+        self._vhost(vhost)
+        if self._policy_store(vhost).get(name) is None:
+            raise NotFoundError()
+        self._srv.clear_policy(vhost, name)
+
+    # -- connections, channels, consumers -----------------------------------------------------
+    def _sessions(self) -> list:
+        live = list(self.broker.sessions)
+        now = int(time.time() * 1000)
+        ids = {id(s) for s in live}
+        for key in [k for k in self._connected_at if k not in ids]:
+            del self._connected_at[key]
+        for s in live:
+            self._connected_at.setdefault(id(s), now)
+        return live
+
+    def list_connections(self, vhost: str | None = None) -> list[dict]:
+        return [connection_row(s, self.node, self._connected_at[id(s)]) for s in self._sessions()
+                if vhost is None or (s.vhost is not None and s.vhost.name == vhost)]
+
+    def get_connection(self, name: str) -> dict:
+        for row in self.list_connections():
+            if row["name"] == name:
+                return row
+        raise NotFoundError()
+
+    def close_connection(self, name: str, reason: str | None = None) -> None:
+        for s in self._sessions():
+            if connection_name(s) == name:
+                s.force_close(320, f"CONNECTION_FORCED - {reason or 'Closed via management plugin'}")
+                return
+        raise NotFoundError()
+
+    def list_channels(self, vhost: str | None = None) -> list[dict]:
+        return [channel_row(s, ch, self.node) for s in self._sessions()
+                if vhost is None or (s.vhost is not None and s.vhost.name == vhost)
+                for ch in list(s.channels.values())]
+
+    def list_consumers(self, vhost: str | None = None) -> list[dict]:
+        return [row for s in self._sessions()
+                if vhost is None or (s.vhost is not None and s.vhost.name == vhost)
+                for ch in list(s.channels.values()) for row in consumer_rows(s, ch, self.node)]

@@ -1,0 +1,187 @@
+"""The management HTTP API (RabbitMQ's /api/... on port 15672) as an ASGI app served by
+hypercorn's trio worker, in the broker's own trio run.
+
+Node startup calls `await nursery.start(serve_management, admin, settings)`; it reports the
+bound port (so tests can bind port 0). `build_app(admin)` gives the bare Starlette app.
+
+Why one catch-all route: RabbitMQ puts vhost names in the path URL-encoded ("%2F" is "/"), so the
+path must be split on "/" *before* percent-decoding. We take the raw path from the ASGI scope,
+decode each segment on its own and hand the list to `routes.dispatch`.
+
+Authentication is HTTP basic against the node's users (`admin.authenticate`), as RabbitMQ:
+401 with `WWW-Authenticate` for missing or wrong credentials (and for loopback-only users
+connecting from elsewhere), 401 "Not management user" without a management tag, 401 "Not
+administrator user" on administrator-only endpoints, and vhost access checked for users that
+are neither administrators nor monitoring.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import urllib.parse
+from typing import Any
+
+import trio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from amqp_broker.core.users import loopback_allowed
+
+from .errors import AdminError
+from .routes import Reply, Req, dispatch, needs_admin
+
+__all__ = ["build_app", "serve_management", "serve_asgi"]
+
+_log = logging.getLogger(__name__)
+
+_MGMT_TAGS = ("administrator", "monitoring", "management", "policymaker")
+_CHALLENGE = {"www-authenticate": 'Basic realm="RabbitMQ Management"'}
+_METHODS = ["GET", "PUT", "POST", "DELETE", "HEAD"]
+
+
+def _json(status: int, body: Any, headers: dict | None = None) -> Response:
+    content = b"" if body is None else json.dumps(body).encode()
+    return Response(content, status_code=status, headers=headers,
+                    media_type="application/json" if body is not None else None)
+
+
+def _error(err: AdminError, headers: dict | None = None) -> Response:
+    return _json(err.status, err.body(), headers)
+
+
+def _segments(request: Request) -> list[str] | None:
+    raw = request.scope.get("raw_path") or request.scope["path"].encode()
+    parts = raw.split(b"?", 1)[0].split(b"/")
+    if len(parts) < 2 or parts[1] != b"api":
+        return None
+    segs = [urllib.parse.unquote(p.decode("latin-1")) for p in parts[2:]]
+    if segs and segs[-1] == "":
+        segs.pop()  # trailing slash
+    return segs
+
+
+def _credentials(request: Request) -> tuple[str, str] | None:
+    auth = request.headers.get("authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        user, sep, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return None
+    return (user, password) if sep else None
+
+
+def _authorise(admin, request: Request, req: Req) -> Response | None:
+    """None when allowed, else the 401 response."""
+    creds = _credentials(request)
+    if creds is None:
+        return Response(status_code=401, headers=_CHALLENGE)
+    user = admin.authenticate(*creds)
+    peer = request.client.host if request.client else None
+    if user is None or not loopback_allowed(creds[0], peer, admin.settings.loopback_users):
+        return Response(status_code=401, headers=_CHALLENGE)
+    tags = set(user.tags)
+    if not tags & set(_MGMT_TAGS):
+        return _json(401, {"error": "not_authorised", "reason": "Not management user"})
+    req.user = user
+    if "administrator" in tags:
+        return None
+    if needs_admin(req):
+        return _json(401, {"error": "not_authorised", "reason": "Not administrator user"})
+    if req.method == "GET" and "monitoring" in tags:
+        return None
+    vhost = _vhost_of(req)
+    if vhost is not None and not admin.can_access(user.name, vhost):
+        return _json(401, {"error": "not_authorised", "reason": "Access refused."})
+    if req.segs and req.segs[0] == "policies" and req.method != "GET" and "policymaker" not in tags:
+        return _json(401, {"error": "not_authorised", "reason": "Not policymaker user"})
+    return None
+
+
+_VHOST_SCOPED = ("queues", "exchanges", "bindings", "policies", "aliveness-test", "consumers")
+
+
+def _vhost_of(req: Req) -> str | None:
+    if len(req.segs) >= 2 and req.segs[0] in _VHOST_SCOPED:
+        return req.segs[1]
+    return None
+
+
+async def _endpoint(request: Request) -> Response:
+    admin = request.app.state.admin
+    segs = _segments(request)
+    if segs is None:
+        return _json(404, {"error": "Object Not Found", "reason": "Not Found"})
+    method = "GET" if request.method == "HEAD" else request.method
+    req = Req(method, segs, dict(request.query_params),
+              headers={k.lower(): v for k, v in request.headers.items()})
+    denied = _authorise(admin, request, req)
+    if denied is not None:
+        return denied
+    if method in ("PUT", "POST"):
+        raw = await request.body()
+        if raw.strip():
+            try:
+                req.body = json.loads(raw)
+            except ValueError:
+                return _json(400, {"error": "bad_request", "reason": "not_json"})
+        else:
+            req.body = {}
+    try:
+        reply: Reply = dispatch(admin, req)
+    except AdminError as err:
+        return _error(err)
+    except Exception:  # a bug must not take the node down; RabbitMQ answers 500 too
+        _log.exception("management API: %s %s failed", request.method, request.url.path)
+        return _json(500, {"error": "internal_error", "reason": "internal error"})
+    return _json(reply.status, reply.body if reply.status not in (201, 204) else None, reply.headers)
+
+
+async def _root(request: Request) -> Response:
+    return Response("amqp-broker management API: see /api/overview\n", media_type="text/plain")
+
+
+def build_app(admin) -> Starlette:
+    app = Starlette(routes=[Route("/", _root), Route("/api/{rest:path}", _endpoint, methods=_METHODS),
+                            Route("/api", _endpoint, methods=_METHODS)])
+    app.state.admin = admin
+    return app
+
+
+async def serve_asgi(app, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Serve an ASGI app with hypercorn on trio until cancelled; reports the bound port."""
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.graceful_timeout = 0.5
+
+    async def _started(*, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        await serve(app, config, task_status=task_status)
+
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(_started)
+        bound = int(binds[0].rsplit(":", 1)[1]) if binds else port
+        task_status.started(bound)
+
+
+async def serve_management(admin, settings, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Run the management API; `settings.management_port` (default 15672, 0 = any free port)
+    and `settings.management_host` (default: the AMQP `host`)."""
+    host = getattr(settings, "management_host", None) or settings.host or "0.0.0.0"
+    port = getattr(settings, "management_port", 15672)
+    async with trio.open_nursery() as nursery:
+        bound = await nursery.start(serve_asgi, build_app(admin), host, port)
+        admin.listeners.append({"node": admin.node, "protocol": "http", "ip_address": host,
+                                "port": bound, "socket_opts": {}})
+        _log.info("management API listening on %s:%d", host, bound)
+        task_status.started(bound)

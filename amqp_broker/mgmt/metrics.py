@@ -1,0 +1,156 @@
+"""Prometheus metrics (text exposition format 0.0.4) on port 15692, with RabbitMQ's metric names
+(rabbitmq_prometheus) where we have the number.
+
+Node startup calls `await nursery.start(serve_metrics, admin, settings)`; `render_metrics(admin)`
+builds the text (tests call it directly). `/metrics` and `/metrics/per-object` both return
+per-queue series labelled {vhost, queue} (RabbitMQ's per-object form) plus node totals.
+
+Counters the broker does not keep are not exported (no constants pretending to be data). The
+broker may offer `broker.counters`, a mapping of name -> int for any of `_GLOBAL_COUNTERS`
+(and `dead_lettered_<reason>` keys); those are exported when present.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import trio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+__all__ = ["render_metrics", "serve_metrics", "build_metrics_app"]
+
+_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# broker.counters key -> (metric name, help)
+_GLOBAL_COUNTERS = {
+    "messages_received": ("rabbitmq_global_messages_received_total",
+                          "Total number of messages received from publishers"),
+    "messages_routed": ("rabbitmq_global_messages_routed_total",
+                        "Total number of messages routed to queues or streams"),
+    "messages_unroutable_dropped": ("rabbitmq_global_messages_unroutable_dropped_total",
+                                    "Total number of messages published as non-mandatory into an "
+                                    "exchange and dropped as unroutable"),
+    "messages_unroutable_returned": ("rabbitmq_global_messages_unroutable_returned_total",
+                                     "Total number of messages published as mandatory into an "
+                                     "exchange and returned to the publisher as unroutable"),
+    "messages_confirmed": ("rabbitmq_global_messages_confirmed_total",
+                           "Total number of messages confirmed to publishers"),
+    "messages_delivered": ("rabbitmq_global_messages_delivered_total",
+                           "Total number of messages delivered to consumers"),
+    "messages_acknowledged": ("rabbitmq_global_messages_acknowledged_total",
+                              "Total number of messages acknowledged by consumers"),
+    "messages_redelivered": ("rabbitmq_global_messages_redelivered_total",
+                             "Total number of messages redelivered to consumers"),
+}
+_DEAD_LETTER_REASONS = ("expired", "rejected", "maxlen", "delivery_limit")
+
+
+def _esc(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(labels: dict[str, str]) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{_esc(str(v))}"' for k, v in labels.items()) + "}"
+
+
+class _Out:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def family(self, name: str, kind: str, help_: str,
+               samples: Iterable[tuple[dict[str, str], float]]) -> None:
+        self.lines.append(f"# TYPE {name} {kind}")
+        self.lines.append(f"# HELP {name} {help_}")
+        for labels, value in samples:
+            self.lines.append(f"{name}{_labels(labels)} {value}")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def render_metrics(admin: Any) -> str:
+    """All metrics as Prometheus text."""
+    out = _Out()
+    broker = admin.broker
+    queues = admin.list_queues()
+    s = admin.settings
+    out.family("rabbitmq_build_info", "untyped", "RabbitMQ & Erlang/OTP version info",
+               [({"rabbitmq_version": s.version, "prometheus_plugin_version": s.version,
+                  "prometheus_client_version": "", "erlang_version": ""}, 1)])
+    out.family("rabbitmq_identity_info", "untyped", "RabbitMQ node & cluster identity info",
+               [({"rabbitmq_node": admin.node, "rabbitmq_cluster": s.cluster_name,
+                  "rabbitmq_cluster_permanent_id": s.cluster_name}, 1)])
+    _queue_metrics(out, queues)
+    channels = sum(len(x.channels) for x in broker.sessions)
+    out.family("rabbitmq_connections", "gauge", "Connections currently open",
+               [({}, len(broker.sessions))])
+    out.family("rabbitmq_channels", "gauge", "Channels currently open", [({}, channels)])
+    out.family("rabbitmq_consumers", "gauge", "Consumers currently connected",
+               [({}, sum(q["consumers"] for q in queues))])
+    out.family("rabbitmq_queues", "gauge", "Queues available", [({}, len(queues))])
+    alarms = set(admin.alarms())
+    out.family("rabbitmq_alarms_memory_used_watermark", "untyped",
+               "is set to 1 when memory alarm is in effect", [({}, int("memory" in alarms))])
+    out.family("rabbitmq_alarms_free_disk_space_watermark", "untyped",
+               "is set to 1 when disk alarm is in effect", [({}, int("disk" in alarms))])
+    _counter_metrics(out, getattr(broker, "counters", None))
+    return out.text()
+
+
+def _queue_metrics(out: _Out, queues: list[dict]) -> None:
+    def per_queue(key: str) -> list[tuple[dict[str, str], float]]:
+        return [({"vhost": q["vhost"], "queue": q["name"]}, q[key]) for q in queues]
+
+    out.family("rabbitmq_queue_messages_ready", "gauge", "Messages ready to be delivered to consumers",
+               per_queue("messages_ready"))
+    out.family("rabbitmq_queue_messages_unacked", "gauge",
+               "Messages delivered to consumers but not yet acknowledged",
+               per_queue("messages_unacknowledged"))
+    out.family("rabbitmq_queue_messages", "gauge", "Sum of ready and unacknowledged messages",
+               per_queue("messages"))
+    out.family("rabbitmq_queue_messages_bytes", "gauge",
+               "Size in bytes of ready messages", per_queue("message_bytes_ready"))
+    out.family("rabbitmq_queue_consumers", "gauge", "Consumers on a queue", per_queue("consumers"))
+
+
+def _counter_metrics(out: _Out, counters: Any) -> None:
+    if not counters:
+        return
+    for key, (name, help_) in _GLOBAL_COUNTERS.items():
+        if key in counters:
+            out.family(name, "counter", help_, [({}, counters[key])])
+    for reason in _DEAD_LETTER_REASONS:
+        key = f"dead_lettered_{reason}"
+        if key in counters:
+            out.family(f"rabbitmq_global_messages_dead_lettered_{reason}_total", "counter",
+                       f"Total number of messages dead-lettered due to {reason}",
+                       [({"queue_type": "rabbit_classic_queue",
+                          "dead_letter_strategy": "at_most_once"}, counters[key])])
+
+
+async def _metrics(request: Request) -> Response:
+    return Response(render_metrics(request.app.state.admin), media_type=_CONTENT_TYPE)
+
+
+def build_metrics_app(admin: Any) -> Starlette:
+    app = Starlette(routes=[Route("/metrics", _metrics), Route("/metrics/per-object", _metrics)])
+    app.state.admin = admin
+    return app
+
+
+async def serve_metrics(admin: Any, settings: Any, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Serve /metrics; `settings.prometheus_port` (default 15692, 0 = any free port)."""
+    from .http import serve_asgi
+
+    host = getattr(settings, "prometheus_host", None) or settings.host or "0.0.0.0"
+    port = getattr(settings, "prometheus_port", 15692)
+    async with trio.open_nursery() as nursery:
+        bound = await nursery.start(serve_asgi, build_metrics_app(admin), host, port)
+        admin.listeners.append({"node": admin.node, "protocol": "http/prometheus",
+                                "ip_address": host, "port": bound, "socket_opts": {}})
+        task_status.started(bound)

@@ -1,0 +1,191 @@
+"""Rows for the management API's list endpoints, with RabbitMQ's field names.
+
+Called by `admin.Admin`, which hands in the broker's live objects (vhosts, queue runtimes,
+sessions, channels). This module and `admin.py` are the only ones in `mgmt/` that read broker
+internals. Rate fields (`*_details`), Erlang GC stats and similar are left out: we do not keep
+them, and a constant would be a lie.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+from amqp_broker.core.bindings import Binding
+
+from .messages import jsonable
+
+__all__ = ["queue_row", "exchange_row", "binding_row", "connection_row", "channel_row",
+           "consumer_rows", "properties_key", "connection_name", "channel_name"]
+
+
+def queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
+    q = rt.queue
+    ready = q.message_count
+    unacked = getattr(q, "unacked_count", 0)
+    active = getattr(q, "active_consumer", None)
+    sac = bool(rt.arguments.get("x-single-active-consumer"))
+    return {
+        "name": rt.name,
+        "vhost": rt.vhost.name,
+        "durable": rt.durable,
+        "auto_delete": rt.auto_delete,
+        "exclusive": rt.exclusive,
+        "arguments": jsonable(rt.arguments),
+        "node": node,
+        "type": rt.queue_type,
+        "state": "running",
+        "consumers": rt.consumer_count,
+        "messages": ready + unacked,
+        "messages_ready": ready,
+        "messages_unacknowledged": unacked,
+        "message_bytes": getattr(q, "message_bytes", 0),
+        "message_bytes_ready": getattr(q, "message_bytes", 0),
+        "policy": policy.name if policy is not None else None,
+        "operator_policy": None,
+        "effective_policy_definition": effective,
+        "exclusive_consumer_tag": None,
+        "single_active_consumer_tag": active.tag if sac and active is not None else None,
+    }
+
+
+def exchange_row(vhost: str, x: Any, policy: Any) -> dict:
+    row = {
+        "name": x.name,
+        "vhost": vhost,
+        "type": x.type,
+        "durable": x.durable,
+        "auto_delete": x.auto_delete,
+        "internal": x.internal,
+        "arguments": jsonable(x.arguments),
+        "user_who_performed_action": "rmq-internal" if x.name == "" or x.name.startswith("amq.")
+        else "",
+    }
+    if policy is not None:
+        row["policy"] = policy.name
+    return row
+
+
+def properties_key(routing_key: str, arguments: dict) -> str:
+    """RabbitMQ's binding id within (source, destination): the quoted key, "~" when empty,
+    plus a digest of the arguments when there are any."""
+    key = urllib.parse.quote(routing_key, safe="") if routing_key else ""
+    if not arguments:
+        return key or "~"
+    import hashlib
+
+    digest = hashlib.sha1(repr(sorted(jsonable(arguments).items())).encode()).hexdigest()[:12]
+    return f"{key}~{digest}"
+
+
+def binding_row(vhost: str, b: Binding) -> dict:
+    args = dict(b.arguments)
+    return {
+        "source": b.source,
+        "vhost": vhost,
+        "destination": b.dest.name,
+        "destination_type": b.dest.kind,
+        "routing_key": b.routing_key,
+        "arguments": jsonable(args),
+        "properties_key": properties_key(b.routing_key, args),
+    }
+
+
+def connection_name(session: Any) -> str:
+    peer = session.peer
+    try:
+        local = session.stream.socket.getsockname()
+    except (OSError, AttributeError):
+        local = ("?", 0)
+    return f"{peer[0]}:{peer[1]} -> {local[0]}:{local[1]}"
+
+
+def _local(session: Any) -> tuple[str, int]:
+    try:
+        host, port = session.stream.socket.getsockname()[:2]
+        return host, port
+    except (OSError, AttributeError, ValueError):
+        return "", 0
+
+
+def connection_row(session: Any, node: str, connected_at: int) -> dict:
+    host, port = _local(session)
+    conn = session.conn  # negotiated values after tune-ok
+    return {
+        "name": connection_name(session),
+        "node": node,
+        "user": session.user,
+        "user_who_performed_action": session.user,
+        "vhost": session.vhost.name if session.vhost is not None else None,
+        "state": "running",
+        "type": "network",
+        "protocol": "AMQP 0-9-1",
+        "auth_mechanism": "PLAIN",
+        "host": host,
+        "port": port,
+        "peer_host": session.peer[0],
+        "peer_port": session.peer[1] if len(session.peer) > 1 else 0,
+        "ssl": False,
+        "channels": len(session.channels),
+        "client_properties": jsonable(session.client_properties),
+        "connected_at": connected_at,
+        "frame_max": conn.frame_max,
+        "channel_max": conn.channel_max,
+        "timeout": conn.heartbeat,
+    }
+
+
+def channel_name(session: Any, number: int) -> str:
+    return f"{connection_name(session)} ({number})"
+
+
+def channel_row(session: Any, ch: Any, node: str) -> dict:
+    cname = connection_name(session)
+    return {
+        "name": f"{cname} ({ch.number})",
+        "number": ch.number,
+        "node": node,
+        "user": session.user,
+        "user_who_performed_action": session.user,
+        "vhost": session.vhost.name if session.vhost is not None else None,
+        "connection_details": {"name": cname, "peer_host": session.peer[0],
+                               "peer_port": session.peer[1] if len(session.peer) > 1 else 0},
+        "state": "running",
+        "consumer_count": len(ch._consumers),
+        "messages_unacknowledged": len(ch._unacked),
+        "messages_unconfirmed": 0,
+        "messages_uncommitted": len(ch._tx) if ch._tx is not None else 0,
+        "acks_uncommitted": 0,
+        "prefetch_count": ch._prefetch,
+        "global_prefetch_count": ch._global_prefetch,
+        "confirm": ch._confirms is not None,
+        "transactional": ch._tx is not None,
+    }
+
+
+def consumer_rows(session: Any, ch: Any, node: str) -> list[dict]:
+    cname = connection_name(session)
+    details = {"connection_name": cname, "name": f"{cname} ({ch.number})", "node": node,
+               "number": ch.number, "peer_host": session.peer[0],
+               "peer_port": session.peer[1] if len(session.peer) > 1 else 0, "user": session.user}
+    rows = []
+    for tag, st in ch._consumers.items():
+        rt = st.runtime
+        if rt is None:  # direct reply-to pseudo consumer
+            continue
+        c = st.consumer
+        active = getattr(rt.queue, "active_consumer", None)
+        sac = bool(rt.arguments.get("x-single-active-consumer"))
+        is_active = (not sac) or active is c
+        rows.append({
+            "consumer_tag": tag,
+            "queue": {"name": rt.name, "vhost": rt.vhost.name},
+            "channel_details": details,
+            "ack_required": not st.no_ack,
+            "exclusive": bool(getattr(c, "exclusive", False)),
+            "prefetch_count": st.prefetch,
+            "arguments": jsonable(getattr(c, "arguments", {}) or {}),
+            "active": is_active,
+            "activity_status": ("single_active" if sac else "up") if is_active else "waiting",
+        })
+    return rows
