@@ -76,8 +76,10 @@ def tokenize(text: str, file: str) -> tuple[list[Entry], list[ConfigProblem]]:
     """Return the settings in file order and the syntax problems (never raises)."""
     entries: list[Entry] = []
     problems: list[ConfigProblem] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.rstrip("\r")
+    # Only LF (optionally after CR) ends a line, as in cuttlefish; str.splitlines would also
+    # split on U+0085, U+2028 and friends inside values.
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw[:-1] if raw.endswith("\r") else raw
         stripped = line.strip(" \t")
         if not stripped or stripped.startswith("#"):
             continue

@@ -41,7 +41,7 @@ from .errors import AccessRefused, NotAllowed, vhost_resource
 
 __all__ = [
     "AccessChecker", "Permission", "PermissionError_", "PermissionStore", "Requirement",
-    "access_refused", "requirements",
+    "access_refused", "checker_options", "requirements",
 ]
 
 Kind = Literal["configure", "write", "read"]
@@ -164,6 +164,16 @@ def access_refused(req: Requirement, vhost: str, user: str, name_permission: boo
         return AccessRefused(_DEFAULT_REFUSED)
     prefix = f"{req.kind or 'configure'} " if name_permission else ""
     return AccessRefused(f"{prefix}access to {vhost_resource(req.resource, req.name, vhost)} refused for user '{user}'")
+
+
+def checker_options(compat_profile: str) -> dict[str, bool]:
+    """``PermissionStore.checker`` options for a compat profile ("rabbitmq-3.10", "-4.2", "-4.3").
+
+    3.10 sends "access to ..." (checked against 3.10.8); 4.x names the permission
+    ("configure access to ..."); 4.3(.1) also refuses passive declares without any permission.
+    """
+    return {"name_permission": compat_profile != "rabbitmq-3.10",
+            "passive_needs_any": compat_profile == "rabbitmq-4.3"}
 
 
 class PermissionStore:

@@ -8,7 +8,7 @@ import pytest
 
 from amqp_broker.core import AccessRefused, NotAllowed
 from amqp_broker.core.permissions import (
-    Permission, PermissionError_, PermissionStore, Requirement, access_refused, requirements,
+    Permission, PermissionError_, PermissionStore, Requirement, access_refused, checker_options, requirements,
 )
 
 
@@ -246,3 +246,12 @@ def test_definition_round_trip():
     p = Permission("u", "/", "^c", "^w", "^r")
     assert Permission.from_definition(p.as_definition()) == p
     assert p.as_definition() == {"user": "u", "vhost": "/", "configure": "^c", "write": "^w", "read": "^r"}
+
+
+def test_profile_options():
+    assert checker_options("rabbitmq-3.10") == {"name_permission": False, "passive_needs_any": False}
+    assert checker_options("rabbitmq-4.2") == {"name_permission": True, "passive_needs_any": False}
+    assert checker_options("rabbitmq-4.3") == {"name_permission": True, "passive_needs_any": True}
+    c = PermissionStore().checker("u", "/", **checker_options("rabbitmq-4.2"))
+    assert _refused(lambda: c.queue_delete("q")) == \
+        "ACCESS_REFUSED - configure access to queue 'q' in vhost '/' refused for user 'u'"
