@@ -15,12 +15,13 @@ from .commands import (AT_LEAST_ONCE, AT_MOST_ONCE, DROP_HEAD, REJECT_PUBLISH,
 from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUPPORTED,
                       Applied, CancelReply, CheckoutReply, Confirm, ConsumerActive,
                       CreditReply, DeadLetter, DeadMsg, Deliver, Delivery, DequeueReply,
-                      Monitor, QueueExpired, RejectPublish, ReleaseCursor, SetTimer)
-from .machine import apply, leader_effects, return_commands
+                      Monitor, QueueExpired, RejectPublish, ReleaseCursor, SetTimer,
+                      should_run)
+from .machine import apply, leader_effects, return_commands, snapshot_installed_effects
 from .state import QueueState, active_consumer, digest, init, overview, restore, snapshot
 
 __all__ = [
-    "apply", "return_commands", "leader_effects", "init", "snapshot", "restore", "digest", "overview",
+    "apply", "return_commands", "leader_effects", "snapshot_installed_effects", "should_run", "init", "snapshot", "restore", "digest", "overview",
     "active_consumer", "QueueState", "encode_command", "decode_command",
     # commands
     "Meta", "ConsumerKey", "QueueConfig", "Command", "Enqueue", "Checkout", "Dequeue",

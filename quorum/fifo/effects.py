@@ -21,7 +21,7 @@ __all__ = [
     "Applied", "Delivery", "DeadMsg",
     "Deliver", "Confirm", "RejectPublish", "DeadLetter", "ReleaseCursor", "SetTimer",
     "Monitor", "ConsumerActive", "QueueExpired",
-    "CheckoutReply", "DequeueReply", "CancelReply", "CreditReply",
+    "CheckoutReply", "DequeueReply", "CancelReply", "CreditReply", "should_run",
     "OK", "DUPLICATE", "OUT_OF_SEQUENCE", "REJECTED", "NOT_FOUND", "UNSUPPORTED",
 ]
 
@@ -167,3 +167,12 @@ class CreditReply:
     credit: int
     available: int
     drain: bool
+
+
+def should_run(effect, node: str, is_leader: bool, replica_nodes) -> bool:
+    """The one place that decides who runs an effect (seed 003): a local effect runs on
+    the replica of the consumer's node, or on the leader when that node has no replica
+    (`replica_nodes`: the nodes of the queue's members); every other effect on the leader."""
+    if effect.local:
+        return effect.node == node or (is_leader and effect.node not in replica_nodes)
+    return is_leader

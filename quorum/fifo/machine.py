@@ -18,12 +18,12 @@ from .delivery import (activate_next, add_waiting, complete, deliver, delivery_o
                        enforce_limits, finish, is_unused, next_timer, over_limit, remove_consumer,
                        return_msgs, sort_waiting, update_or_remove)
 from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUPPORTED,
-                      Applied, CancelReply, CheckoutReply, Confirm, CreditReply,
+                      Applied, CancelReply, CheckoutReply, Confirm, CreditReply, Deliver,
                       DequeueReply, Monitor, QueueExpired, RejectPublish, SetTimer)
 from .messages import Message, is_high
 from .state import QueueState, active_consumer
 
-__all__ = ["apply", "return_commands", "leader_effects"]
+__all__ = ["apply", "return_commands", "leader_effects", "snapshot_installed_effects"]
 
 
 def apply(meta: Meta, cmd: Command, q: QueueState) -> Applied:
@@ -63,6 +63,15 @@ def leader_effects(q: QueueState) -> list:
                 dict.fromkeys(c.key.node for c in q.consumers.values()
                               if c.status == SUSPECTED)]
     return effects
+
+
+def snapshot_installed_effects(q: QueueState) -> list:
+    """After a replica installs a snapshot it may have missed deliveries decided by the
+    entries the snapshot covers: resend every checked-out message (the runtime filters
+    with `should_run`, and channels drop msg ids they already delivered), as
+    rabbit_fifo's snapshot_installed does."""
+    return [Deliver(c.key, tuple(delivery_of(i, m) for i, m in c.checked_out.items()))
+            for c in q.consumers.values() if c.checked_out]
 
 
 def _done(meta: Meta, q: QueueState, effects: list, reply=OK) -> Applied:

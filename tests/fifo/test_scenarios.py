@@ -1,0 +1,79 @@
+"""Shrunk failures of the property tests, kept as named scenarios, plus the helpers the
+runtime uses around apply (who runs an effect, leader start, snapshot install)."""
+from quorum.fifo import (Checkout, ConsumerKey, Deliver, Monitor, QueueConfig, SetTimer,
+                         leader_effects, should_run, snapshot_installed_effects)
+
+from .harness import C1, C2, Harness
+from .model import KEYS, run
+
+DLX = dict(name="q", dead_letter_exchange="dlx")
+
+
+def test_lowered_prefetch_is_not_exceeded_after_a_settle():
+    cfg = QueueConfig(**DLX)
+    log = [(0, ("checkout", 0, 4, 0, False))] + [(0, ("enq", 0, 1, None, None, 0))] * 4 + [
+        (0, ("checkout", 0, 2, 0, False)), (0, ("settle", 0, 1))]
+    h, _ = run(cfg, log)
+    c = h.q.consumers[KEYS[0]]
+    assert len(c.checked_out) == 3 and c.credit == 0
+
+
+def test_credit_command_does_not_raise_a_prefetch_consumer_over_its_prefetch():
+    cfg = QueueConfig(delivery_limit=None, **DLX)
+    run(cfg, [(0, ("enq", 0, 1, None, None, 0)), (0, ("checkout", 0, 0, 0, False)),
+              (0, ("checkout", 2, 1, 0, False)), (0, ("requeue", 0)),
+              (0, ("credit", 2, 2, False))])
+
+
+def test_lowered_delivery_limit_applies_at_the_next_return():
+    cfg = QueueConfig(delivery_limit=None, **DLX)
+    log = [(0, ("enq", 0, 1, None, None, 0)), (0, ("checkout", 0, 1, 0, False)),
+           (0, ("return", 0, 1)), (0, ("return", 0, 1)),
+           (0, ("config", QueueConfig(delivery_limit=0, **DLX))),
+           (0, ("return", 0, 1))]
+    h, applied = run(cfg, log)
+    assert h.q.messages_total() == 0       # acquired 3 > 0: dead-lettered on that return
+
+
+def test_leaving_at_least_once_deletes_held_dead_letters():
+    cfg = QueueConfig(overflow="reject-publish", dead_letter_strategy="at-least-once", **DLX)
+    h, _ = run(cfg, [(0, ("enq", 0, 1, None, 0, 0)), (1, ("enq", 0, 1, None, None, 0)),
+                     (0, ("config", QueueConfig(**DLX)))])
+    assert len(h.q.dlx) == 0 and h.q.messages_ready() == 1
+
+
+def test_reject_publish_by_bytes():
+    cfg = QueueConfig(max_bytes=20, overflow="reject-publish", **DLX)
+    h, applied = run(cfg, [(0, ("enq", 0, 21, None, None, 0)), (0, ("enq", 0, 1, None, None, 0))])
+    assert [a.reply for a in applied] == ["ok", "reject_publish"]
+
+
+def test_should_run_local_deliveries_on_the_consumer_node():
+    d = Deliver(ConsumerKey("t", "ch", "node-b"), ())
+    members = ["node-a", "node-b"]
+    assert should_run(d, "node-b", False, members)
+    assert not should_run(d, "node-a", True, members)
+    far = Deliver(ConsumerKey("t", "ch", "node-z"), ())      # no replica there
+    assert should_run(far, "node-a", True, members)
+    assert not should_run(far, "node-b", False, members)
+    assert should_run(SetTimer(5), "node-a", True, members)
+    assert not should_run(SetTimer(5), "node-b", False, members)
+
+
+def test_leader_effects_rearm_timer_and_monitor_everyone():
+    h = Harness(QueueConfig(msg_ttl=100), ts=0)
+    h(Checkout(C1, prefetch=1))
+    h(Checkout(C2, prefetch=1))
+    h.publish(3)
+    effs = leader_effects(h.q)
+    assert effs[0] == SetTimer(h.q.ready.peek().expiry)
+    assert Monitor("ch-1", "node-a") in effs and Monitor("ch-2", "node-b") in effs
+    assert Monitor("pub", None) in effs
+
+
+def test_snapshot_install_resends_checked_out_messages():
+    h = Harness()
+    h(Checkout(C1, prefetch=2))
+    h.publish(3)
+    (d,) = snapshot_installed_effects(h.q)
+    assert d.consumer == C1 and [m.index for m in d.msgs] == [2, 3]
