@@ -415,7 +415,17 @@ class Channel:
                 self._settle(self._take(op[1], op[2], (60, 80)), "ack")
             else:
                 self._settle(self._take(op[1], op[2], (60, 120)), "requeue" if op[3] else "discard")
-        self.reply(C.Tx.CommitOk())
+        journal = self.broker.journal
+        if journal is not None and journal.appended_seq > journal.durable_seq:
+            # commit-ok promises the persistent messages are on disk: wait for the fsync.
+            journal.call_when_durable(journal.appended_seq, self._commit_ok)
+        else:
+            self._commit_ok()
+
+    def _commit_ok(self) -> None:
+        if not self._released:
+            self.reply(C.Tx.CommitOk())
+            self.session.wake()
 
     def _tx_rollback(self, m) -> None:
         if self._tx is None:

@@ -41,11 +41,6 @@ async def _handle(broker: "Broker", stream: trio.SocketStream) -> None:
     except OSError:
         await stream.aclose()
         return
-    limit = broker.settings.connection_max
-    if limit is not None and broker.session_count() >= limit:
-        _log.warning("refusing connection from %s: connection_max %d reached", peer, limit)
-        await stream.aclose()
-        return
     session = Session(broker, stream, peer)
     try:
         await session.run()

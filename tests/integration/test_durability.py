@@ -100,3 +100,17 @@ def test_acked_messages_do_not_come_back_and_unacked_are_redelivered(fresh_broke
     rest = [ch.basic_get("dur.acks", auto_ack=True)[2] for _ in range(5)]
     assert rest == [b"msg-6", b"msg-7", b"msg-8", b"msg-9", b"tail"]
     conn.close()
+
+
+def test_tx_commit_of_persistent_messages_survives_kill_9(fresh_broker):
+    b = fresh_broker.start()
+    conn = _connect(b)
+    ch = conn.channel()
+    ch.queue_declare("dur.tx", durable=True)
+    ch.tx_select()
+    for i in range(3):
+        ch.basic_publish("", "dur.tx", f"tx-{i}".encode(), pika.BasicProperties(delivery_mode=2))
+    ch.tx_commit()  # returns only once the journal holds the messages
+    b.kill()
+    b.start()
+    assert _consume_all(b, "dur.tx", 4) == [b"tx-0", b"tx-1", b"tx-2"]
