@@ -19,16 +19,17 @@ text or data in, records out; no files.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from .permissions import Permission, PermissionError_
 from .policies import APPLY_TO_ALL_VERSIONS, Policy, PolicyError, make_policy
-from .users import User, UserError
+from .users import RandomBytes, User, UserError
 
 __all__ = [
     "Binding", "Definitions", "DefinitionsError", "Exchange", "GlobalParameter", "Parameter",
-    "Queue", "TopicPermission", "VHost", "export_definitions", "parse_definitions",
+    "Queue", "TopicPermission", "VHost", "export_definitions", "initial_definitions", "parse_definitions",
 ]
 
 _SECTIONS = ("users", "vhosts", "permissions", "topic_permissions", "parameters", "global_parameters",
@@ -164,6 +165,16 @@ class Definitions:
     versions: Mapping[str, str] = field(default_factory=dict)
     # What import leaves out on purpose, with why (e.g. reserved amq.* exchanges).
     skipped: tuple[str, ...] = ()
+
+
+def initial_definitions(user: str, password: str, vhost: str = "/",
+                        permissions: tuple[str, str, str] = (".*", ".*", ".*"),
+                        tags: Iterable[str] = ("administrator",),
+                        random_bytes: RandomBytes = os.urandom) -> Definitions:
+    """What a node creates on its first start: default_vhost, default_user with its tags and
+    permissions (configure, write, read) there. The server passes its ``BrokerSettings`` fields."""
+    u = User(user, tags=tuple(tags)).with_password(password, random_bytes)
+    return Definitions(users=(u,), vhosts=(VHost(vhost),), permissions=(Permission(user, vhost, *permissions),))
 
 
 def export_definitions(defs: Definitions, *, product_name: str, product_version: str,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 __all__ = [
-    "HASHING_ALGORITHMS", "KNOWN_TAGS", "NoSuchUser", "SHA256", "SHA512", "MD5", "User",
+    "HASHING_ALGORITHMS", "KNOWN_TAGS", "NoSuchUser", "RandomBytes", "SHA256", "SHA512", "MD5", "User",
     "UserAlreadyExists", "UserError", "UserStore", "check_password", "hash_password",
     "is_loopback_address", "loopback_allowed",
 ]

@@ -78,3 +78,13 @@ def test_not_utf8_is_an_error_with_its_line(tmp_path):
 def test_utf8_values(tmp_path):
     path = _write(tmp_path, "default_pass = pässwörd\n")
     assert load_settings(path, environ={}).default_pass == "pässwörd"
+
+
+def test_the_cli_builds_broker_settings_with_flags_winning(tmp_path):
+    cli = pytest.importorskip("amqp_broker.cli.broker")
+    if not hasattr(cli, "build_settings"):
+        pytest.skip("CLI has no build_settings")
+    path = _write(tmp_path, "listeners.tcp.default = 127.0.0.1:5999\nheartbeat = 7\n")
+    settings, _level = cli.build_settings(["--config", str(path), "--port", "0"])
+    assert isinstance(settings, BrokerSettings)
+    assert (settings.host, settings.port, settings.heartbeat) == ("127.0.0.1", 0, 7)

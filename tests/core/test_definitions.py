@@ -202,3 +202,17 @@ def test_single_problems(document, problem):
 def test_the_same_name_in_two_vhosts_is_fine():
     d = parse_definitions({"queues": [{"name": "q", "vhost": "a"}, {"name": "q", "vhost": "b"}]})
     assert len(d.queues) == 2
+
+
+def test_initial_definitions_from_settings_fields():
+    from amqp_broker.config import BrokerSettings
+    from amqp_broker.core.definitions import initial_definitions
+
+    s = BrokerSettings()
+    d = initial_definitions(s.default_user, s.default_pass, s.default_vhost, s.default_permissions,
+                            s.default_user_tags, random_bytes=lambda n: b"\x01" * n)
+    assert d.users[0].name == "guest" and d.users[0].verify("guest") and d.users[0].is_administrator
+    assert d.vhosts == (VHost("/"),)
+    assert d.permissions == (Permission("guest", "/", ".*", ".*", ".*"),)
+    doc = export_definitions(d, product_name="amqp-broker", product_version="4.2.0")
+    assert parse_definitions(doc).users == d.users
