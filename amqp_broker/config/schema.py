@@ -1,10 +1,11 @@
-"""Every key rabbitmq.conf may contain here, with its type, and the build of ``BrokerSettings``.
+"""Every key rabbitmq.conf may contain here, with its type; ``parse_text`` runs the pipeline.
 
 Keys follow RabbitMQ's ``rabbit.schema`` (types, ranges, units) plus this broker's own
 ``node_name``, ``data_dir`` and ``compat_profile``. A ``$`` part matches one word
 (``listeners.tcp.$name``). Unknown keys and bad values are errors that name the file, the line,
 the key and what was expected. A key given twice: the last one wins, as in cuttlefish.
-``parse_text`` is pure (text in, settings out); ``amqp_broker.config.loader`` reads the file.
+``parse_text`` is pure (text in, settings out): ``lexer.tokenize``, then each value through its
+converter here, then ``build.build``. ``amqp_broker.config.loader`` reads the file.
 """
 
 from __future__ import annotations
