@@ -68,6 +68,9 @@ class Broker:
         self.alarms: set[str] = set()
         self._alarm_cleared = trio.Event()
         self._alarm_cleared.set()
+        # x-queue-type -> factory(name, vhost, *, durable, auto_delete, exclusive, arguments,
+        # now_ms) -> QueueType. Classic queues are built in; a quorum adapter registers here.
+        self.queue_factories: dict[str, Any] = {}
         self.admin = Admin(self)
         self.admin.load()  # users, vhosts, permissions, policies (defaults on first start)
 

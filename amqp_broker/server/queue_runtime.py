@@ -71,6 +71,8 @@ class QueueRuntime:
         self.arguments: dict = queue.arguments
         self.queue_type: str = str(self.arguments.get("x-queue-type") or "classic")
         self._tap = tap
+        # publish_confirmed(msg, now_ms, callback(ok)) on queue types whose accept is asynchronous
+        self._publish_confirmed = getattr(queue, "publish_confirmed", None)
         self.owner = owner  # the declaring connection of an exclusive queue
         self.consumers: dict[tuple[int, str], Consumer] = {}
         self.had_consumer = False
@@ -81,6 +83,13 @@ class QueueRuntime:
 
     # -- publish -------------------------------------------------------------------------------
     def publish(self, msg: Message, now_ms: int, confirm: tuple | None) -> None:
+        confirmed = self._publish_confirmed
+        if confirmed is not None and confirm is not None:
+            # Queue types that confirm later (Raft commit) call back with ok=True/False.
+            tracker, seq = confirm
+            confirmed(msg, now_ms, lambda ok: tracker.settle(seq, ok))
+            self._mark()
+            return
         tap = self._tap
         if tap is not None:
             before = tap.last

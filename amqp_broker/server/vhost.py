@@ -113,11 +113,18 @@ class VHost:
 
     def create_queue(self, name: str, *, durable: bool, exclusive: bool, auto_delete: bool,
                      arguments: dict, owner: "Session | None", persist: bool = True) -> QueueRuntime:
-        journal = self.broker.journal if durable and not exclusive else None
-        tap = JournalTap(journal) if journal is not None else None
-        q = ClassicQueue(name, self.name, durable=durable, auto_delete=auto_delete,
-                         exclusive=exclusive, exclusive_owner=owner, arguments=arguments,
-                         journal=tap, now_ms=self.broker.now_ms)
+        factory = self.broker.queue_factories.get(str(arguments.get("x-queue-type") or "classic"))
+        if factory is not None:
+            # Another queue type (e.g. the quorum adapter) owns its own persistence and confirms.
+            tap = None
+            q = factory(name, self.name, durable=durable, auto_delete=auto_delete,
+                        exclusive=exclusive, arguments=arguments, now_ms=self.broker.now_ms)
+        else:
+            journal = self.broker.journal if durable and not exclusive else None
+            tap = JournalTap(journal) if journal is not None else None
+            q = ClassicQueue(name, self.name, durable=durable, auto_delete=auto_delete,
+                             exclusive=exclusive, exclusive_owner=owner, arguments=arguments,
+                             journal=tap, now_ms=self.broker.now_ms)
         rt = QueueRuntime(self.broker, self, q, tap, owner)
         self.queues[name] = rt
         self.topology.add_queue(name)
