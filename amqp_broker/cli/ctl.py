@@ -1,0 +1,359 @@
+"""`amqp-brokerctl`: rabbitmqctl's verbs for a running node, over its management HTTP API.
+
+Entry point `amqp_broker.cli.ctl:main`. Each verb is a small function `(client, args, out) ->
+exit code`; flags follow rabbitmqctl where they apply (-p vhost, -q, --formatter json,
+--priority, --apply-to, -n node). Output of list_* verbs is rabbitmqctl's: banner, tab-separated
+header and rows. When the node is not running: "Error: unable to perform an operation on node
+...: connection refused" and exit code 69.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Callable, TextIO
+
+from amqp_broker.mgmt.cli_common import (
+    EX_DATAERR,
+    EX_USAGE,
+    add_connection_flags,
+    print_table,
+    run_command,
+)
+from amqp_broker.mgmt.client import ApiClient, ApiError
+
+__all__ = ["main", "build_parser"]
+
+_Verb = Callable[[ApiClient, argparse.Namespace, TextIO], int]
+_VERBS: dict[str, _Verb] = {}
+
+
+def _verb(fn: _Verb) -> _Verb:
+    _VERBS[fn.__name__.lstrip("_")] = fn
+    return fn
+
+
+# -- listing ---------------------------------------------------------------------------------
+
+def _row_flatten(kind: str, row: dict) -> dict:
+    """Add rabbitmqctl's column names that the API spells differently."""
+    r = dict(row)
+    if kind == "bindings":
+        r.update(source_name=row["source"], source_kind="exchange",
+                 destination_name=row["destination"], destination_kind=row["destination_type"])
+    elif kind == "consumers":
+        r.update(queue_name=row["queue"]["name"], channel_pid=row["channel_details"]["name"])
+    elif kind == "users":
+        r.update(user=row["name"])
+    return r
+
+
+_DEFAULT_COLUMNS = {
+    "queues": ["name", "messages"],
+    "exchanges": ["name", "type"],
+    "bindings": ["source_name", "source_kind", "destination_name", "destination_kind",
+                 "routing_key", "arguments"],
+    "connections": ["user", "peer_host", "peer_port", "state"],
+    "channels": ["name", "user", "consumer_count", "messages_unacknowledged"],
+    "consumers": ["queue_name", "channel_pid", "consumer_tag", "ack_required", "prefetch_count",
+                  "active", "arguments"],
+    "users": ["user", "tags"],
+    "vhosts": ["name"],
+    "permissions": ["user", "configure", "write", "read"],
+    "policies": ["vhost", "name", "pattern", "apply-to", "definition", "priority"],
+}
+_BANNERS = {
+    "queues": "Listing queues for vhost {vhost} ...",
+    "exchanges": "Listing exchanges for vhost {vhost} ...",
+    "bindings": "Listing bindings for vhost {vhost}...",
+    "connections": "Listing connections ...",
+    "channels": "Listing channels ...",
+    "consumers": "Listing consumers in vhost {vhost} ...",
+    "users": "Listing users ...",
+    "vhosts": "Listing vhosts ...",
+    "permissions": "Listing permissions for vhost \"{vhost}\" ...",
+    "policies": "Listing policies for vhost \"{vhost}\" ...",
+}
+_PER_VHOST = ("queues", "exchanges", "bindings", "consumers", "permissions", "policies")
+
+
+def _lister(kind: str) -> _Verb:
+    def run(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+        if kind == "permissions":
+            rows = client.get("vhosts", args.vhost, "permissions")
+        elif kind in _PER_VHOST:
+            rows = client.get(kind, args.vhost)
+        else:
+            rows = client.get(kind)
+        rows = [_row_flatten(kind, r) for r in rows]
+        columns = list(getattr(args, "columns", None) or _DEFAULT_COLUMNS[kind])
+        known = set(_DEFAULT_COLUMNS[kind]).union(*(r.keys() for r in rows)) if rows else None
+        bad = [c for c in columns if known is not None and c not in known]
+        if bad:
+            print(f"Error: Invalid column(s): {', '.join(bad)}", file=sys.stderr)
+            return EX_USAGE
+        if kind == "users":
+            for r in rows:
+                r["tags"] = "[" + ", ".join(r["tags"]) + "]"
+        print_table(args, out, _BANNERS[kind].format(vhost=args.vhost), columns, rows)
+        return 0
+
+    run.__name__ = f"list_{kind}"
+    return run
+
+
+for _kind in _DEFAULT_COLUMNS:
+    _VERBS[f"list_{_kind}"] = _lister(_kind)
+
+
+# -- node ------------------------------------------------------------------------------------
+
+@_verb
+def _status(client: ApiClient, args, out: TextIO) -> int:
+    ov = client.get("overview")
+    node = client.get("nodes")[0]
+    if args.formatter == "json":
+        json.dump({"node": ov["node"], "product_name": ov["product_name"],
+                   "product_version": ov["product_version"], "cluster_name": ov["cluster_name"],
+                   "uptime": node.get("uptime"), "alarms": _alarms(node),
+                   "listeners": ov["listeners"], "totals": ov["object_totals"],
+                   "queue_totals": ov["queue_totals"]}, out)
+        out.write("\n")
+        return 0
+    if not args.quiet:
+        print(f"Status of node {ov['node']} ...", file=out)
+    print(f"Runtime\n\nOS PID: {node.get('os_pid')}\nProduct name: {ov['product_name']}\n"
+          f"Product version: {ov['product_version']}\nCluster name: {ov['cluster_name']}\n"
+          f"Uptime (seconds): {int(node.get('uptime', 0)) // 1000}\n", file=out)
+    print("Alarms\n\n" + ("\n".join(_alarms(node)) or "(none)") + "\n", file=out)
+    print("Listeners\n", file=out)
+    for ln in ov["listeners"]:
+        print(f"Interface: {ln['ip_address']}, port: {ln['port']}, protocol: {ln['protocol']}", file=out)
+    t = ov["object_totals"]
+    print(f"\nTotals\n\nConnection count: {t['connections']}\nQueue count: {t['queues']}\n"
+          f"Virtual host count: {len(client.get('vhosts'))}", file=out)
+    return 0
+
+
+def _alarms(node: dict) -> list[str]:
+    return [name for key, name in (("mem_alarm", "memory"), ("disk_free_alarm", "disk"))
+            if node.get(key)]
+
+
+# -- policies ----------------------------------------------------------------------------------
+
+@_verb
+def _set_policy(client: ApiClient, args, out: TextIO) -> int:
+    try:
+        definition = json.loads(args.definition)
+    except ValueError:
+        print(f"Error: could not parse JSON document: {args.definition}", file=sys.stderr)
+        return EX_DATAERR
+    _say(args, out, f'Setting policy "{args.name}" for pattern "{args.pattern}" to '
+                    f'"{args.definition}" with priority "{args.priority}" for vhost "{args.vhost}" ...')
+    client.put("policies", args.vhost, args.name,
+               json={"pattern": args.pattern, "definition": definition,
+                     "priority": args.priority, "apply-to": args.apply_to})
+    return 0
+
+
+@_verb
+def _clear_policy(client: ApiClient, args, out: TextIO) -> int:
+    _say(args, out, f'Clearing policy "{args.name}" on vhost "{args.vhost}" ...')
+    client.delete("policies", args.vhost, args.name)
+    return 0
+
+
+# -- users, vhosts, permissions ---------------------------------------------------------------
+
+@_verb
+def _add_user(client: ApiClient, args, out: TextIO) -> int:
+    _say(args, out, f'Adding user "{args.username_arg}" ...')
+    try:
+        client.get("users", args.username_arg)
+    except ApiError as e:
+        if e.status != 404:
+            raise
+    else:
+        print(f"Error: user '{args.username_arg}' already exists", file=sys.stderr)
+        return EX_DATAERR
+    client.put("users", args.username_arg, json={"password": args.password_arg, "tags": ""})
+    return 0
+
+
+@_verb
+def _delete_user(client: ApiClient, args, out: TextIO) -> int:
+    _say(args, out, f'Deleting user "{args.username_arg}" ...')
+    client.delete("users", args.username_arg)
+    return 0
+
+
+@_verb
+def _change_password(client: ApiClient, args, out: TextIO) -> int:
+    _say(args, out, f'Changing password for user "{args.username_arg}" ...')
+    user = client.get("users", args.username_arg)
+    client.put("users", args.username_arg, json={"password": args.password_arg,
+                                                 "tags": ",".join(user["tags"])})
+    return 0
+
+
+@_verb
+def _set_user_tags(client: ApiClient, args, out: TextIO) -> int:
+    _say(args, out, f'Setting tags for user "{args.username_arg}" to [{", ".join(args.tags)}] ...')
+    client.get("users", args.username_arg)
+    client.put("users", args.username_arg, json={"tags": ",".join(args.tags)})
+    return 0
+
+
+@_verb
+def _set_permissions(client: ApiClient, args, out: TextIO) -> int:
+    _say(args, out, f'Setting permissions for user "{args.username_arg}" in vhost "{args.vhost}" ...')
+    client.put("permissions", args.vhost, args.username_arg,
+               json={"configure": args.conf, "write": args.write, "read": args.read})
+    return 0
+
+
+@_verb
+def _clear_permissions(client: ApiClient, args, out: TextIO) -> int:
+    _say(args, out, f'Clearing permissions for user "{args.username_arg}" in vhost "{args.vhost}" ...')
+    client.delete("permissions", args.vhost, args.username_arg)
+    return 0
+
+
+@_verb
+def _add_vhost(client: ApiClient, args, out: TextIO) -> int:
+    _say(args, out, f'Adding vhost "{args.name}" ...')
+    client.put("vhosts", args.name, json={"description": args.description} if args.description else {})
+    return 0
+
+
+@_verb
+def _delete_vhost(client: ApiClient, args, out: TextIO) -> int:
+    _say(args, out, f'Deleting vhost "{args.name}" ...')
+    client.delete("vhosts", args.name)
+    return 0
+
+
+# -- queues, connections, definitions ---------------------------------------------------------
+
+@_verb
+def _purge_queue(client: ApiClient, args, out: TextIO) -> int:
+    _say(args, out, f'Purging queue \'{args.name}\' in vhost \'{args.vhost}\' ...')
+    client.delete("queues", args.vhost, args.name, "contents")
+    return 0
+
+
+@_verb
+def _delete_queue(client: ApiClient, args, out: TextIO) -> int:
+    q = client.get("queues", args.vhost, args.name)
+    _say(args, out, f"Deleting queue '{args.name}' on vhost '{args.vhost}' ...")
+    params = {k: "true" for k, on in (("if-empty", args.if_empty), ("if-unused", args.if_unused)) if on}
+    client.delete("queues", args.vhost, args.name, params=params)
+    print(f"Queue was successfully deleted with {q.get('messages', 0)} messages", file=out)
+    return 0
+
+
+@_verb
+def _close_connection(client: ApiClient, args, out: TextIO) -> int:
+    _say(args, out, f'Closing connection {args.connection} , reason: {args.explanation}...')
+    client.delete("connections", args.connection, headers={"X-Reason": args.explanation})
+    return 0
+
+
+@_verb
+def _export_definitions(client: ApiClient, args, out: TextIO) -> int:
+    defs = client.get("definitions")
+    text = json.dumps(defs, indent=2)
+    if args.file == "-":
+        print(text, file=out)
+        return 0
+    _say(args, out, f"Exporting definitions in JSON to a file at \"{args.file}\" ...")
+    with open(args.file, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    return 0
+
+
+@_verb
+def _import_definitions(client: ApiClient, args, out: TextIO) -> int:
+    if args.file == "-":
+        raw = sys.stdin.read()
+    else:
+        with open(args.file, encoding="utf-8") as f:
+            raw = f.read()
+    try:
+        defs = json.loads(raw)
+    except ValueError as e:
+        print(f"Error: {args.file} is not a JSON document: {e}", file=sys.stderr)
+        return EX_DATAERR
+    _say(args, out, f"Importing definitions in JSON from a file at \"{args.file}\" ...")
+    client.post("definitions", json=defs)
+    if not args.quiet:
+        print("Successfully started definition import. This process is asynchronous and can take "
+              "some time.", file=out)
+    return 0
+
+
+def _say(args, out: TextIO, text: str) -> None:
+    if not (args.quiet or args.silent) and args.formatter != "json":
+        print(text, file=out)
+
+
+# -- parser ------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    add_connection_flags(common, suppress=True)
+    common.add_argument("-p", "--vhost", default=argparse.SUPPRESS)
+    p = argparse.ArgumentParser(prog="amqp-brokerctl",
+                                description="Manage a running amqp-broker node (rabbitmqctl verbs).")
+    add_connection_flags(p)
+    p.add_argument("-p", "--vhost", default="/")
+    sub = p.add_subparsers(dest="verb", metavar="COMMAND", required=True)
+
+    def cmd(name: str, help_: str, *arg_specs) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, parents=[common])
+        for spec in arg_specs:
+            sp.add_argument(*spec[0][0], **spec[1])
+        return sp
+
+    cols = ((["columns"],), {"nargs": "*", "help": "columns to show"})
+    for kind in _DEFAULT_COLUMNS:
+        cmd(f"list_{kind}", f"list {kind}", *([cols] if kind not in ("permissions",) else []))
+    cmd("status", "node status")
+    cmd("set_policy", "set a policy",
+        ((["--priority"],), {"type": int, "default": 0}),
+        ((["--apply-to"],), {"dest": "apply_to", "default": "all"}),
+        ((["name"],), {}), ((["pattern"],), {}), ((["definition"],), {"help": "JSON object"}))
+    cmd("clear_policy", "clear a policy", ((["name"],), {}))
+    user = ((["username_arg"],), {"metavar": "username"})
+    pw = ((["password_arg"],), {"metavar": "password"})
+    cmd("add_user", "add a user", user, pw)
+    cmd("delete_user", "delete a user", user)
+    cmd("change_password", "change a user's password", user, pw)
+    cmd("set_user_tags", "set a user's tags", user, ((["tags"],), {"nargs": "*"}))
+    cmd("set_permissions", "set a user's permissions in a vhost", user,
+        ((["conf"],), {}), ((["write"],), {}), ((["read"],), {}))
+    cmd("clear_permissions", "clear a user's permissions in a vhost", user)
+    cmd("add_vhost", "add a vhost", ((["name"],), {}),
+        ((["--description"],), {"default": None}))
+    cmd("delete_vhost", "delete a vhost", ((["name"],), {}))
+    cmd("purge_queue", "purge a queue", ((["name"],), {}))
+    cmd("delete_queue", "delete a queue", ((["name"],), {}),
+        ((["--if-empty", "-e"],), {"action": "store_true"}),
+        ((["--if-unused", "-u"],), {"action": "store_true", "dest": "if_unused"}))
+    cmd("close_connection", "close a connection", ((["connection"],), {}),
+        ((["explanation"],), {"nargs": "?", "default": "Closed via amqp-brokerctl"}))
+    cmd("export_definitions", "export definitions to FILE ('-' for stdout)", ((["file"],), {}))
+    cmd("import_definitions", "import definitions from FILE ('-' for stdin)", ((["file"],), {}))
+    return p
+
+
+def main(argv: list[str] | None = None, *, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_command(args, _VERBS[args.verb], out, err)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
