@@ -131,3 +131,21 @@ def test_randomised_timeouts_come_only_from_the_rng_given():
     assert first_campaign_tick(3) == first_campaign_tick(3)
     seen = {first_campaign_tick(s) for s in range(30)}
     assert len(seen) > 1 and min(seen) >= OPTIONS.election_tick and max(seen) < 2 * OPTIONS.election_tick
+
+
+def test_5_2_a_restarted_node_does_not_vote_twice_in_a_term():
+    c = Cluster(["a", "b", "c"], options=RaftOptions(pre_vote=False, check_quorum=False))
+    c["a"].campaign()
+    c["b"].campaign()  # a and b are both candidates in term 1
+    c.deliver(lambda m: m.to == "c" and m.frm == "a")  # c votes for a (and persists it)
+    c.crash("c")
+    c.drop(lambda m: m.frm == "c")
+    c.start("c")
+    assert c["c"].vote == "a"
+    c.deliver(lambda m: m.to == "c" and m.frm == "b")
+    assert c["c"].vote == "a"
+    c.stabilize()
+    leaders = [i for i in c.ids if c[i].is_leader and c[i].term == 1]
+    assert leaders == []  # a's vote answer was dropped in the crash; b was refused
+    c.tick(times=4 * OPTIONS.election_tick)
+    assert len({(n.term, n.id) for n in c.nodes.values() if n.is_leader}) == 1

@@ -16,8 +16,8 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 
-from quorum.raft import (ConfigChangeInProgress, EntryKind, NotLeader, ProposalDropped, RaftNode, RaftOptions, Ready,
-                         Role, Snapshot)
+from quorum.raft import (ConfigChangeInProgress, EntryKind, NotLeader, ProposalDropped, RaftNode,
+                         RaftOptions, Ready, Role, Snapshot, VoteResp)
 
 from .checker import SafetyChecker, SafetyViolation, chain
 from .disk import SimDisk
@@ -37,6 +37,7 @@ class Faults:
     partition: float = 0.004
     heal: float = 0.01
     membership: float = 0.0  # add a learner (auto-promoted) or remove a member
+    crash_after_vote: float = 0.1  # crash and restart at once after granting a vote
     compact_every: int = 25  # a node compacts when this many entries were applied since
     max_sync_delay_ms: int = 20
     net: NetProfile = field(default_factory=lambda: NetProfile(1, 15, 0.05, 0.02))
@@ -104,8 +105,10 @@ class SimNode:
         rd, raft, c = self.pending, self.raft, self.c
         self.pending = None
         self.disk.sync()
+        voted = False
         for m in rd.messages:
             c.net.send(c.now, m)
+            voted = voted or (isinstance(m, VoteResp) and m.granted)
         if rd.snapshot is not None:
             self.applied, self.digest = _restore(rd.snapshot)
             c.checker.on_restore(self.id, self.applied, self.digest)
@@ -118,6 +121,12 @@ class SimNode:
             if e.kind is EntryKind.NORMAL:
                 c.applied_payloads.setdefault(e.data, e.index)
         raft.advance(rd)
+        if voted and c.chaos and c.rng.random() < c.faults.crash_after_vote:
+            # the vote must survive this: a restarted node never votes twice in a term
+            c.trace.append(f"{c.now}ms {self.id} crashes and restarts after voting")
+            self.crash()
+            self.start()
+            return
         snap = raft.snapshot_meta
         if self.applied - (snap.index if snap else 0) >= c.faults.compact_every:
             s = raft.compact(self.applied, struct.pack(">Q", self.applied) + self.digest)
@@ -144,9 +153,12 @@ class SimCluster:
         self.faults = faults or Faults()
         # odd seeds keep almost nothing in memory and read old entries back from the disk
         self.use_reader = seed % 2 == 1
+        # every third seed runs without pre-vote and check-quorum: more real elections
+        plain = seed % 3 == 2
         self.options = options or RaftOptions(election_tick=10, heartbeat_tick=2,
                                               max_append_entries=8, max_inflight=4,
-                                              memory_entries=2 if self.use_reader else 1024)
+                                              memory_entries=2 if self.use_reader else 1024,
+                                              pre_vote=not plain, check_quorum=not plain)
         self.ids = [f"n{i}" for i in range(size)]
         self.now = 0
         self.steps = 0
@@ -156,6 +168,7 @@ class SimCluster:
         self.size = size
         self.applied_payloads: dict[bytes, int] = {}
         self.proposed = 0
+        self.chaos = False
         self.trace: deque[str] = deque(maxlen=60)
         self._leader_terms: dict[str, int] = {}
         for n in self.nodes.values():
@@ -165,6 +178,7 @@ class SimCluster:
 
     def step(self, chaos: bool) -> None:
         self.steps += 1
+        self.chaos = chaos
         if chaos:
             self._inject()
         self._next_event()
