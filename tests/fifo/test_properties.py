@@ -70,6 +70,13 @@ def test_invariants_hold_after_every_step(cfg, log):
     run(cfg, log)
 
 
+@settings(max_examples=max(5, EXAMPLES // 4), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(configs(), st.lists(st.tuples(st.integers(0, 40), ops), min_size=60, max_size=150))
+def test_invariants_hold_over_long_logs(cfg, log):
+    run(cfg, log)
+
+
 @_settings
 @given(configs(), logs, st.integers(0, 60))
 def test_snapshot_then_tail_equals_full_replay(cfg, log, cut):

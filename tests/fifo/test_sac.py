@@ -84,3 +84,17 @@ def test_basic_get_is_refused():
     h = Harness(SAC)
     h.publish(1)
     assert h(Dequeue(C1)).reply == UNSUPPORTED
+
+
+def test_cancelled_consumer_resubscribing_waits_then_takes_over():
+    h = Harness(SAC)
+    h(Checkout(C1, prefetch=1))
+    h(Checkout(C2, prefetch=1))
+    h.publish(1)                       # C1 holds index 3
+    h(Cancel(C1))                      # C2 active, C1 cancelled with its unacked
+    a = h(Checkout(C1, prefetch=1))
+    assert not a.reply.active and [w.key for w in h.q.waiting] == [C1]
+    h(Settle(C1, (0,)))                # the cancelled C1 leaves...
+    a = h(Cancel(C2))                  # ...and the waiting C1 becomes active
+    assert ConsumerActive(C1, True) in a.effects
+    assert [d.index for d in delivered(h.publish(1), C1)] == [8]
