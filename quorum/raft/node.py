@@ -93,6 +93,7 @@ class RaftNode(ElectionMixin, ReplicationMixin):
         self._prev_hs = HardState(hs.term, hs.vote, log.commit)
         self._msgs: list[Message] = []
         self._early: list[Message] = []  # leader replication traffic, see Ready.early_messages
+        self._early_ok = self._opts.early_messages
         self._bcast_pending = False
         self._pending_conf_index = 0
         self._role = Role.FOLLOWER
@@ -328,7 +329,7 @@ class RaftNode(ElectionMixin, ReplicationMixin):
     # ---- output ----------------------------------------------------------------------------
 
     def _send(self, m: Message) -> None:
-        if self._role is Role.LEADER and isinstance(m, _LEADER_MESSAGES):
+        if self._early_ok and self._role is Role.LEADER and isinstance(m, _LEADER_MESSAGES):
             self._early.append(m)
         else:
             self._msgs.append(m)

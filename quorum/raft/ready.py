@@ -9,10 +9,11 @@ The driver (`quorum/driver.py`, the simulator in `tests/sim/`) loops:
                          drop the stored entries from rd.entries[0].index on (a conflict repair)
     3. if rd.hard_state: persist it (term and vote must be durable; commit may lag)
     4. make 1-3 durable (fsync), THEN send rd.messages (never before: a vote or an append
-       acknowledgement promises that the state is on disk). rd.early_messages (a leader's
-       Append / Heartbeat / InstallSnapshot) may be sent at once, before or while persisting:
-       the leader counts its own entries for commit only after advance() (thesis 10.2.1).
-       Sending them after the persist, with the rest, is also correct, just slower.
+       acknowledgement promises that the state is on disk). Only with
+       RaftOptions(early_messages=True): rd.early_messages (a leader's Append / Heartbeat /
+       InstallSnapshot) may be sent at once, before or while persisting, since the leader
+       counts its own entries for commit only after advance() (thesis 10.2.1). Sending them
+       after the persist, with the rest, is also correct, just slower.
     5. apply rd.committed in order; each is durable on a majority and, after step 4, locally.
        It holds every kind of entry: give NORMAL ones to the state machine (Meta(index, term,
        timestamp)); CONFIG ones are informational (the membership took effect when appended,

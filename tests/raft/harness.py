@@ -10,7 +10,8 @@ from collections.abc import Callable
 from quorum.raft import (Entry, EntryKind, KvMachine, KvSet, Meta, Message, Persisted,
                          RaftNode, RaftOptions, Role)
 
-OPTIONS = RaftOptions(election_tick=10, heartbeat_tick=1, max_append_entries=64, max_inflight=8)
+OPTIONS = RaftOptions(election_tick=10, heartbeat_tick=1, max_append_entries=64, max_inflight=8,
+                      early_messages=True)
 
 
 class Store:

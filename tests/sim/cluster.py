@@ -158,7 +158,8 @@ class SimCluster:
         self.options = options or RaftOptions(election_tick=10, heartbeat_tick=2,
                                               max_append_entries=8, max_inflight=4,
                                               memory_entries=2 if self.use_reader else 1024,
-                                              pre_vote=not plain, check_quorum=not plain)
+                                              pre_vote=not plain, check_quorum=not plain,
+                                              early_messages=seed % 4 != 3)
         self.ids = [f"n{i}" for i in range(size)]
         self.now = 0
         self.steps = 0
