@@ -43,18 +43,23 @@ def build_settings(argv: list[str] | None = None) -> tuple[Settings, str]:
 async def _run(settings: Settings) -> None:
     from amqp_broker.server import run_node
 
+    stop = trio.Event()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope)
-            await run_node(settings)
+            nursery.start_soon(_stop_on_signal, signals, stop, nursery.cancel_scope)
+            await run_node(settings, stop=stop)
             nursery.cancel_scope.cancel()
 
 
-async def _stop_on_signal(signals, scope: trio.CancelScope) -> None:
+async def _stop_on_signal(signals, stop: trio.Event, scope: trio.CancelScope) -> None:
+    """First signal: graceful stop (close clients, flush the journal). Second: stop now."""
     async for signum in signals:
-        _log.info("received %s, stopping", signal.Signals(signum).name)
-        scope.cancel()
-        return
+        if not stop.is_set():
+            _log.info("received %s, stopping", signal.Signals(signum).name)
+            stop.set()
+        else:
+            scope.cancel()
+            return
 
 
 def main(argv: list[str] | None = None) -> int:

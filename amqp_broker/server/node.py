@@ -30,7 +30,9 @@ def _open_store(settings: Settings) -> Store:
     return store
 
 
-async def run_node(settings: Settings, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def run_node(settings: Settings, *, stop: trio.Event | None = None,
+                   task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Run until `stop` is set (graceful: clients get connection.close 320) or cancelled."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = _open_store(settings)
     broker = Broker(settings, store)
@@ -42,19 +44,26 @@ async def run_node(settings: Settings, *, task_status=trio.TASK_STATUS_IGNORED) 
             await nursery.start(store.run)
             nursery.start_soon(broker.timers.run, broker)
             nursery.start_soon(run_alarms, broker)
-            if broker.journal is not None:
-                nursery.start_soon(broker.durability.run, broker)
+            nursery.start_soon(broker.durability.run, broker)
             port = await nursery.start(serve_amqp, broker)
             _log.info("amqp-broker %s ready on port %d", settings.version, port)
             task_status.started(port)
+            if stop is not None:
+                await stop.wait()
+                await _close_connections(broker)
+                nursery.cancel_scope.cancel()
     finally:
-        with trio.CancelScope(shield=True):
-            await _shutdown(broker, store)
+        # Sessions are cancelled with the nursery; what they journaled is flushed here.
+        store.close()
+        _log.info("amqp-broker stopped")
 
 
-async def _shutdown(broker: Broker, store) -> None:
-    for session in list(broker.sessions):
-        session.force_close(320, "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'")
-    # Sessions are cancelled with the nursery; what they journaled is flushed here.
-    store.close()
-    _log.info("amqp-broker stopped")
+async def _close_connections(broker: Broker, grace: float = 2.0) -> None:
+    """connection.close 320 to every client, then wait (briefly) for them to go."""
+    sessions = list(broker.sessions)
+    for session in sessions:
+        session.force_close(
+            320, "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'")
+    with trio.move_on_after(grace):
+        while broker.sessions:
+            await trio.sleep(0.05)
