@@ -17,7 +17,8 @@ from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUP
                       CreditReply, DeadLetter, DeadMsg, Deliver, Delivery, DequeueReply,
                       Monitor, QueueExpired, RejectPublish, ReleaseCursor, SetTimer,
                       should_run)
-from .machine import apply, leader_effects, return_commands, snapshot_installed_effects
+from .hooks import leader_effects, return_commands, snapshot_installed_effects
+from .machine import apply
 from .state import QueueState, active_consumer, digest, init, overview, restore, snapshot
 
 __all__ = [

@@ -8,22 +8,21 @@ command, each ending with the shared steps of `delivery.py`.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable
 
 from .commands import (UNLIMITED_PREFETCH, Cancel, Checkout, Command, ConsumerDown, Credit,
                        Dequeue, Discard, DlxSettle, Enqueue, Meta, NodeDown, NodeUp, Purge,
                        Requeue, Return, Settle, Tick, UpdateConfig)
 from .consumers import CANCELLED, QUIESCING, SUSPECTED, UP, Consumer, Enqueuer
 from .delivery import (activate_next, add_waiting, complete, deliver, delivery_of,
-                       enforce_limits, finish, is_unused, next_timer, over_limit, remove_consumer,
+                       enforce_limits, finish, is_unused, over_limit, remove_consumer,
                        return_msgs, sort_waiting, update_or_remove)
 from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUPPORTED,
-                      Applied, CancelReply, CheckoutReply, Confirm, CreditReply, Deliver,
-                      DequeueReply, Monitor, QueueExpired, RejectPublish, SetTimer)
+                      Applied, CancelReply, CheckoutReply, Confirm, CreditReply,
+                      DequeueReply, Monitor, QueueExpired, RejectPublish)
 from .messages import Message, is_high
 from .state import QueueState, active_consumer
 
-__all__ = ["apply", "return_commands", "leader_effects", "snapshot_installed_effects"]
+__all__ = ["apply"]
 
 
 def apply(meta: Meta, cmd: Command, q: QueueState) -> Applied:
@@ -32,46 +31,6 @@ def apply(meta: Meta, cmd: Command, q: QueueState) -> Applied:
         # a command from a newer version: ignore rather than diverge by crashing
         return Applied("unknown_command", [])
     return handler(meta, cmd, q)
-
-
-def return_commands(q: QueueState, cmd: Return,
-                    read_payload: Callable[[int], bytes]) -> list[Command]:
-    """What the leader proposes for a client's requeue (RabbitMQ 4.x): with a delivery
-    limit the `Return` itself; unlimited, one `Requeue` per message, re-appending its
-    payload so the old log entry can be truncated (repeated requeues then cannot pin
-    the log).  `read_payload(index)` reads the stored payload of a log entry."""
-    if q.config.delivery_limit is not None:
-        return [cmd]
-    c = q.consumers.get(cmd.consumer)
-    if c is None:
-        return []
-    return [Requeue(cmd.consumer, mid, read_payload(c.checked_out[mid].index))
-            for mid in cmd.msg_ids if mid in c.checked_out]
-
-
-def leader_effects(q: QueueState) -> list:
-    """Effects a replica runs when it becomes leader (rabbit_fifo's state_enter(leader)):
-    re-arm the timer and monitor every known consumer and publisher process."""
-    effects: list = [SetTimer(next_timer(q))]
-    seen: dict = {}
-    for c in [*q.consumers.values(), *q.waiting]:
-        seen.setdefault((c.key.pid, c.key.node), None)
-    for pid in q.enqueuers:
-        seen.setdefault((pid, None), None)
-    effects += [Monitor(pid, node) for pid, node in seen]
-    effects += [Monitor(None, node) for node in
-                dict.fromkeys(c.key.node for c in q.consumers.values()
-                              if c.status == SUSPECTED)]
-    return effects
-
-
-def snapshot_installed_effects(q: QueueState) -> list:
-    """After a replica installs a snapshot it may have missed deliveries decided by the
-    entries the snapshot covers: resend every checked-out message (the runtime filters
-    with `should_run`, and channels drop msg ids they already delivered), as
-    rabbit_fifo's snapshot_installed does."""
-    return [Deliver(c.key, tuple(delivery_of(i, m) for i, m in c.checked_out.items()))
-            for c in q.consumers.values() if c.checked_out]
 
 
 def _done(meta: Meta, q: QueueState, effects: list, reply=OK) -> Applied:

@@ -2,7 +2,7 @@
 cancel, basic.get, credit flow, local delivery effects."""
 from quorum.fifo import (NOT_FOUND, UNLIMITED_PREFETCH, CancelReply, Checkout, CheckoutReply,
                          Credit, CreditReply, Cancel, Deliver, Dequeue, DequeueReply,
-                         Monitor, QueueConfig, Settle, Tick)
+                         Monitor, Settle, Tick)
 
 from .harness import C1, C2, C3, Harness, delivered, effects
 
