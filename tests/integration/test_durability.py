@@ -114,3 +114,18 @@ def test_tx_commit_of_persistent_messages_survives_kill_9(fresh_broker):
     b.kill()
     b.start()
     assert _consume_all(b, "dur.tx", 4) == [b"tx-0", b"tx-1", b"tx-2"]
+
+
+def test_sigterm_closes_clients_with_320_and_exits_cleanly(fresh_broker):
+    b = fresh_broker.start()
+    conn = _connect(b)
+    closed = []
+    conn.add_on_connection_blocked_callback(lambda *a: None)
+    b.proc.send_signal(15)
+    try:
+        while True:
+            conn.process_data_events(time_limit=0.2)
+    except pika.exceptions.ConnectionClosedByBroker as err:
+        closed.append(err.reply_code)
+    assert closed == [320]
+    assert b.proc.wait(15) == 0
