@@ -9,8 +9,10 @@ Identity of the actors:
 - a consumer is `ConsumerKey(tag, pid, node)`: its consumer tag, the id of the channel
   (or connection) process that owns it, and the node that process runs on.  The node is
   what lets each replica decide locally whether it delivers (seed 003).
-- a publisher is its channel id (`pid`); `seq` is its publisher sequence number, used for
-  confirms and for dropping duplicates resent after a leader change.
+- a publisher is its channel id (`pid`); `seq` numbers its enqueues *to this queue*,
+  1, 2, 3... (a per channel-and-queue counter, as rabbit_fifo_client keeps), used for
+  confirms and for dropping duplicates resent after a leader change.  A gap is refused
+  (`OUT_OF_SEQUENCE`): the publisher resends from its first unconfirmed seq.
 """
 from __future__ import annotations
 

@@ -48,7 +48,9 @@ def _enqueue(meta: Meta, cmd: Enqueue, q: QueueState) -> Applied:
     if tracked:
         enq = q.enqueuers.get(pub)
         if enq is None:
-            enq = q.enqueuers[pub] = Enqueuer(seq)
+            # sequences start at 1, so a lost first entry shows up as a gap, never as
+            # a "duplicate" confirmed without being enqueued
+            enq = q.enqueuers[pub] = Enqueuer(1)
             effects.append(Monitor(pub))
         if seq < enq.next_seq:          # resent after a leader change: already in
             effects.append(Confirm(pub, (seq,)))

@@ -96,7 +96,9 @@ def materialise(h: Harness, op: tuple, seqs: dict):
     if kind == "dequeue":
         return Dequeue(KEYS[3], op[1])
     if kind == "down":
-        return ConsumerDown(["ch-1", "ch-2", "ch-3", "ch-4", "pub-1"][op[1]])
+        pid = ["ch-1", "ch-2", "ch-3", "ch-4", "pub-1"][op[1]]
+        seqs.pop(pid, None)        # a new process with that id would start again at 1
+        return ConsumerDown(pid)
     if kind == "nodedown":
         return NodeDown(NODES[op[1]])
     if kind == "nodeup":

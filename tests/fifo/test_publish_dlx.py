@@ -32,10 +32,18 @@ def test_gap_in_sequence_is_not_enqueued():
     assert h.q.messages_ready() == 1
 
 
+def test_sequences_start_at_one_so_a_lost_first_entry_is_a_gap():
+    h = Harness()
+    assert h(Enqueue("p", 2, 5)).reply == OUT_OF_SEQUENCE
+    assert h(Enqueue("p", 1, 5)).reply == "ok"
+
+
 def test_publisher_down_forgets_its_sequence():
     h = Harness()
-    h(Enqueue("p", 5, 5))
+    h(Enqueue("p", 1, 5))
+    h(Enqueue("p", 2, 5))
     h(ConsumerDown("p"))
+    assert "p" not in h.q.enqueuers
     assert h(Enqueue("p", 1, 5)).reply == "ok"
 
 
