@@ -186,7 +186,14 @@ def _queues(admin, req, m, rest) -> Reply:
     raise NotFoundError()
 
 
+def _x(name: str) -> str:
+    """RabbitMQ's URLs name the default exchange "amq.default"."""
+    return "" if name == "amq.default" else name
+
+
 def _exchanges(admin, req, m, rest) -> Reply:
+    if len(rest) >= 2:
+        rest = [rest[0], _x(rest[1]), *rest[2:]]
     match m, rest:
         case "GET", []:
             return Reply(200, admin.list_exchanges())
@@ -225,6 +232,8 @@ _KINDS = {"q": "queue", "e": "exchange"}
 
 
 def _bindings(admin, req, m, rest) -> Reply:
+    if len(rest) >= 3 and rest[1] == "e":
+        rest = [rest[0], "e", _x(rest[2]), *rest[3:]]
     match m, rest:
         case "GET", []:
             return Reply(200, admin.list_bindings())

@@ -1,0 +1,80 @@
+"""Pure helpers of the management API: message property and payload conversion, binding
+properties keys, routing of paths to handlers."""
+
+from __future__ import annotations
+
+import pytest
+
+from amqp_broker.mgmt.errors import BadRequest, NotFoundError
+from amqp_broker.mgmt.messages import (
+    jsonable,
+    payload_from_json,
+    payload_to_json,
+    properties_from_json,
+    properties_to_json,
+)
+from amqp_broker.mgmt.routes import Req, dispatch, needs_admin
+from amqp_broker.mgmt.rows import properties_key
+
+
+def test_properties_round_trip():
+    props = {"content_type": "application/json", "headers": {"a": 1, "b": "x"}, "delivery_mode": 2,
+             "priority": 3, "correlation_id": "c", "reply_to": "r", "expiration": "1000",
+             "message_id": "m", "timestamp": 1700000000, "type": "t", "user_id": "guest",
+             "app_id": "app"}
+    assert properties_to_json(properties_from_json(props)) == props
+
+
+def test_unknown_property_is_bad_request():
+    with pytest.raises(BadRequest):
+        properties_from_json({"nope": 1})
+    with pytest.raises(BadRequest):
+        properties_from_json([1])
+
+
+def test_payloads():
+    assert payload_from_json("aGk=", "base64") == b"hi"
+    assert payload_from_json("hi", "string") == b"hi"
+    with pytest.raises(BadRequest):
+        payload_from_json("***", "base64")
+    with pytest.raises(BadRequest):
+        payload_from_json("x", "rot13")
+    assert payload_to_json(b"hello", "auto", None) == ("hello", "string")
+    assert payload_to_json(b"\xff\x00", "auto", None) == ("/wA=", "base64")
+    assert payload_to_json(b"hello", "base64", 2) == ("aGU=", "base64")
+
+
+def test_jsonable_field_values():
+    import datetime
+    import decimal
+
+    assert jsonable({"a": b"x", "b": [decimal.Decimal("1.5")],
+                     "c": datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)}) == {
+        "a": "x", "b": [1.5], "c": 1577836800}
+
+
+@pytest.mark.parametrize("key,args,want", [
+    ("", {}, "~"), ("a.#", {}, "a.%23"), ("a/b", {}, "a%2Fb"), ("plain", {}, "plain")])
+def test_properties_key(key, args, want):
+    assert properties_key(key, args) == want
+
+
+def test_properties_key_with_arguments_differs_by_arguments():
+    a = properties_key("k", {"x-match": "all"})
+    b = properties_key("k", {"x-match": "any"})
+    assert a.startswith("k~") and b.startswith("k~") and a != b
+
+
+def test_admin_only_paths():
+    assert needs_admin(Req("GET", ["users"]))
+    assert needs_admin(Req("GET", ["definitions"]))
+    assert needs_admin(Req("PUT", ["vhosts", "v"]))
+    assert not needs_admin(Req("GET", ["vhosts"]))
+    assert not needs_admin(Req("GET", ["queues"]))
+
+
+def test_unknown_paths_are_not_found():
+    with pytest.raises(NotFoundError):
+        dispatch(object(), Req("GET", ["nope"]))
+    with pytest.raises(NotFoundError):
+        dispatch(object(), Req("PATCH", ["overview"]))
