@@ -17,10 +17,10 @@ from .messages import (Append, AppendResp, ConfigState, Entry, EntryKind, HardSt
                        encode_entries, encode_entry, encode_hard_state, encode_message)
 from .node import RaftNode
 from .options import RaftOptions
-from .ready import Persisted, Ready, Role
+from .ready import Persisted, ReadState, Ready, Role
 
 __all__ = [
-    "RaftNode", "Ready", "Persisted", "Role", "RaftOptions", "LogReader",
+    "RaftNode", "Ready", "Persisted", "Role", "RaftOptions", "LogReader", "ReadState",
     "RaftError", "NotLeader", "ProposalDropped", "ConfigChangeInProgress",
     "Meta", "StateMachine", "LocalEffect", "KvMachine", "KvSet", "KvDelete", "KvChanged",
     "make_config",

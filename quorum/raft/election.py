@@ -66,6 +66,8 @@ class ElectionMixin:
         self._votes = {}
         self._prs = {}
         self._transfer_target = None
+        self._reads = []  # pending reads die with the leadership
+        self._reads_waiting = []
 
     # ---- role changes --------------------------------------------------------------------
 

@@ -138,18 +138,23 @@ class AppendResp(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=2):
 
 
 class Heartbeat(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=3):
-    """Leader -> follower, every heartbeat_tick. `commit` is min(leader commit, follower match)."""
+    """Leader -> follower, every heartbeat_tick. `commit` is min(leader commit, follower match).
+    `ctx` is non-empty when the heartbeat confirms leadership for a read (`read_index`)."""
 
     to: str
     frm: str
     term: int
     commit: int
+    ctx: bytes = b""
 
 
 class HeartbeatResp(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=4):
+    """Echoes the heartbeat's `ctx`."""
+
     to: str
     frm: str
     term: int
+    ctx: bytes = b""
 
 
 class PreVote(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=5):

@@ -33,7 +33,8 @@ from .messages import (Append, AppendResp, ConfigState, Entry, EntryKind, HardSt
                        HeartbeatResp, InstallSnapshot, Message, PreVote, PreVoteResp, Snapshot,
                        SnapshotMeta, TimeoutNow, Vote, VoteResp, decode_config, encode_config)
 from .options import RaftOptions
-from .ready import Persisted, Ready, Role
+from .ready import Persisted, ReadState, Ready, Role
+from .reads import ReadsMixin
 from .replication import ReplicationMixin
 
 __all__ = ["RaftNode"]
@@ -41,7 +42,7 @@ __all__ = ["RaftNode"]
 _LEADER_MESSAGES = (Append, Heartbeat, InstallSnapshot)
 
 
-class RaftNode(ElectionMixin, ReplicationMixin):
+class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
     """One Raft member. Not thread-safe; all calls come from one driver loop."""
 
     def __init__(
@@ -94,6 +95,9 @@ class RaftNode(ElectionMixin, ReplicationMixin):
         self._msgs: list[Message] = []
         self._early: list[Message] = []  # leader replication traffic, see Ready.early_messages
         self._early_ok = self._opts.early_messages
+        self._reads: list = []  # leader: pending read_index requests, oldest first
+        self._reads_waiting: list[bytes] = []  # leader: reads waiting for a current-term commit
+        self._read_states: list[ReadState] = []  # confirmed, for the next Ready
         self._bcast_pending = False
         self._pending_conf_index = 0
         self._role = Role.FOLLOWER
@@ -351,7 +355,7 @@ class RaftNode(ElectionMixin, ReplicationMixin):
         self._flush()
         log = self._log
         return bool(
-            self._msgs or self._early or log.unstable_snapshot is not None or log.stable < log.last_index
+            self._msgs or self._early or self._read_states or log.unstable_snapshot is not None or log.stable < log.last_index
             or log.commit > log.applied
             or self._prev_hs != HardState(self._term, self._vote, log.commit)
         )
@@ -369,6 +373,7 @@ class RaftNode(ElectionMixin, ReplicationMixin):
             hard_state=hs if hs != self._prev_hs else None,
             messages=self._msgs,
             early_messages=self._early,
+            read_states=self._read_states,
             committed=log.slice(log.applied + 1, log.commit + 1) if log.commit > log.applied else [],
             leader=self._leader,
             role=self._role,
@@ -376,6 +381,7 @@ class RaftNode(ElectionMixin, ReplicationMixin):
         )
         self._msgs = []
         self._early = []
+        self._read_states = []
         return rd
 
     def advance(self, rd: Ready) -> None:

@@ -14,7 +14,7 @@ The driver (`quorum/driver.py`, the simulator in `tests/sim/`) loops:
        InstallSnapshot) may be sent at once, before or while persisting, since the leader
        counts its own entries for commit only after advance() (thesis 10.2.1). Sending them
        after the persist, with the rest, is also correct, just slower.
-    5. apply rd.committed in order; each is durable on a majority and, after step 4, locally.
+    5. apply rd.committed in order (then serve rd.read_states whose index is applied); each is durable on a majority and, after step 4, locally.
        It holds every kind of entry: give NORMAL ones to the state machine (Meta(index, term,
        timestamp)); CONFIG ones are informational (the membership took effect when appended,
        see RaftNode.config); NOOP ones only move the applied index.
@@ -32,7 +32,7 @@ from enum import Enum
 
 from .messages import Entry, HardState, Message, Snapshot
 
-__all__ = ["Ready", "Role", "Persisted"]
+__all__ = ["Ready", "Role", "Persisted", "ReadState"]
 
 
 class Role(Enum):
@@ -40,6 +40,14 @@ class Role(Enum):
     PRE_CANDIDATE = "pre_candidate"
     CANDIDATE = "candidate"
     LEADER = "leader"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadState:
+    """A confirmed read point (see reads.py): serve the read `ctx` once `index` is applied."""
+
+    index: int
+    ctx: bytes
 
 
 @dataclass(slots=True)
@@ -52,6 +60,8 @@ class Ready:
     messages: list[Message] = field(default_factory=list)
     early_messages: list[Message] = field(default_factory=list)
     committed: list[Entry] = field(default_factory=list)
+    # confirmed read points: serve each once the state machine has applied its index
+    read_states: list[ReadState] = field(default_factory=list)
     # soft state, informational: who leads now, and this node's role
     leader: str | None = None
     role: Role = Role.FOLLOWER

@@ -181,6 +181,8 @@ class ReplicationMixin:
         if pr is None:
             return
         pr.recent_active = True
+        if m.ctx:
+            self._on_read_ack(m)
         if pr.state is _PROBE:
             pr.paused = False
         elif pr.state is _REPLICATE:
@@ -204,6 +206,8 @@ class ReplicationMixin:
         return False
 
     def _after_commit(self: RaftNode) -> None:
+        if self._reads_waiting:
+            self._on_term_committed()
         if self.id not in self._config.voters and self._log.commit >= self._configs.last_index:
             self._hand_off_and_step_down()
             return
@@ -256,7 +260,7 @@ class ReplicationMixin:
 
     def _on_heartbeat(self: RaftNode, m: Heartbeat) -> None:
         self._log.commit_to(min(m.commit, self._log.last_index))
-        self._send(HeartbeatResp(m.frm, self.id, self._term))
+        self._send(HeartbeatResp(m.frm, self.id, self._term, m.ctx))
 
     def _on_install_snapshot(self: RaftNode, m: InstallSnapshot) -> None:
         log = self._log

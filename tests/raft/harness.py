@@ -53,6 +53,7 @@ class Cluster:
         self.in_flight: list[Message] = []
         self.cut: dict[tuple[str, str], bool] = {}
         self.delivered: list[Message] = []  # every delivered message, for assertions
+        self.reads: dict[str, list] = {i: [] for i in self.ids}  # ReadStates handed out
         if start:
             for i in self.ids:
                 self.start(i)
@@ -103,6 +104,7 @@ class Cluster:
                     self.state[node_id] = self.kv.restore(rd.snapshot.data)
                 for e in rd.committed:
                     self._apply(node_id, e)
+                self.reads.setdefault(node_id, []).extend(rd.read_states)
                 node.advance(rd)
 
     def _apply(self, node_id: str, e: Entry) -> None:

@@ -38,6 +38,7 @@ class Faults:
     heal: float = 0.01
     membership: float = 0.0  # add a learner (auto-promoted) or remove a member
     crash_after_vote: float = 0.1  # crash and restart at once after granting a vote
+    read: float = 0.03  # a client asks a node that believes it leads for a ReadIndex
     compact_every: int = 25  # a node compacts when this many entries were applied since
     max_sync_delay_ms: int = 20
     net: NetProfile = field(default_factory=lambda: NetProfile(1, 15, 0.05, 0.02))
@@ -94,6 +95,8 @@ class SimNode:
             self.c.checker.on_entry(self.id, e, raft.log_term(e.index - 1))
         for m in rd.early_messages:  # a leader's appends go out before its own fsync
             self.c.net.send(self.c.now, m)
+        for rs in rd.read_states:
+            self.c.on_read_state(self.id, rs)
         self.disk.stage(rd)
         self.pending = rd
         self.sync_at = self.c.now + self.c.rng.randint(0, self.c.faults.max_sync_delay_ms)
@@ -170,6 +173,8 @@ class SimCluster:
         self.applied_payloads: dict[bytes, int] = {}
         self.proposed = 0
         self.chaos = False
+        self.reads_asked = self.reads_done = 0
+        self.read_floor: dict[bytes, int] = {}
         self.trace: deque[str] = deque(maxlen=60)
         self._leader_terms: dict[str, int] = {}
         for n in self.nodes.values():
@@ -233,6 +238,8 @@ class SimCluster:
             n = rng.choice(down)
             self.trace.append(f"{self.now}ms restart {n.id}")
             n.start()
+        if rng.random() < f.read:
+            self._read()
         if rng.random() < f.partition:
             self._partition()
         if rng.random() < f.membership:
@@ -257,6 +264,23 @@ class SimCluster:
             k = self.rng.randint(1, len(ids) - 1)
             self.net.partition([ids[:k], ids[k:]])
             self.trace.append(f"{self.now}ms partition {sorted(ids[:k])} | {sorted(ids[k:])}")
+
+    def _read(self) -> None:
+        """ReadIndex on every node that thinks it leads (stale ones included): a read point
+        must cover every write already applied anywhere when the read was asked."""
+        for n in self.nodes.values():
+            if n.up and n.raft.role is Role.LEADER:
+                self.reads_asked += 1
+                ctx = b"read-%d" % self.reads_asked
+                self.read_floor[ctx] = self.checker.max_committed
+                n.raft.read_index(ctx)
+
+    def on_read_state(self, node_id: str, rs) -> None:
+        floor = self.read_floor.pop(rs.ctx)
+        self.reads_done += 1
+        if rs.index < floor:
+            raise SafetyViolation(f"linearizability: {node_id} answered read {rs.ctx!r} at index"
+                                  f" {rs.index}, but index {floor} was already applied")
 
     def _change_membership(self) -> None:
         """Add a brand-new node as an auto-promoted learner, or remove a member (maybe the

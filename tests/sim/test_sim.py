@@ -15,7 +15,7 @@ import pytest
 
 from .cluster import Faults, run_seed
 
-CI_SEEDS = 17
+CI_SEEDS = 24
 CI_STEPS = 3000
 
 
