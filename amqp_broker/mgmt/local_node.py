@@ -12,6 +12,7 @@ its own trio loop, so synchronous tests (httpx, pika, the CLIs) can talk to it:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import queue
 import tempfile
 import threading
@@ -88,9 +89,11 @@ class LocalNode:
     def amqp_url(self) -> str:
         return f"amqp://guest:guest@127.0.0.1:{self.ports.amqp}/%2F"
 
-    def call(self, fn, *args):
-        """Run `fn(*args)` in the node's trio thread (broker state is not thread-safe)."""
-        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+    def call(self, fn, *args, **kwargs):
+        """Run `fn(*args, **kwargs)` in the node's trio thread (broker state is not
+        thread-safe)."""
+        return trio.from_thread.run_sync(functools.partial(fn, *args, **kwargs),
+                                         trio_token=self._token)
 
     def start(self) -> "LocalNode":
         started: queue.Queue = queue.Queue()

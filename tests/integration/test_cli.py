@@ -1,0 +1,178 @@
+"""amqp-brokerctl and amqp-broker-queues against a running node (in-process LocalNode with the
+management API), plus the node-down message from a real subprocess."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from amqp_broker.cli import ctl, queues_cli
+from amqp_broker.mgmt.local_node import LocalNode
+
+
+@pytest.fixture(scope="module")
+def node():
+    with LocalNode() as n:
+        yield n
+
+
+@pytest.fixture
+def run(node, capsys):
+    def _run(*argv: str, tool=ctl) -> tuple[int, str, str]:
+        out = io.StringIO()
+        code = tool.main(["--url", node.mgmt_url, *argv], out=out)
+        return code, out.getvalue(), capsys.readouterr().err
+
+    return _run
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_node_down_message():
+    url = f"http://127.0.0.1:{_free_port()}"
+    p = subprocess.run([sys.executable, "-m", "amqp_broker.cli.ctl", "--url", url, "list_queues"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 69
+    assert "Error: unable to perform an operation on node" in p.stderr
+    assert "connection refused" in p.stderr
+
+
+def test_queues_tool_node_down():
+    code = queues_cli.main(["--url", f"http://127.0.0.1:{_free_port()}", "quorum_status", "q"])
+    assert code == 69
+
+
+def test_status(run):
+    code, out, _ = run("status")
+    assert code == 0 and out.startswith("Status of node ")
+    code, out, _ = run("status", "--formatter", "json")
+    assert json.loads(out)["product_name"] == "amqp-broker"
+
+
+def test_list_queues_columns_and_formats(run, node):
+    node.call(node.admin.declare_queue, "/", "cli-q1", durable=True)
+    node.call(node.admin.publish, "/", "", "cli-q1", "hello")
+    code, out, _ = run("list_queues")
+    lines = out.splitlines()
+    assert lines[0] == "Listing queues for vhost / ..."
+    assert lines[1] == "name\tmessages"
+    assert "cli-q1\t1" in lines
+    code, out, _ = run("list_queues", "-q", "name", "messages_ready", "durable", "type")
+    assert out.splitlines()[0] == "name\tmessages_ready\tdurable\ttype"
+    assert "cli-q1\t1\ttrue\tclassic" in out.splitlines()
+    code, out, _ = run("list_queues", "--formatter", "json", "name", "consumers")
+    assert {"name": "cli-q1", "consumers": 0} in json.loads(out)
+    code, out, err = run("list_queues", "nosuchcolumn")
+    assert code == 64 and "Invalid column" in err
+
+
+def test_other_lists(run, node):
+    node.call(node.admin.declare_exchange, "/", "cli-x", "topic")
+    node.call(node.admin.declare_queue, "/", "cli-q2")
+    node.call(node.admin.bind, "/", "cli-x", "queue", "cli-q2", "a.*", {})
+    code, out, _ = run("list_exchanges", "-q")
+    assert "cli-x\ttopic" in out.splitlines()
+    code, out, _ = run("list_bindings", "-q")
+    assert "cli-x\texchange\tcli-q2\tqueue\ta.*\t{}" in out.splitlines()
+    for verb in ("list_connections", "list_consumers", "list_channels", "list_users",
+                 "list_vhosts", "list_permissions", "list_policies"):
+        code, out, _ = run(verb, "-q")
+        assert code == 0, verb
+    assert "guest\t[administrator]" in run("list_users", "-q")[1].splitlines()
+
+
+def test_policies(run, node):
+    code, out, _ = run("set_policy", "--priority", "3", "--apply-to", "queues", "cli-p",
+                       "^cli-", '{"max-length": 5}')
+    assert code == 0 and 'Setting policy "cli-p"' in out
+    code, out, _ = run("list_policies", "-q")
+    assert '/\tcli-p\t^cli-\tqueues\t{"max-length":5}\t3' in out.splitlines()
+    code, out, err = run("set_policy", "bad", ".*", "{not json")
+    assert code == 65 and "JSON" in err
+    code, out, err = run("set_policy", "bad", ".*", '{"max-length": "x"}')
+    assert code == 65 and err.startswith("Error:")
+    assert run("clear_policy", "cli-p")[0] == 0
+    code, out, err = run("clear_policy", "cli-p")
+    assert code != 0 and err.startswith("Error:")
+
+
+def test_users_vhosts_permissions(run, node):
+    assert run("add_user", "cli-user", "s3cret")[0] == 0
+    code, _, err = run("add_user", "cli-user", "other")
+    assert code != 0 and "already exists" in err
+    assert run("add_vhost", "cli-vh")[0] == 0
+    assert run("set_permissions", "-p", "cli-vh", "cli-user", ".*", "^w", "^r")[0] == 0
+    code, out, _ = run("list_permissions", "-p", "cli-vh", "-q")
+    assert "cli-user\t.*\t^w\t^r" in out.splitlines()
+    assert run("change_password", "cli-user", "n3w")[0] == 0
+    assert node.call(node.admin.authenticate, "cli-user", "n3w") is not None
+    assert run("set_user_tags", "cli-user", "monitoring")[0] == 0
+    assert "cli-user\t[monitoring]" in run("list_users", "-q")[1].splitlines()
+    assert run("clear_permissions", "-p", "cli-vh", "cli-user")[0] == 0
+    assert run("delete_vhost", "cli-vh")[0] == 0
+    assert "cli-vh" not in run("list_vhosts", "-q")[1].splitlines()
+    assert run("delete_user", "cli-user")[0] == 0
+    code, _, err = run("delete_user", "cli-user")
+    assert code != 0 and "Error:" in err
+
+
+def test_purge_and_delete_queue(run, node):
+    node.call(node.admin.declare_queue, "/", "cli-q3")
+    node.call(node.admin.publish, "/", "", "cli-q3", "x")
+    assert run("purge_queue", "cli-q3")[0] == 0
+    assert node.call(node.admin.get_queue, "/", "cli-q3")["messages"] == 0
+    node.call(node.admin.publish, "/", "", "cli-q3", "x")
+    code, _, err = run("delete_queue", "--if-empty", "cli-q3")
+    assert code != 0 and "not empty" in err
+    code, out, _ = run("delete_queue", "cli-q3")
+    assert code == 0 and "Queue was successfully deleted with 1 messages" in out
+
+
+def test_definitions_export_import(run, node, tmp_path):
+    node.call(node.admin.declare_queue, "/", "cli-defs-q", durable=True)
+    path = tmp_path / "defs.json"
+    assert run("export_definitions", str(path))[0] == 0
+    defs = json.loads(path.read_text())
+    assert any(q["name"] == "cli-defs-q" for q in defs["queues"])
+    run("delete_queue", "cli-defs-q")
+    assert run("import_definitions", str(path))[0] == 0
+    assert node.call(node.admin.get_queue, "/", "cli-defs-q")["durable"] is True
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    assert run("import_definitions", str(bad))[0] == 65
+    assert run("import_definitions", str(tmp_path / "missing.json"))[0] == 70
+
+
+def test_vhost_flag_before_or_after_the_verb(run, node):
+    node.call(node.admin.add_vhost, "cli-vh2")
+    node.call(node.admin.declare_queue, "cli-vh2", "only-here")
+    assert "only-here" in run("-p", "cli-vh2", "list_queues", "-q")[1]
+    assert "only-here" in run("list_queues", "-p", "cli-vh2", "-q")[1]
+    assert "only-here" not in run("list_queues", "-q")[1]
+
+
+def test_queues_tool(run):
+    code, _, err = run("quorum_status", "nosuch", tool=queues_cli)
+    assert code != 0 and "Error:" in err
+    code, _, err = run("grow", "n@h", "all", tool=queues_cli)
+    assert code == 69 and "not supported: no quorum queues on this node yet" in err
+    code, out, _ = run("check_if_node_is_quorum_critical", tool=queues_cli)
+    assert code == 0 and "no quorum critical queues" in out
+
+
+def test_wrong_credentials(node, capsys):
+    code = ctl.main(["--url", node.mgmt_url, "--password", "bad", "list_queues"])
+    assert code != 0
+    assert "authentication failed" in capsys.readouterr().err
