@@ -3,7 +3,7 @@
 `apply(meta, cmd, state) -> Applied(reply, effects)` is called by the Raft driver for
 every committed entry on every replica; the quorum adapter builds commands and runs
 effects (`Deliver` locally on the consumer's node, the rest on the leader).  Pure: no
-IO, no clock but `meta.ts`, deterministic.  See the module docstrings for details:
+IO, no clock but `meta.timestamp`, deterministic.  See the module docstrings for details:
 commands.py (inputs), effects.py (outputs), state.py (state, snapshots), machine.py.
 """
 from .codec import decode_command, encode_command
@@ -17,12 +17,12 @@ from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUP
                       CreditReply, DeadLetter, DeadMsg, Deliver, Delivery, DequeueReply,
                       Monitor, QueueExpired, RejectPublish, ReleaseCursor, SetTimer,
                       should_run)
-from .hooks import leader_effects, return_commands, snapshot_installed_effects
+from .hooks import FifoMachine, leader_effects, return_commands, snapshot_installed_effects
 from .machine import apply
 from .state import QueueState, active_consumer, digest, init, overview, restore, snapshot
 
 __all__ = [
-    "apply", "return_commands", "leader_effects", "snapshot_installed_effects", "should_run", "init", "snapshot", "restore", "digest", "overview",
+    "apply", "FifoMachine", "return_commands", "leader_effects", "snapshot_installed_effects", "should_run", "init", "snapshot", "restore", "digest", "overview",
     "active_consumer", "QueueState", "encode_command", "decode_command",
     # commands
     "Meta", "ConsumerKey", "QueueConfig", "Command", "Enqueue", "Checkout", "Dequeue",

@@ -19,6 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+# Meta(index, term, timestamp): the entry's log position and the leader's clock (ms) when
+# it was proposed - the only time the machine ever sees.  Shared with the Raft driver.
+from quorum.raft.machine import Meta
+
 __all__ = [
     "Meta", "ConsumerKey", "QueueConfig", "Command",
     "Enqueue", "Checkout", "Dequeue", "Settle", "Return", "Requeue", "Discard",
@@ -36,16 +40,6 @@ AT_MOST_ONCE = "at-most-once"
 AT_LEAST_ONCE = "at-least-once"
 # basic.qos prefetch 0 means "unlimited"; like RabbitMQ we cap it at a large credit.
 UNLIMITED_PREFETCH = 2000
-
-
-@dataclass(frozen=True, slots=True)
-class Meta:
-    """Log position of the command and the leader's clock when it was proposed.
-
-    `ts` (milliseconds) is the only time the machine ever sees."""
-    index: int
-    term: int
-    ts: int
 
 
 class ConsumerKey(NamedTuple):

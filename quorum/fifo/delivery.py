@@ -27,7 +27,7 @@ def deliver(meta: Meta, q: QueueState, effects: list) -> None:
 
     Expired messages are only found at the head, as in rabbit_fifo: cost O(1) per
     delivery.  One `Deliver` per consumer, in the order consumers were first served."""
-    ts = meta.ts
+    ts = meta.timestamp
     ready, sq, cons = q.ready, q.sq, q.consumers
     sends: dict = {}
     expired: list[Message] = []
@@ -149,7 +149,7 @@ def update_or_remove(meta: Meta, q: QueueState, c: Consumer, effects: list) -> N
 def remove_consumer(meta: Meta, q: QueueState, c: Consumer) -> None:
     del q.consumers[c.key]
     q.sq.remove(c)
-    q.last_active = meta.ts
+    q.last_active = meta.timestamp
 
 
 def sort_waiting(q: QueueState) -> None:

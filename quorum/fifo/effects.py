@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from quorum.raft.machine import LocalEffect
+
 from .commands import ConsumerKey
 
 __all__ = [
@@ -63,7 +65,9 @@ class Applied:
 
 
 @dataclass(frozen=True, slots=True)
-class Deliver:
+class Deliver(LocalEffect):
+    """Hand `msgs` to `consumer`.  A `LocalEffect`: the driver passes it to every replica;
+    `should_run` then keeps it on the consumer's node (or the leader, see below)."""
     consumer: ConsumerKey
     msgs: tuple[Delivery, ...]
     local = True

@@ -4,19 +4,51 @@
   that re-append the payload when the delivery limit is unlimited, as RabbitMQ 4.x).
 - `leader_effects`: effects to run when this replica becomes leader.
 - `snapshot_installed_effects`: deliveries to resend after installing a snapshot.
-Read-only: none of them changes the state.
+- `FifoMachine`: the fifo as a `quorum.raft.StateMachine` for `quorum.driver.NodeDriver`.
+Only `FifoMachine.apply` changes a state.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-from .commands import Command, Requeue, Return
+from .codec import decode_command
+from .commands import Command, Meta, QueueConfig, Requeue, Return
 from .consumers import SUSPECTED
 from .delivery import delivery_of, next_timer
 from .effects import Deliver, Monitor, SetTimer
-from .state import QueueState
+from .machine import apply
+from .state import QueueState, init, restore, snapshot
 
-__all__ = ["return_commands", "leader_effects", "snapshot_installed_effects"]
+__all__ = ["return_commands", "leader_effects", "snapshot_installed_effects", "FifoMachine"]
+
+
+class FifoMachine:
+    """One quorum queue's machine for the Raft driver: entries are `encode_command` bytes.
+
+    The driver passes every `LocalEffect` (`Deliver`) to each replica's effect handler and
+    the rest only on the leader; the handler keeps a `Deliver` only if
+    `should_run(effect, node, is_leader, members)`.  Log compaction must keep the entries
+    at or above the last `ReleaseCursor.smallest_live`: they hold the message bodies."""
+
+    def __init__(self, config: QueueConfig, created_ms: int | None = None) -> None:
+        self.config = config
+        self.created_ms = created_ms
+
+    def init(self) -> QueueState:
+        return init(self.config, self.created_ms)
+
+    def decode(self, data: bytes) -> Command:
+        return decode_command(data)
+
+    def apply(self, meta: Meta, command: Command, state: QueueState):
+        applied = apply(meta, command, state)
+        return state, applied.reply, applied.effects
+
+    def snapshot(self, state: QueueState) -> bytes:
+        return snapshot(state)
+
+    def restore(self, data: bytes) -> QueueState:
+        return restore(data)
 
 
 def return_commands(q: QueueState, cmd: Return,

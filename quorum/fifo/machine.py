@@ -1,7 +1,7 @@
 """`apply(meta, cmd, state) -> Applied`: the quorum queue state machine.
 
 Called by the Raft driver (`quorum/driver.py`) for every committed log entry, on every
-replica, in log order.  Pure and deterministic: no clock but `meta.ts`, no randomness,
+replica, in log order.  Pure and deterministic: no clock but `meta.timestamp`, no randomness,
 no iteration over sets of strings.  Mutates `state` in place; one short handler per
 command, each ending with the shared steps of `delivery.py`.
 """
@@ -69,7 +69,7 @@ def _enqueue(meta: Meta, cmd: Enqueue, q: QueueState) -> Applied:
     if cmd.ttl is not None:
         ttl = cmd.ttl if ttl is None else min(ttl, cmd.ttl)
     # TTL 0: expires unless consumed at once (within the same leader millisecond)
-    expiry = None if ttl is None else meta.ts + max(ttl, 1)
+    expiry = None if ttl is None else meta.timestamp + max(ttl, 1)
     q.ready.push(Message(meta.index, cmd.size, expiry, is_high(cmd.priority), cmd.persistent))
     q.live.add(meta.index)
     deliver(meta, q, effects)
@@ -122,7 +122,7 @@ def _dequeue(meta: Meta, cmd: Dequeue, q: QueueState) -> Applied:
     if q.config.single_active_consumer:
         return Applied(UNSUPPORTED, [])
     effects: list = []
-    q.last_active = meta.ts          # a get keeps the queue from expiring
+    q.last_active = meta.timestamp          # a get keeps the queue from expiring
     deliver(meta, q, effects)        # expires the head (nobody else can take messages)
     m = q.ready.pop()
     if m is None:
@@ -287,7 +287,7 @@ def _node_down(meta: Meta, cmd: NodeDown, q: QueueState) -> Applied:
         if w.key.node == node and w.status == UP:
             w.status = SUSPECTED
     sort_waiting(q)
-    q.last_active = meta.ts
+    q.last_active = meta.timestamp
     activate_next(q, effects)
     return _done(meta, q, effects)
 
@@ -320,7 +320,7 @@ def _tick(meta: Meta, cmd: Tick, q: QueueState) -> Applied:
     enforce_limits(q, effects)
     cfg = q.config
     if (cfg.expires is not None and q.last_active is not None and is_unused(q)
-            and meta.ts > q.last_active + cfg.expires):
+            and meta.timestamp > q.last_active + cfg.expires):
         effects.append(QueueExpired(cfg.name))
     finish(meta, q, effects)
     return Applied(OK, effects)

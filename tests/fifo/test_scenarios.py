@@ -77,3 +77,20 @@ def test_snapshot_install_resends_checked_out_messages():
     h.publish(3)
     (d,) = snapshot_installed_effects(h.q)
     assert d.consumer == C1 and [m.index for m in d.msgs] == [2, 3]
+
+
+def test_fifo_machine_fits_the_raft_driver_protocol():
+    from quorum.fifo import Enqueue, FifoMachine, encode_command
+    from quorum.raft import LocalEffect, Meta
+
+    m = FifoMachine(QueueConfig(name="q"), created_ms=0)
+    state = m.init()
+    state, reply, effs = m.apply(Meta(1, 1, 5), m.decode(encode_command(Checkout(C1, 1))),
+                                 state)
+    assert reply.active
+    state, reply, effs = m.apply(Meta(2, 1, 6), m.decode(encode_command(
+        Enqueue("p", 1, 3, b"abc"))), state)
+    local = [e for e in effs if isinstance(e, LocalEffect)]
+    assert len(local) == 1 and isinstance(local[0], Deliver) and local[0].msgs[0].index == 2
+    again = m.restore(m.snapshot(state))
+    assert m.snapshot(again) == m.snapshot(state)
