@@ -6,15 +6,18 @@ with `ready()` and confirms it with `advance()`; see ready.py for the exact cont
 never reads a clock, never does IO and draws randomness only from the `rng` it is given.
 
 Callers: `quorum/driver.py` (the trio loop), `tests/sim/` and `tests/raft/`. The logic is split
-into mixins by concept: election.py (ticks, votes, roles) and replication.py (appends, commit,
-snapshots); this module holds construction, the public API and message dispatch.
+into mixins by concept: election.py (ticks, votes, roles), replication.py (appends, commit,
+snapshots) and reads.py (ReadIndex); this module holds construction, the public API and
+message dispatch.
 
 Fields (shared with the mixins): `_term`, `_vote`, `_leader`, `_role`; `_log` (RaftLog);
 `_configs` (ConfigHistory) and `_config` (its current value); `_prs` (leader only: Progress per
 member, including itself); `_votes` (candidate only); `_msgs` (outbox for the next Ready);
 `_snapshot` (latest snapshot, sent to followers that need it); `_election_elapsed`,
 `_heartbeat_elapsed`, `_timeout` (ticks); `_transfer_target`; `_pending_conf_index` (last
-config entry the leader appended; one change at a time); `_last_ts` (largest entry timestamp).
+config entry the leader appended; one change at a time); `_last_ts` (largest entry timestamp);
+`_early` (leader traffic that may precede the fsync, with options.early_messages);
+`_reads`, `_reads_waiting`, `_read_states` (ReadIndex, see reads.py).
 """
 
 from __future__ import annotations

@@ -62,3 +62,28 @@ def test_sweep():
         for size in (3, 5, 7):
             run_seed(seed, size, steps)
             run_seed(seed, size, steps, Faults(membership=0.004))
+
+
+_FINGERPRINT = """
+import hashlib
+from tests.sim.cluster import Faults, run_seed
+c = run_seed(4242, 5, 1500, Faults(membership=0.004))
+print(c.steps, c.now, hashlib.sha256(repr(list(c.trace)).encode()).hexdigest(), c.status())
+"""
+
+
+def test_a_seed_replays_identically_whatever_the_string_hash_seed():
+    """The cluster never iterates a set of str, so Python's per-process hash randomisation
+    cannot change the run: two processes with different PYTHONHASHSEED agree exactly."""
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    outs = []
+    for hash_seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed, PYTHONPATH=str(root))
+        run = subprocess.run([sys.executable, "-c", _FINGERPRINT], env=env, cwd=root,
+                             capture_output=True, text=True, timeout=120, check=True)
+        outs.append(run.stdout)
+    assert outs[0] == outs[1] and outs[0].strip()
