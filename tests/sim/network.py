@@ -8,7 +8,7 @@ import heapq
 import random
 from dataclasses import dataclass
 
-from quorum.raft import Message
+from quorum.raft import Message, decode_message, encode_message
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class SimNetwork:
         if self.is_cut(m.frm, m.to) or self._rng.random() < p.loss:
             self.dropped += 1
             return
+        m = decode_message(encode_message(m))  # every message crosses the real wire codec
         copies = 2 if self._rng.random() < p.duplicate else 1
         for _ in range(copies):
             at = now + self._rng.randint(p.min_delay_ms, p.max_delay_ms)
