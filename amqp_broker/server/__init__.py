@@ -6,7 +6,7 @@ node's state and can be driven directly by tests.
 
 from .admin import Admin
 from .broker import Broker
-from .node import run_node
+from .node import open_broker, run_node, serve_broker
 from .listener import serve_amqp
 
-__all__ = ["Admin", "Broker", "run_node", "serve_amqp"]
+__all__ = ["Admin", "Broker", "open_broker", "run_node", "serve_amqp", "serve_broker"]

@@ -33,6 +33,7 @@ from amqp_broker.queues import Consumer, Message
 
 from . import declares
 from .confirms import ConfirmTracker
+from .permissions import READ, WRITE
 
 if TYPE_CHECKING:
     from .queue_runtime import QueueRuntime
@@ -80,6 +81,7 @@ class Channel:
         self._tx: list | None = None
         self._released = False
         self._ctag_seq = 0
+        self._perms = session.permissions
 
     # -- publish -------------------------------------------------------------------------------
     def on_publish(self, ev) -> None:
@@ -112,6 +114,8 @@ class Channel:
             self._check_user_id(props)
         if msg._headers_offset >= 0 and "BCC" in msg.headers:
             msg = self._strip_bcc(msg)
+        if not self._perms.allowed(WRITE, ev.exchange or "amq.default"):
+            self._perms.check(WRITE, "exchange", ev.exchange)
         vhost = self.vhost
         try:
             targets = vhost.route(ev.exchange, ev.routing_key, msg)
@@ -312,7 +316,9 @@ class Channel:
         if m.queue == REPLY_TO:
             self._consume_reply_to(m, tag)
             return
-        rt = self.vhost.get_queue(m.queue or self._default_queue(), self.session)
+        name = m.queue or self._default_queue()
+        self._perms.check(READ, "queue", name)
+        rt = self.vhost.get_queue(name, self.session)
         if rt.queue_type == "quorum" and self._global_prefetch:
             raise NotImplemented_(
                 f"queue '{rt.name}' in vhost '{self.vhost.name}' does not support global qos")
@@ -362,7 +368,9 @@ class Channel:
             self.reply(C.Basic.CancelOk(consumer_tag=m.consumer_tag))
 
     def _get(self, m: C.Basic.Get) -> None:
-        rt = self.vhost.get_queue(m.queue or self._default_queue(), self.session)
+        name = m.queue or self._default_queue()
+        self._perms.check(READ, "queue", name)
+        rt = self.vhost.get_queue(name, self.session)
         entry, count = rt.get(m.no_ack)
         if entry is None:
             self.reply(C.Basic.GetEmpty())

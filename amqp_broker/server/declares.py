@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from pamqp import commands as C
 
 from amqp_broker.core.bindings import Dest
+from .permissions import CONFIGURE, READ, WRITE
 from .reply_to import REPLY_TO
 
 if TYPE_CHECKING:
@@ -19,7 +20,18 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS"]
 
 
+def _check_passive(ch: "Channel", kind: str, name: str) -> None:
+    # RabbitMQ 4.3.1+: a passive declare needs some permission on the name (no existence leak).
+    perms = ch.session.permissions
+    if not perms.any_on(name):
+        perms.check(CONFIGURE, kind, name)
+
+
 def _exchange_declare(ch: "Channel", m: C.Exchange.Declare) -> None:
+    if m.passive:
+        _check_passive(ch, "exchange", m.exchange)
+    else:
+        ch.session.permissions.check(CONFIGURE, "exchange", m.exchange)
     ch.vhost.declare_exchange(m.exchange, m.exchange_type or "direct", passive=m.passive,
                               durable=m.durable, auto_delete=m.auto_delete, internal=m.internal,
                               arguments=dict(m.arguments or {}))
@@ -28,12 +40,20 @@ def _exchange_declare(ch: "Channel", m: C.Exchange.Declare) -> None:
 
 
 def _exchange_delete(ch: "Channel", m: C.Exchange.Delete) -> None:
+    ch.session.permissions.check(CONFIGURE, "exchange", m.exchange)
     ch.vhost.delete_exchange(m.exchange, m.if_unused)
     if not m.nowait:
         ch.reply(C.Exchange.DeleteOk())
 
 
+def _check_bind(ch: "Channel", source: str, kind: str, dest: str) -> None:
+    perms = ch.session.permissions
+    perms.check(WRITE, kind, dest)
+    perms.check(READ, "exchange", source)
+
+
 def _exchange_bind(ch: "Channel", m: C.Exchange.Bind) -> None:
+    _check_bind(ch, m.source, "exchange", m.destination)
     ch.vhost.bind(ch.session, m.source, Dest.exchange(m.destination), m.routing_key,
                   dict(m.arguments or {}))
     if not m.nowait:
@@ -41,6 +61,7 @@ def _exchange_bind(ch: "Channel", m: C.Exchange.Bind) -> None:
 
 
 def _exchange_unbind(ch: "Channel", m: C.Exchange.Unbind) -> None:
+    _check_bind(ch, m.source, "exchange", m.destination)
     ch.vhost.unbind(ch.session, m.source, Dest.exchange(m.destination), m.routing_key,
                     dict(m.arguments or {}))
     if not m.nowait:
@@ -64,6 +85,10 @@ def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
         name = ch.broker.new_name("amq.gen-")
     elif not name:
         name = _queue_name(ch, name)
+    if m.passive:
+        _check_passive(ch, "queue", name)
+    else:
+        ch.session.permissions.check(CONFIGURE, "queue", name)
     rt = ch.vhost.declare_queue(ch.session, name, passive=m.passive, durable=m.durable,
                                 exclusive=m.exclusive, auto_delete=m.auto_delete,
                                 arguments=dict(m.arguments or {}), server_named=server_named)
@@ -74,26 +99,34 @@ def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
 
 
 def _queue_bind(ch: "Channel", m: C.Queue.Bind) -> None:
-    ch.vhost.bind(ch.session, m.exchange, Dest.queue(_queue_name(ch, m.queue)), m.routing_key,
+    queue = _queue_name(ch, m.queue)
+    _check_bind(ch, m.exchange, "queue", queue)
+    ch.vhost.bind(ch.session, m.exchange, Dest.queue(queue), m.routing_key,
                   dict(m.arguments or {}))
     if not m.nowait:
         ch.reply(C.Queue.BindOk())
 
 
 def _queue_unbind(ch: "Channel", m: C.Queue.Unbind) -> None:
-    ch.vhost.unbind(ch.session, m.exchange, Dest.queue(_queue_name(ch, m.queue)), m.routing_key,
+    queue = _queue_name(ch, m.queue)
+    _check_bind(ch, m.exchange, "queue", queue)
+    ch.vhost.unbind(ch.session, m.exchange, Dest.queue(queue), m.routing_key,
                     dict(m.arguments or {}))
     ch.reply(C.Queue.UnbindOk())
 
 
 def _queue_purge(ch: "Channel", m: C.Queue.Purge) -> None:
-    n = ch.vhost.purge_queue(ch.session, _queue_name(ch, m.queue))
+    queue = _queue_name(ch, m.queue)
+    ch.session.permissions.check(READ, "queue", queue)
+    n = ch.vhost.purge_queue(ch.session, queue)
     if not m.nowait:
         ch.reply(C.Queue.PurgeOk(message_count=n))
 
 
 def _queue_delete(ch: "Channel", m: C.Queue.Delete) -> None:
-    n = ch.vhost.delete_queue(ch.session, _queue_name(ch, m.queue), m.if_unused, m.if_empty)
+    queue = _queue_name(ch, m.queue)
+    ch.session.permissions.check(CONFIGURE, "queue", queue)
+    n = ch.vhost.delete_queue(ch.session, queue, m.if_unused, m.if_empty)
     if not m.nowait:
         ch.reply(C.Queue.DeleteOk(message_count=n))
 

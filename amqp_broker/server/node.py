@@ -19,7 +19,7 @@ from .listener import serve_amqp
 from .persistence import Store
 from .recovery import recover
 
-__all__ = ["run_node"]
+__all__ = ["open_broker", "run_node", "serve_broker"]
 
 _log = logging.getLogger(__name__)
 
@@ -30,15 +30,27 @@ def _open_store(settings: Settings) -> Store:
     return store
 
 
-async def run_node(settings: Settings, *, stop: trio.Event | None = None,
-                   task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Run until `stop` is set (graceful: clients get connection.close 320) or cancelled."""
+def open_broker(settings: Settings) -> Broker:
+    """Open the store in settings.data_dir and rebuild the durable state (no IO after this)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = _open_store(settings)
     broker = Broker(settings, store)
     recover(broker, store)
     for name in list(broker.vhosts):
         broker.admin.apply_policies(name)
+    return broker
+
+
+async def run_node(settings: Settings, *, stop: trio.Event | None = None,
+                   task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Run until `stop` is set (graceful: clients get connection.close 320) or cancelled."""
+    await serve_broker(open_broker(settings), stop=stop, task_status=task_status)
+
+
+async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
+                       task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Serve an opened broker (see `open_broker`); reports the bound AMQP port."""
+    store = broker.store
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(store.run)
@@ -46,7 +58,7 @@ async def run_node(settings: Settings, *, stop: trio.Event | None = None,
             nursery.start_soon(run_alarms, broker)
             nursery.start_soon(broker.durability.run, broker)
             port = await nursery.start(serve_amqp, broker)
-            _log.info("amqp-broker %s ready on port %d", settings.version, port)
+            _log.info("amqp-broker %s ready on port %d", broker.settings.version, port)
             task_status.started(port)
             if stop is not None:
                 await stop.wait()

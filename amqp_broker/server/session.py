@@ -38,6 +38,7 @@ from amqp_broker.protocol import (
 )
 
 from .channel import Channel
+from .permissions import Permissions
 
 if TYPE_CHECKING:
     from .broker import Broker, VHost
@@ -61,6 +62,7 @@ class Session:
         self.conn = ServerConnection(broker.protocol_config)
         self.channels: dict[int, Channel] = {}
         self.vhost: VHost | None = None
+        self.permissions: Permissions | None = None  # set at connection.open
         self.user: str | None = None
         self.client_properties: dict = {}
         self.capabilities: dict = {}
@@ -274,6 +276,8 @@ class Session:
         except AMQPError as err:
             self.conn.refuse_open(err.message)
             return
+        perms = self.broker.admin.permissions.get((ev.virtual_host, self.user or ""), ("", "", ""))
+        self.permissions = Permissions(self.user or "", ev.virtual_host, perms)
         self.opened = True
         self.conn.accept_open()
         self.broker.register_session(self)
