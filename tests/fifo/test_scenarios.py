@@ -94,3 +94,29 @@ def test_fifo_machine_fits_the_raft_driver_protocol():
     assert len(local) == 1 and isinstance(local[0], Deliver) and local[0].msgs[0].index == 2
     again = m.restore(m.snapshot(state))
     assert m.snapshot(again) == m.snapshot(state)
+
+
+def test_replicas_deliver_locally_each_message_exactly_once():
+    """Seed 003: three replicas apply the same log; each runs only the deliveries for its
+    own node (the leader also those for a node without a replica): every delivery is
+    performed by exactly one replica, with no coordination beyond the log."""
+    from quorum.fifo import Enqueue, Settle, digest
+
+    members = ["node-a", "node-b", "node-c"]
+    keys = [ConsumerKey("t1", "ch-1", "node-b"), ConsumerKey("t2", "ch-2", "node-c"),
+            ConsumerKey("t3", "ch-3", "node-z")]
+    replicas = {n: Harness(QueueConfig(name="q"), ts=0) for n in members}
+    performed: dict = {}
+    log = [Checkout(k, prefetch=2) for k in keys]
+    log += [Enqueue("p", i + 1, 10) for i in range(9)]
+    log += [Settle(keys[0], (0, 1)), Settle(keys[2], (0,))]
+    for cmd in log:
+        for node, h in replicas.items():
+            for e in h(cmd).effects:
+                if isinstance(e, Deliver) and should_run(e, node, node == "node-a", members):
+                    for d in e.msgs:
+                        performed.setdefault((e.consumer, d.msg_id), []).append(node)
+    assert len({digest(h.q) for h in replicas.values()}) == 1
+    assert len(performed) == 9 and all(len(v) == 1 for v in performed.values())
+    assert {v[0] for (k, _), v in performed.items() if k.node == "node-z"} == {"node-a"}
+    assert {v[0] for (k, _), v in performed.items() if k.node == "node-b"} == {"node-b"}
