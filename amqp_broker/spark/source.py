@@ -1,0 +1,155 @@
+"""The streaming source: `spark.readStream.format("amqp")` (SPARK.md 3.3 and 5.2).
+
+Spark builds `AmqpStreamReader` in several processes; only the long-lived runner process (the one
+that gets `latestOffset`) ever opens a connection, lazily, via `DriverConsumer`.  Rows travel to the
+executors inside the `InputPartition`s, so `read()` is pure.  Acks happen only on the driver, for
+batches Spark has committed: in `latestOffset(start)` (everything up to `start` is in the commit log)
+and in `commit(end)`.  A batch replayed after a restart is empty; the broker redelivers its messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
+
+from .consumer import ConsumerError, DriverConsumer, queue_message_count
+from .ledger import Ledger, offset_json, offset_seq
+from .options import SourceOptions
+
+log = logging.getLogger(__name__)
+
+
+class AmqpPartition(InputPartition):
+    """One slice of a batch: the row tuples themselves (the executors cannot reach the driver's
+    channel, and a destructive queue cannot be re-read)."""
+
+    def __init__(self, index: int, rows: list[tuple]) -> None:
+        super().__init__(index)
+        self.rows = rows
+
+
+def split_rows(rows: list[tuple], parts: int) -> list[AmqpPartition]:
+    """Contiguous slices, at most `parts` of them, none empty."""
+    if not rows:
+        return []
+    parts = max(1, min(parts, len(rows)))
+    size, extra = divmod(len(rows), parts)
+    out, pos = [], 0
+    for i in range(parts):
+        n = size + (1 if i < extra else 0)
+        out.append(AmqpPartition(i, rows[pos:pos + n]))
+        pos += n
+    return out
+
+
+class _Runtime:
+    """Live state of the runner process; never pickled."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.cond = threading.Condition()
+        self.ledger = Ledger()
+        self.consumer = DriverConsumer(opts, self.ledger, self.cond)
+        self.started = False
+
+
+class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: SourceOptions) -> None:
+        # No I/O here: this constructor also runs in the planner process (SPARK.md 8.3).
+        self._opts = opts
+        self._rt: _Runtime | None = None
+
+    def __getstate__(self) -> dict:
+        return {"_opts": self._opts, "_rt": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def _runtime(self) -> _Runtime:
+        if self._rt is None:
+            self._rt = _Runtime(self._opts)
+        return self._rt
+
+    def _ensure_consuming(self) -> bool:
+        rt = self._runtime()
+        if rt.started:
+            return True
+        count = queue_message_count(self._opts.urls[0], self._opts.queue, self._opts.heartbeat)
+        if count is None:
+            if self._opts.fail_on_missing_queue:
+                raise ConsumerError(f"queue {self._opts.queue!r} does not exist "
+                                    "(set failOnMissingQueue=false to wait for it)")
+            return False
+        rt.consumer.start()
+        rt.started = True
+        return True
+
+    # -- Spark API ---------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        return offset_json(0)
+
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self._opts.max_messages_per_batch)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        rt = self._runtime()
+        count = queue_message_count(self._opts.urls[0], self._opts.queue, self._opts.heartbeat)
+        if count is None and self._opts.fail_on_missing_queue:
+            raise ConsumerError(f"queue {self._opts.queue!r} does not exist")
+        # Counted before consuming starts, so everything delivered later is within the count.
+        if count is not None:
+            self._ensure_consuming()
+        with rt.cond:
+            rt.ledger.remaining = (count or 0) + len(rt.ledger.pending)
+        log.info("amqp source: AvailableNow target %s messages", rt.ledger.remaining)
+
+    def latestOffset(self, start: dict, limit=None) -> dict:
+        rt = self._runtime()
+        start_seq = offset_seq(start)
+        self._ack_upto(start_seq)
+        if not self._ensure_consuming():
+            return offset_json(start_seq)
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        with rt.cond:
+            rt.consumer.raise_if_failed()
+            if rt.ledger.remaining is not None:
+                want = rt.ledger.wanted(max_rows)
+                if want:
+                    # AvailableNow ends on the first empty answer: wait for the prefetch window
+                    # to refill after the ack above instead of ending early.
+                    rt.consumer.wait_for_pending(want, self._opts.idle_wait)
+            end = rt.ledger.admit(max_rows, self._opts.max_bytes_per_batch)
+        return offset_json(end)
+
+    def partitions(self, start: dict, end: dict) -> list[AmqpPartition]:
+        rt = self._runtime()
+        start_seq, end_seq = offset_seq(start), offset_seq(end)
+        with rt.cond:
+            rows = rt.ledger.rows_between(start_seq, end_seq)
+        if len(rows) < end_seq - start_seq:
+            log.warning("amqp source: replaying (%s, %s] with %s of %s rows; the rest belong to a "
+                        "closed channel and are redelivered by the broker",
+                        start_seq, end_seq, len(rows), end_seq - start_seq)
+        return split_rows(rows, self._opts.num_partitions)
+
+    def read(self, partition: AmqpPartition):
+        return iter(partition.rows)
+
+    def commit(self, end: dict) -> None:
+        self._ack_upto(offset_seq(end))
+
+    def stop(self) -> None:
+        if self._rt is not None:
+            self._rt.consumer.stop()
+
+    def _ack_upto(self, seq: int) -> None:
+        rt = self._runtime()
+        with rt.cond:
+            rt.ledger.resume_from(seq)
+            tag = rt.ledger.ack_upto(seq)
+            session = rt.ledger.session
+        if tag is not None:
+            rt.consumer.ack(session, tag)
