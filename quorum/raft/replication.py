@@ -53,15 +53,22 @@ class ReplicationMixin:
         self._config = config
         if self._role is not Role.LEADER:
             return
-        members = self._members()
-        for peer in members:
+        for peer in self._members():
             if peer not in self._prs:
                 self._prs[peer] = Progress(self._log.last_index + 1)
-        for peer in list(self._prs):
-            if peer not in members and peer != self.id:
-                del self._prs[peer]
+        # A removed peer keeps getting our entries until its removal commits, so that it
+        # usually learns it is out and stays quiet instead of campaigning (thesis 4.2.3).
+        self._prune_removed()
         if self._transfer_target is not None and self._transfer_target not in config.voters:
             self._transfer_target = None
+
+    def _prune_removed(self: RaftNode) -> None:
+        if self._configs.last_index > self._log.commit:
+            return
+        members = self._members()
+        for peer in list(self._prs):
+            if peer not in members:
+                del self._prs[peer]
 
     def _append_as_leader(self: RaftNode, entries: list[Entry]) -> None:
         # The leader's own copy counts for commit only once durable (advance), so its Appends
@@ -211,6 +218,7 @@ class ReplicationMixin:
         if self.id not in self._config.voters and self._log.commit >= self._configs.last_index:
             self._hand_off_and_step_down()
             return
+        self._prune_removed()
         self._maybe_auto_promote()
 
     def _hand_off_and_step_down(self: RaftNode) -> None:

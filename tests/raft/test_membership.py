@@ -87,8 +87,23 @@ def test_4_1_a_removed_follower_gets_nothing_more():
     c.tick(["a"], times=3)
     assert not [m for m in c.delivered[sent_before:] if m.to == "c"]
     assert c["a"].commit_index == c["b"].commit_index == c["a"].last_index
-    # c is never told (the leader stopped sending to it at once); it times out and asks for
-    # pre-votes, which a and b refuse (lease, and c's log is behind), so nobody's term moves
+    # c got the entry removing it before the leader let go of it, so it knows it is out and
+    # never campaigns
+    assert c["c"].config.voters == ("a", "b")
+    c.tick(["c"], times=5 * OPTIONS.election_tick)
+    assert c["c"].term == 1 and c["c"].role is Role.FOLLOWER
+
+
+def test_4_2_3_a_removed_node_that_missed_its_removal_cannot_disrupt_the_cluster():
+    c = Cluster(["a", "b", "c"])
+    c.elect("a")
+    c.isolate("c")  # c never hears of its removal
+    c["a"].remove("c", now_ms=0)
+    c.stabilize()
+    c.heal()
+    c.tick(["a", "b"], times=2)
+    # c times out and asks for pre-votes, which a and b refuse (lease, and c's log is
+    # behind), so nobody's term moves
     c.tick(["c"], times=5 * OPTIONS.election_tick)
     c.tick(["a", "b"], times=2)
     assert c["c"].term == c["a"].term == 1 and c["a"].is_leader

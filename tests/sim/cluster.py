@@ -60,6 +60,7 @@ class SimNode:
         self.next_tick = 0
         self.last_commit = 0
         self.starts = 0
+        self.retired = False  # removed from the group and shut down, like delete_member
 
     @property
     def up(self) -> bool:
@@ -174,6 +175,7 @@ class SimCluster:
         self.proposed = 0
         self.chaos = False
         self.reads_asked = self.reads_done = 0
+        self.removals: list[tuple[int, int, str]] = []  # (index, term, node) proposed removals
         self.read_floor: dict[bytes, int] = {}
         self.trace: deque[str] = deque(maxlen=60)
         self._leader_terms: dict[str, int] = {}
@@ -223,7 +225,7 @@ class SimCluster:
         if rng.random() < f.propose:
             self.propose()
         up = [n for n in self.nodes.values() if n.up]
-        down = [n for n in self.nodes.values() if not n.up]
+        down = [n for n in self.nodes.values() if not n.up and not n.retired]
         if up and rng.random() < f.crash and len(down) < self.size // 2 + 1:
             # leaders, and nodes with writes not yet synced, crash more often than others:
             # that is where the hard cases are
@@ -299,7 +301,8 @@ class SimCluster:
                 self.trace.append(f"{self.now}ms {lead.id} adds learner {new_id}")
             elif len(config.voters) > 3:
                 victim = self.rng.choice(list(config.voters) + list(config.learners))
-                lead.remove(victim, self.now)
+                index = lead.remove(victim, self.now)
+                self.removals.append((index, lead.term, victim))
                 self.trace.append(f"{self.now}ms {lead.id} removes {victim}")
         except (ConfigChangeInProgress, ProposalDropped, NotLeader):
             pass
@@ -330,7 +333,25 @@ class SimCluster:
                 return None
         return None
 
+    def _retire_removed(self) -> None:
+        """Once a removal is committed, shut the removed node down for good (as an operator's
+        delete_member would); until then it runs, and may have missed its own removal."""
+        keep = []
+        for index, term, node_id in self.removals:
+            known = self.checker.committed.get(index)
+            if known is None:
+                keep.append((index, term, node_id))
+            elif known[0] == term:
+                n = self.nodes[node_id]
+                if n.up:
+                    n.crash()
+                n.retired = True
+                self.trace.append(f"{self.now}ms {node_id} retired")
+        self.removals = keep
+
     def _check(self) -> None:
+        if self.removals:
+            self._retire_removed()
         ck = self.checker
         for n in self.nodes.values():
             raft = n.raft
@@ -352,7 +373,7 @@ class SimCluster:
         self.net.heal()
         self.net.profile = NetProfile(1, 15, 0.0, 0.0)
         for n in self.nodes.values():
-            if not n.up:
+            if not n.up and not n.retired:
                 n.start()
         self.trace.append(f"{self.now}ms healed")
 
@@ -367,7 +388,7 @@ class SimCluster:
                 break
             self.step(chaos=False)
             if index is None or self.now >= retry_at:
-                leaders = [n for n in self.nodes.values() if n.raft.role is Role.LEADER]
+                leaders = [n for n in self.nodes.values() if n.up and n.raft.role is Role.LEADER]
                 if leaders:
                     marker = b"liveness-%d" % self.steps
                     retry_at = self.now + 1000
