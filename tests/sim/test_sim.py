@@ -15,14 +15,14 @@ import pytest
 
 from .cluster import Faults, run_seed
 
-CI_SEEDS = 24
+CI_SEEDS = 50
 CI_STEPS = 3000
 
 
 @pytest.mark.parametrize("size", [3, 5, 7])
-@pytest.mark.parametrize("block", range(0, CI_SEEDS, 6))
+@pytest.mark.parametrize("block", range(0, CI_SEEDS, 10))
 def test_cluster_survives_chaos(size, block):
-    for seed in range(block, min(block + 6, CI_SEEDS)):
+    for seed in range(block, min(block + 10, CI_SEEDS)):
         c = run_seed(seed * 1000 + size, size, CI_STEPS)
         c.settle()
         assert c.checker.max_committed > 0
@@ -30,10 +30,10 @@ def test_cluster_survives_chaos(size, block):
 
 
 @pytest.mark.parametrize("size", [3, 5])
-@pytest.mark.parametrize("block", range(0, 12, 6))
+@pytest.mark.parametrize("block", range(0, 30, 10))
 def test_cluster_survives_chaos_with_membership_changes(size, block):
     faults = Faults(membership=0.004)
-    for seed in range(block, block + 6):
+    for seed in range(block, block + 10):
         c = run_seed(seed * 1000 + size + 7, size, CI_STEPS, faults)
         c.settle()
         members = c.members()
