@@ -12,6 +12,7 @@ the response repeats, and requests on one connection run concurrently:
     {"id": 1, "op": "propose", "group": "demo", "data": "x"}
         -> {"id": 1, "ok": true, "reply": <position in the applied list>}
         -> {"id": 1, "ok": false, "error": "not_leader", "leader": "n2"}
+        -> {"id": 1, "ok": false, "error": "unknown", "leader": "n2"}   (may still commit)
     {"id": 2, "op": "applied", "group": "demo"}  -> {"id": 2, "ok": true, "applied": [...]}
     {"id": 3, "op": "status", "group": "demo"}   -> {"id": 3, "ok": true, "leader": ..., ...}
 """
@@ -27,7 +28,7 @@ from typing import Any
 import msgspec
 import trio
 
-from .driver import NodeDriver
+from .driver import LeadershipLost, NodeDriver
 from .log import AsyncLog, LogConfig
 from .raft import Meta, NotLeader, RaftError, RaftOptions
 from .transport import Transport
@@ -114,6 +115,8 @@ class _Server:
                 reply = await d.propose(group, req["data"].encode())
             except NotLeader as e:
                 return {"ok": False, "error": "not_leader", "leader": e.leader_hint}
+            except LeadershipLost as e:
+                return {"ok": False, "error": "unknown", "leader": e.leader_hint}
             except RaftError as e:
                 return {"ok": False, "error": str(e)}
             return {"ok": True, "reply": reply}

@@ -36,7 +36,17 @@ from .raft import (Entry, EntryKind, HardState, LocalEffect, Meta, NotLeader,
                    encode_message)
 from .raft.machine import StateMachine
 
-__all__ = ["NodeDriver", "Sender", "GroupStatus"]
+__all__ = ["NodeDriver", "Sender", "GroupStatus", "LeadershipLost"]
+
+
+class LeadershipLost(RaftError):
+    """This node stopped leading while the proposal was in its log but not yet committed: it
+    may still commit under the new leader, or not. The outcome is unknown (so no confirm and
+    no nack); `leader_hint` names the new leader if known."""
+
+    def __init__(self, leader_hint: str | None) -> None:
+        super().__init__(f"leadership lost, outcome unknown (leader hint: {leader_hint})")
+        self.leader_hint = leader_hint
 
 
 class Sender(Protocol):
@@ -170,8 +180,9 @@ class NodeDriver:
     async def propose(self, group: str, data: bytes) -> Any:
         """Propose one command; returns the state machine's reply once it is committed and
         applied here. Raises `NotLeader` (with `leader_hint`) when this node does not lead the
-        group, or when the entry was replaced by another leader's. Cancelling the wait does not
-        withdraw the command: it may still commit."""
+        group, or when the entry was replaced by another leader's; raises `LeadershipLost` when
+        this node stepped down before the entry committed (outcome unknown). Cancelling the
+        wait does not withdraw the command: it may still commit."""
         g = self._groups[group]
         if not g.raft.is_leader:
             raise NotLeader(g.raft.leader)
@@ -246,6 +257,8 @@ class NodeDriver:
                 send(m.to, g.id, encode_message(m))
         for g, rd in readies:
             self._apply(g, rd)
+            if g.waiters and not g.raft.is_leader:
+                self._abandon(g)
             g.raft.advance(rd)
             await self._maybe_compact(g)
             if g.raft.has_ready():
@@ -313,6 +326,14 @@ class NodeDriver:
         self.applied_entries += len(rd.committed)
         if effects_out and g.on_effects is not None:
             g.on_effects(g.id, effects_out)
+
+    def _abandon(self, g: _Group) -> None:
+        """No longer leader: nothing would resolve the waiters until later entries commit at
+        their indexes, which may never happen if their proposers wait on us. Tell them now."""
+        waiters, g.waiters = g.waiters, {}
+        err = LeadershipLost(g.raft.leader)
+        for w in waiters.values():
+            w.fail(err)
 
     async def _maybe_compact(self, g: _Group) -> None:
         raft = g.raft

@@ -7,7 +7,7 @@ import random
 import pytest
 import trio
 
-from quorum.driver import NodeDriver
+from quorum.driver import LeadershipLost, NodeDriver
 from quorum.log import AsyncLog, LogConfig
 from quorum.raft import KvDelete, KvMachine, KvSet, LocalEffect, NotLeader, RaftOptions
 from quorum.transport import Transport
@@ -26,7 +26,8 @@ class Node:
         self.transport = Transport(name, {n: ("127.0.0.1", ports[n]) for n in NAMES}, SECRET,
                                    self._on_frame, listen=("127.0.0.1", ports[name]),
                                    backoff=(0.01, 0.1))
-        self.driver = NodeDriver(name, self.log, self.transport, tick_interval=0.01,
+        self.isolated = False
+        self.driver = NodeDriver(name, self.log, self, tick_interval=0.01,
                                  options=RaftOptions(election_tick=10, heartbeat_tick=2),
                                  snapshot_every=snapshot_every, rng=random.Random(hash(name)))
         self.effects: list = []
@@ -35,7 +36,12 @@ class Node:
         self.cancel = trio.CancelScope()
 
     def _on_frame(self, peer: str, group: str, data: bytes) -> None:
-        self.driver.deliver(peer, group, data)
+        if not self.isolated:
+            self.driver.deliver(peer, group, data)
+
+    def send(self, peer: str, group: str, data: bytes) -> bool:
+        """The driver's sender: the transport, unless the test isolated this node."""
+        return False if self.isolated else self.transport.send(peer, group, data)
 
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with self.cancel:
@@ -142,4 +148,32 @@ async def test_many_groups_share_one_wal_and_survive_restart(tmp_path):
                     state = dict(n.driver.state(g))
                     state.pop("after")
                     assert {k: v[0] for k, v in state.items()} == {k: v[0] for k, v in leader_state[g].items()}
+        nursery.cancel_scope.cancel()
+
+
+async def test_isolated_leader_fails_pending_proposals_as_unknown(tmp_path):
+    async with trio.open_nursery() as nursery:
+        nodes, _ = await start(nursery, tmp_path, ["kv"])
+        with trio.fail_after(30):
+            await propose_anywhere(nodes, "kv", KvSet("a", "1"))
+            old = nodes[await wait_leader(nodes, "kv")]
+            old.isolated = True
+            outcome = []
+
+            async def stuck_proposal():
+                try:
+                    await old.driver.propose("kv", KvMachine.encode(KvSet("lost", "?")))
+                    outcome.append("committed")
+                except LeadershipLost:
+                    outcome.append("unknown")
+
+            nursery.start_soon(stuck_proposal)
+            # the others elect a new leader; the old one steps down (check quorum) and must
+            # not leave its proposer waiting for an index nobody will commit
+            while not outcome:
+                await trio.sleep(0.01)
+            assert outcome == ["unknown"]
+            old.isolated = False
+            others = {n: v for n, v in nodes.items() if v is not old}
+            await propose_anywhere(others, "kv", KvSet("b", "2"))
         nursery.cancel_scope.cancel()

@@ -156,7 +156,9 @@ async def test_kill9_leader_loses_no_committed_proposal(tmp_path):
                 for n in NAMES:
                     with trio.move_on_after(2):
                         report[n] = await status(client, n)
-                pytest.fail(f"stuck in phase {phase[0]!r} with {len(committed)} committed: {report}")
+                logs = {n: (tmp_path / f"{n}.stderr").read_text()[-3000:] for n in NAMES}
+                pytest.fail(f"stuck in phase {phase[0]!r} with {len(committed)} committed: "
+                            f"{report}\nstderr: {logs}")
             await client.aclose()
             nursery.cancel_scope.cancel()
     finally:
