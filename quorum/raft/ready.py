@@ -71,7 +71,9 @@ class Ready:
 @dataclass(slots=True)
 class Persisted:
     """What a node restarts from: the durable hard state, the latest durable snapshot (None if
-    never compacted) and the durable entries after it, in index order without gaps."""
+    never compacted) and the durable entries after it, in index order without gaps. When the
+    node is given a LogReader, `entries` may be just a tail of them (at least the last one);
+    the node reads the others back through the reader."""
 
     hard_state: HardState = field(default_factory=HardState)
     snapshot: Snapshot | None = None
