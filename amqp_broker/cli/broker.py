@@ -8,6 +8,7 @@ flags given on the command line win over the file.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import signal
 import sys
@@ -27,6 +28,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--data-dir", type=Path, default=None,
                    help=f"where durable state lives (default $AMQP_BROKER_DATA_DIR or {default_data_dir()})")
     p.add_argument("--config", type=Path, default=None, help="rabbitmq.conf-style file")
+    p.add_argument("--management-port", type=int, default=None,
+                   help="management HTTP API port (default 15672; 0 = any free port; -1 = off)")
     p.add_argument("--log-level", default="INFO")
     return p.parse_args(argv)
 
@@ -37,7 +40,11 @@ def build_settings(argv: list[str] | None = None) -> tuple[Settings, str]:
 
     args = _parse_args(argv)
     overrides = {"port": args.port, "host": args.host, "data_dir": args.data_dir}
-    return load_settings(args.config, overrides=overrides), args.log_level
+    settings = load_settings(args.config, overrides=overrides)
+    if args.management_port is not None:
+        mgmt = dataclasses.replace(settings.management, port=args.management_port)
+        settings = dataclasses.replace(settings, management=mgmt)
+    return settings, args.log_level
 
 
 async def _run(settings: Settings) -> None:

@@ -8,6 +8,7 @@ connection.close 320 CONNECTION_FORCED and the journal is flushed before returni
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import trio
 
@@ -58,6 +59,7 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
             nursery.start_soon(run_alarms, broker)
             nursery.start_soon(broker.durability.run, broker)
             port = await nursery.start(serve_amqp, broker)
+            await _start_http(nursery, broker, port)
             _log.info("amqp-broker %s ready on port %d", broker.settings.version, port)
             task_status.started(port)
             if stop is not None:
@@ -68,6 +70,40 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
         # Sessions are cancelled with the nursery; what they journaled is flushed here.
         store.close()
         _log.info("amqp-broker stopped")
+
+
+@dataclass(frozen=True, slots=True)
+class _HttpPorts:
+    """What mgmt.serve_management / serve_metrics read from their settings argument."""
+
+    host: str
+    management_host: str
+    management_port: int
+    prometheus_port: int
+
+
+async def _start_http(nursery: trio.Nursery, broker: Broker, amqp_port: int) -> None:
+    """The management API and Prometheus endpoint, when the settings configure them
+    (BrokerSettings from rabbitmq.conf). A port already in use is logged, not fatal: AMQP
+    clients matter more than the HTTP API."""
+    s = broker.settings
+    mgmt, prom = getattr(s, "management", None), getattr(s, "prometheus", None)
+    if mgmt is None or mgmt.port < 0:
+        return
+    from amqp_broker.mgmt import Admin as HttpAdmin, serve_management, serve_metrics
+
+    admin = HttpAdmin(broker)
+    ports = _HttpPorts(s.host, mgmt.host, mgmt.port, prom.port if prom is not None else -1)
+    admin.listeners.append({"node": admin.node, "protocol": "amqp", "ip_address": s.host,
+                            "port": amqp_port, "socket_opts": {}})
+    for what, serve, port in (("management API", serve_management, mgmt.port),
+                              ("Prometheus metrics", serve_metrics, ports.prometheus_port)):
+        if port < 0:
+            continue
+        try:
+            await nursery.start(serve, admin, ports)
+        except OSError as err:
+            _log.warning("%s not started on port %d: %s", what, port, err)
 
 
 async def _close_connections(broker: Broker, grace: float = 2.0) -> None:

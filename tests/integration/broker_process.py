@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-_LISTEN = re.compile(rb"listening on \S+:(\d+)")
+_LISTEN = re.compile(rb"AMQP 0-9-1 listening on \S+:(\d+)")
 
 
 class BrokerProcess:
@@ -34,7 +34,7 @@ class BrokerProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "amqp_broker", "--port", "0", "--host", "127.0.0.1",
-             "--data-dir", str(self.data_dir), *self.extra_args],
+             "--management-port", "-1", "--data-dir", str(self.data_dir), *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + timeout
