@@ -1,0 +1,154 @@
+"""`amqp-broker-dlq`: archive a dead-letter queue to Parquet and report on it (SPARK.md 6).
+
+    amqp-broker-dlq archive --url amqp://... --queue dlq.analytics --archive ./dlq-archive
+    amqp-broker-dlq report  --archive ./dlq-archive [--bucket 1h --top 20 --format json --out ./report]
+    amqp-broker-dlq run     (archive, then report; same flags)
+
+Also `python -m amqp_broker.spark.dlq`, and unchanged under `spark-submit .../dlq.py report ...`:
+`--master` (default local[*]) applies only when Spark has no master configured already.
+`archive` is a streaming query with Trigger.AvailableNow (ack after commit) unless --continuous;
+`report` only reads the archive through Spark (it honours the file sink's `_spark_metadata`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def window_duration(text: str) -> str:
+    """`1h` / `15m` / `1 day` -> a Spark window duration string."""
+    m = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", text)
+    if m:
+        return f"{m.group(1)} {_UNITS[m.group(2)]}"
+    return text
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--master", default="local[*]",
+                        help="Spark master when none is configured (spark-submit's wins)")
+    common.add_argument("--ui", action="store_true", help="keep the Spark UI on (local runs)")
+    common.add_argument("--archive", required=True, help="archive directory (Parquet, file sink)")
+
+    archive = argparse.ArgumentParser(add_help=False)
+    archive.add_argument("--url", required=True, help="amqp://user:pass@host:port/vhost")
+    archive.add_argument("--queue", default="dlq.analytics")
+    archive.add_argument("--checkpoint", help="default: <archive>/_checkpoint")
+    archive.add_argument("--continuous", action="store_true", help="keep running (processingTime)")
+    archive.add_argument("--trigger", default="30s", help="trigger interval with --continuous")
+    archive.add_argument("--max-messages-per-batch", type=int, default=10_000)
+
+    report = argparse.ArgumentParser(add_help=False)
+    report.add_argument("--since", help="inclusive start, e.g. 2026-11-01")
+    report.add_argument("--until", help="exclusive end")
+    report.add_argument("--bucket", default="1h", help="time bucket: 15m, 1h, 1d, ...")
+    report.add_argument("--top", type=int, default=20)
+    report.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    report.add_argument("--out", help="directory for CSV/JSON files and the PNG chart")
+
+    parser = argparse.ArgumentParser(prog="amqp-broker-dlq", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("archive", parents=[common, archive], help="drain the DLQ into the archive")
+    sub.add_parser("report", parents=[common, report], help="report on the archive")
+    sub.add_parser("run", parents=[common, archive, report], help="archive, then report")
+    return parser
+
+
+def _configured_master() -> str | None:
+    """spark.master set by spark-submit (the JVM exists already) or by spark-defaults."""
+    from pyspark import SparkConf, SparkContext
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # launched by spark-submit: ask its JVM
+        SparkContext._ensure_initialized()
+    conf = SparkConf()
+    return conf.get("spark.master", None)
+
+
+def spark_session(master: str = "local[*]", ui: bool = False, app: str = "amqp-broker-dlq"):
+    """A SparkSession; local settings (loopback, no UI, few shuffle partitions) only when local."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app)
+    if _configured_master() is None:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        cores = os.cpu_count() or 1
+        builder = (builder.master(master)
+                   .config("spark.driver.host", "127.0.0.1")
+                   .config("spark.driver.bindAddress", "127.0.0.1")
+                   .config("spark.ui.enabled", "true" if ui else "false")
+                   .config("spark.sql.shuffle.partitions", str(min(8, cores * 2))))
+    spark = builder.getOrCreate()
+    from .datasource import register
+    register(spark)
+    return spark
+
+
+def archive(spark, args) -> dict:
+    """Drain (or follow, with --continuous) the queue into Parquet partitioned by dt."""
+    from pyspark.sql import functions as F
+
+    checkpoint = args.checkpoint or args.archive.rstrip("/") + "/_checkpoint"
+    df = (spark.readStream.format("amqp").option("url", args.url).option("queue", args.queue)
+          .option("maxMessagesPerBatch", str(args.max_messages_per_batch)).load()
+          .withColumn("dt", F.to_date("consumed_at")))
+    writer = (df.writeStream.format("parquet").option("path", args.archive)
+              .option("checkpointLocation", checkpoint).partitionBy("dt"))
+    if args.continuous:
+        writer = writer.trigger(processingTime=window_duration(args.trigger))
+    else:
+        writer = writer.trigger(availableNow=True)
+    query = writer.start()
+    query.awaitTermination()
+    rows = sum(int(getattr(p, "numInputRows", 0) if not isinstance(p, dict) else p["numInputRows"])
+               for p in query.recentProgress)
+    print(f"archived {rows} dead letters from {args.queue} into {args.archive}", file=sys.stderr)
+    return {"rows": rows}
+
+
+def report(spark, args) -> dict:
+    from . import dlq_output, dlq_report
+
+    data = spark.read.parquet(args.archive)
+    result = dlq_report.build(data, since=args.since, until=args.until,
+                              bucket=window_duration(args.bucket), top=args.top)
+    if args.format == "json":
+        sys.stdout.write(dlq_output.render_json(result))
+    elif args.format == "csv" and not args.out:
+        for name in dlq_output.TABLES:
+            sys.stdout.write(f"# {name}\n")
+            dlq_output.write_csv(result[name], sys.stdout)
+    else:
+        sys.stdout.write(dlq_output.render_tables(result))
+    if args.out:
+        out = Path(args.out)
+        written = dlq_output.write_files(result, out, "json" if args.format == "json" else "csv")
+        chart = dlq_output.write_chart(result["over_time"], out / "dead_letters_over_time.png")
+        for path in [*written, *([chart] if chart else [])]:
+            print(f"wrote {path}", file=sys.stderr)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "report" and "://" not in args.archive and not Path(args.archive).exists():
+        print(f"amqp-broker-dlq: archive {args.archive} does not exist", file=sys.stderr)
+        return 2
+    spark = spark_session(args.master, args.ui)
+    try:
+        if args.command in ("archive", "run"):
+            archive(spark, args)
+        if args.command in ("report", "run"):
+            report(spark, args)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
