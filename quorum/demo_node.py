@@ -33,7 +33,7 @@ from .log import AsyncLog, LogConfig
 from .raft import Meta, NotLeader, RaftError, RaftOptions
 from .transport import Transport
 
-__all__ = ["AppendMachine", "DemoClient", "main"]
+__all__ = ["AppendMachine", "CountMachine", "DemoClient", "main"]
 
 
 class AppendMachine:
@@ -54,6 +54,28 @@ class AppendMachine:
 
     def restore(self, data: bytes) -> list[str]:
         return msgspec.msgpack.decode(data, type=list[str])
+
+
+class CountMachine:
+    """State: how many commands were applied (for benchmarks: no per-command memory)."""
+
+    def init(self) -> int:
+        return 0
+
+    def decode(self, data: bytes) -> bytes:
+        return data
+
+    def apply(self, meta: Meta, command: bytes, state: int) -> tuple[int, Any, list[Any]]:
+        return state + 1, state, []
+
+    def snapshot(self, state: int) -> bytes:
+        return str(state).encode()
+
+    def restore(self, data: bytes) -> int:
+        return int(data)
+
+
+_MACHINES = {"append": AppendMachine, "count": CountMachine}
 
 
 def _parse_peers(text: str) -> dict[str, tuple[str, int]]:
@@ -121,7 +143,8 @@ class _Server:
                 return {"ok": False, "error": str(e)}
             return {"ok": True, "reply": reply}
         if op == "applied":
-            return {"ok": True, "applied": list(d.state(group))}
+            state = d.state(group)
+            return {"ok": True, "applied": list(state) if isinstance(state, list) else state}
         if op == "status":
             st = d.status(group)
             return {"ok": True, "node": d.node_id, "leader": st.leader, "is_leader": st.is_leader,
@@ -143,7 +166,7 @@ async def serve(args: argparse.Namespace) -> None:
                                       tick_interval=args.tick, snapshot_every=args.snapshot_every,
                                       rng=random.Random())
     for group in args.groups.split(","):
-        driver.add_group(group, AppendMachine(), sorted(peers))
+        driver.add_group(group, _MACHINES[args.machine](), sorted(peers))
     async with trio.open_nursery() as nursery:
         await nursery.start(transport.run)
         await nursery.start(driver.run)
@@ -236,6 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--client-port", type=int, required=True)
     p.add_argument("--secret", default="demo-cookie")
     p.add_argument("--groups", default="demo")
+    p.add_argument("--machine", choices=sorted(_MACHINES), default="append")
     p.add_argument("--tick", type=float, default=0.05)
     p.add_argument("--election-tick", type=int, default=10)
     p.add_argument("--heartbeat-tick", type=int, default=2)

@@ -141,7 +141,7 @@ class NodeDriver:
 
     def _load(self, group: str, machine: StateMachine) -> tuple[Persisted, Any]:
         st = self.log.state(group)
-        stored = self.log.store.read_snapshot(group) if st.snapshot_index else None
+        stored = self.log.read_snapshot(group) if st.snapshot_index else None
         snap = None
         state = machine.init()
         if stored is not None and stored.index == st.snapshot_index:
@@ -295,9 +295,8 @@ class NodeDriver:
             token = log.append(g.id, [(e.index, e.term, encode_entry(e)) for e in rd.entries])
         hs = rd.hard_state
         if hs is not None:
-            st = log.store.groups.get(g.id)
-            old = st.hard if st is not None else None
-            if rd.entries or old is None or old.term != hs.term or old.vote != hs.vote:
+            term, vote, _ = log.hard_state(g.id)
+            if rd.entries or term != hs.term or vote != hs.vote:
                 token = log.set_hard_state(g.id, hs.term, hs.vote, hs.commit)
         return token
 

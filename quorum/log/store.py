@@ -128,6 +128,11 @@ class LogStore:
             g = self.groups[group] = GroupLog(group, os.path.join(self.groups_dir, group_dir_name(group)))
         return g
 
+    def hard_state(self, group: str) -> tuple[int, str | None, int]:
+        """(term, vote, commit) as last written (durable once its token is)."""
+        h = self._group(group).hard
+        return h.term, h.vote, h.commit
+
     def group_names(self) -> list[str]:
         return sorted(self.groups)
 

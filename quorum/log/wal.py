@@ -69,6 +69,12 @@ class AsyncLog:
     def state(self, group: str) -> GroupState:
         return self.store.state(group)
 
+    def hard_state(self, group: str) -> tuple[int, str | None, int]:
+        return self.store.hard_state(group)
+
+    def read_snapshot(self, group: str) -> StoredSnapshot | None:
+        return self.store.read_snapshot(group)
+
     @property
     def durable(self) -> int:
         return self.store.durable

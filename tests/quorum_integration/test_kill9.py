@@ -19,7 +19,7 @@ import trio
 
 from quorum.demo_node import DemoClient
 
-pytestmark = [pytest.mark.trio, pytest.mark.slow]
+pytestmark = pytest.mark.trio
 
 NAMES = ["n1", "n2", "n3"]
 
