@@ -82,7 +82,7 @@ class SimNode:
     def crash(self) -> None:
         self.raft = None
         self.pending = None
-        self.disk.crash()
+        self.disk.crash(self.c.rng)
 
     def process(self) -> None:
         """Take the next Ready if none is pending; sync at once or schedule it for later."""

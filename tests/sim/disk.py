@@ -27,8 +27,25 @@ class SimDisk:
                 self.hard_state = rd.hard_state
         self._staged.clear()
 
-    def crash(self) -> None:
-        self._staged.clear()  # written but never synced: lost
+    def crash(self, rng=None) -> None:
+        """Unsynced writes are lost, except that with an rng a random prefix of them (in write
+        order: snapshot, entries, hard state of each Ready) may have reached the disk anyway."""
+        staged, self._staged = self._staged, []
+        if rng is None or not staged or rng.random() < 0.5:
+            return
+        full = rng.randint(0, len(staged) - 1)
+        self._staged = staged[:full]
+        self.sync()
+        torn = staged[full]
+        if torn.snapshot is not None:
+            if rng.random() < 0.5:
+                return
+            self.install_snapshot(torn.snapshot, keep_tail=False)
+        cut = rng.randint(0, len(torn.entries))
+        if cut:
+            self._append(torn.entries[:cut])
+        if cut == len(torn.entries) and torn.hard_state is not None and rng.random() < 0.5:
+            self.hard_state = torn.hard_state
 
     def install_snapshot(self, snap: Snapshot, keep_tail: bool) -> None:
         """Write a snapshot durably (atomically, by rename). A local compaction keeps the entries
