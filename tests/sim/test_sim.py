@@ -1,6 +1,10 @@
 """Deterministic simulation of 3, 5 and 7 node Raft clusters under message loss, duplication,
-reordering, partitions, crashes that lose unsynced writes, and restarts; safety is checked
-after every step and liveness after the network heals (see cluster.py).
+reordering, partitions (also one-way), crashes that lose unsynced writes (or keep a torn
+prefix of them), restarts, membership changes and ReadIndex reads; safety (election safety,
+log matching, state-machine safety, leader completeness, read linearizability) is checked
+after every step and liveness after the network heals (see cluster.py). Seeds vary the
+options too: odd seeds read old entries back through a LogReader, every third seed runs
+without pre-vote/check-quorum, most use early leader messages.
 
 CI runs a fixed set of seeds. A failure prints its seed; replay it with
     SIM_SEED=<seed> SIM_SIZE=<n> SIM_STEPS=<steps> python -m pytest tests/sim -k replay
