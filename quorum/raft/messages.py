@@ -194,12 +194,17 @@ class VoteResp(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=8):
 
 
 class InstallSnapshot(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=9):
-    """Leader -> follower whose next entry was compacted away: the whole snapshot at once."""
+    """Leader -> follower whose next entry was compacted away. A large snapshot comes in
+    chunks: `snapshot.data` is then the part starting at byte `offset`, and `done` marks the
+    last part. The chunks of one snapshot are sent together and in order; a follower that
+    misses one drops what it has and waits for the leader to send the snapshot again."""
 
     to: str
     frm: str
     term: int
     snapshot: Snapshot
+    offset: int = 0
+    done: bool = True
 
 
 class TimeoutNow(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=10):

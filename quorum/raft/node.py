@@ -17,7 +17,8 @@ member, including itself); `_votes` (candidate only); `_msgs` (outbox for the ne
 `_heartbeat_elapsed`, `_timeout` (ticks); `_transfer_target`; `_pending_conf_index` (last
 config entry the leader appended; one change at a time); `_last_ts` (largest entry timestamp);
 `_early` (leader traffic that may precede the fsync, with options.early_messages);
-`_reads`, `_reads_waiting`, `_read_states` (ReadIndex, see reads.py).
+`_reads`, `_reads_waiting`, `_read_states` (ReadIndex, see reads.py); `_snap_chunks` (a
+chunked snapshot being received).
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
         self._reads: list = []  # leader: pending read_index requests, oldest first
         self._reads_waiting: list[bytes] = []  # leader: reads waiting for a current-term commit
         self._read_states: list[ReadState] = []  # confirmed, for the next Ready
+        self._snap_chunks: tuple[SnapshotMeta, bytearray] | None = None  # follower: partial
         self._bcast_pending = False
         self._pending_conf_index = 0
         self._role = Role.FOLLOWER

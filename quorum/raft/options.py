@@ -29,9 +29,11 @@ class RaftOptions:
     # Put a leader's Append / Heartbeat / InstallSnapshot in Ready.early_messages, to be sent
     # before its own fsync completes (thesis 10.2.1). Off: everything is in Ready.messages.
     early_messages: bool = False
+    # Snapshot data larger than this goes out in several InstallSnapshot messages.
+    max_snapshot_chunk: int = 4 << 20
 
     def __post_init__(self) -> None:
         if not 0 < self.heartbeat_tick < self.election_tick:
             raise ValueError("need 0 < heartbeat_tick < election_tick")
-        if self.max_append_entries < 1 or self.max_inflight < 1:
-            raise ValueError("max_append_entries and max_inflight must be >= 1")
+        if self.max_append_entries < 1 or self.max_inflight < 1 or self.max_snapshot_chunk < 1:
+            raise ValueError("max_append_entries, max_inflight, max_snapshot_chunk must be >= 1")

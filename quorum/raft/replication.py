@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .majority import committed_index
 from .membership import promote as promote_config
 from .messages import (Append, AppendResp, Entry, EntryKind, Heartbeat, HeartbeatResp,
-                       InstallSnapshot, TimeoutNow, decode_config)
+                       InstallSnapshot, Snapshot, TimeoutNow, decode_config)
 from .progress import Progress, ProgressState
 from .ready import Role
 
@@ -122,7 +122,14 @@ class ReplicationMixin:
         snap = self._snapshot
         if snap is None:
             raise AssertionError("log compacted without a snapshot")
-        self._send(InstallSnapshot(peer, self.id, self._term, snap))
+        size, data = self._opts.max_snapshot_chunk, snap.data
+        if len(data) <= size:
+            self._send(InstallSnapshot(peer, self.id, self._term, snap))
+        else:
+            for off in range(0, len(data), size):
+                part = Snapshot(snap.meta, data[off:off + size])
+                self._send(InstallSnapshot(peer, self.id, self._term, part, off,
+                                           off + size >= len(data)))
         pr.become_snapshot(snap.meta.index)
         return False
 
@@ -272,7 +279,10 @@ class ReplicationMixin:
 
     def _on_install_snapshot(self: RaftNode, m: InstallSnapshot) -> None:
         log = self._log
-        meta = m.snapshot.meta
+        snapshot = m.snapshot if m.offset == 0 and m.done else self._assemble(m)
+        if snapshot is None:
+            return  # more chunks to come, or one was lost
+        meta = snapshot.meta
         if meta.index <= log.commit:
             self._send(AppendResp(m.frm, self.id, self._term, log.commit))
             return
@@ -280,9 +290,23 @@ class ReplicationMixin:
             # we already have the entries: just learn that they are committed
             log.commit_to(meta.index)
         else:
-            log.restore(m.snapshot)
-            self._snapshot = m.snapshot
+            log.restore(snapshot)
+            self._snapshot = snapshot
             self._configs.reset(meta.index, meta.config)
             self._on_config_change()
         self._send(AppendResp(m.frm, self.id, self._term, meta.index))
 
+    def _assemble(self: RaftNode, m: InstallSnapshot) -> Snapshot | None:
+        """Collect the chunks of one snapshot; the whole snapshot once the last one is in."""
+        part = m.snapshot
+        if m.offset == 0:
+            self._snap_chunks = (part.meta, bytearray())
+        buf = self._snap_chunks
+        if buf is None or buf[0] != part.meta or len(buf[1]) != m.offset:
+            self._snap_chunks = None  # a chunk went missing: wait for the leader to resend
+            return None
+        buf[1].extend(part.data)
+        if not m.done:
+            return None
+        self._snap_chunks = None
+        return Snapshot(buf[0], bytes(buf[1]))

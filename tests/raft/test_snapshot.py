@@ -92,3 +92,31 @@ def test_snapshot_carries_the_membership_at_its_index():
     c.stabilize()
     snap = _compact(c, "a")
     assert snap.meta.config.voters == ("a", "b")
+
+
+def test_7_a_large_snapshot_goes_in_chunks_and_a_lost_chunk_means_a_resend():
+    from quorum.raft import RaftOptions
+
+    opts = RaftOptions(election_tick=10, heartbeat_tick=1, max_snapshot_chunk=64,
+                       early_messages=True)
+    c = Cluster(["a", "b", "c"], options=opts)
+    c.elect("a")
+    c.isolate("c")
+    for i in range(20):
+        c.put("a", f"key-{i}", "value-%d" % i)
+    c.stabilize()
+    snap = _compact(c, "a")
+    assert len(snap.data) > 3 * 64
+    c.heal()
+    c["a"].tick()  # a heartbeat, then a probe that c rejects: a finds it must send a snapshot
+    for _ in range(5):
+        c.deliver(lambda m: not isinstance(m, InstallSnapshot))
+    chunks = [m for m in c.in_flight if isinstance(m, InstallSnapshot)]
+    assert len(chunks) == -(-len(snap.data) // 64) and chunks[-1].done
+    assert [m.offset for m in chunks] == list(range(0, len(snap.data), 64))
+    c.drop(lambda m: m is chunks[1])  # ...in chunks, and one of them is lost
+    c.stabilize()
+    assert c["c"].snapshot_meta is None  # c threw the incomplete snapshot away
+    c.tick(["a"], times=12)  # no answer for an election timeout: a sends it all again
+    assert c["c"].snapshot_meta == snap.meta
+    assert c.values("c") == c.values("a")

@@ -163,7 +163,8 @@ class SimCluster:
                                               max_append_entries=8, max_inflight=4,
                                               memory_entries=2 if self.use_reader else 1024,
                                               pre_vote=not plain, check_quorum=not plain,
-                                              early_messages=seed % 4 != 3)
+                                              early_messages=seed % 4 != 3,
+                                              max_snapshot_chunk=10 if seed % 5 == 0 else 4096)
         self.ids = [f"n{i}" for i in range(size)]
         self.now = 0
         self.steps = 0
