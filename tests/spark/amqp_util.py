@@ -42,9 +42,13 @@ class OurBroker:
         data = work / "data"
         data.mkdir(parents=True, exist_ok=True)
         self.log_path = work / "broker.log"
+        # HTTP endpoints on free loopback ports: other brokers on this machine hold the defaults.
+        config = work / "rabbitmq.conf"
+        config.write_text(f"management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = {free_port()}\n"
+                          f"prometheus.tcp.ip = 127.0.0.1\nprometheus.tcp.port = {free_port()}\n")
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen([exe, "--host", "127.0.0.1", "--port", str(self.port),
-                                          "--data-dir", str(data)],
+                                          "--data-dir", str(data), "--config", str(config)],
                                          stdout=log, stderr=subprocess.STDOUT)
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
         deadline = time.monotonic() + 60
