@@ -1,0 +1,212 @@
+"""U1-U4 (SPARK.md section 7): offsets, parsing, options, pickling.  No JVM, no broker."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import pickle
+import socket
+import types
+
+import pytest
+
+from amqp_broker.spark import ledger as L
+from amqp_broker.spark import options as O
+from amqp_broker.spark import rows as R
+from amqp_broker.spark.messages import deterministic_id, to_message
+
+NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.timezone.utc)
+
+
+def _delivery(session: int, tag: int, size: int = 10) -> L.Delivery:
+    return L.Delivery(session, tag, (0, "q", b"x" * size) + (None,) * 15, size)
+
+
+# -- U1 offset bookkeeping -------------------------------------------------------------------
+
+def test_u1_seq_assignment_and_ack_upto():
+    led = L.Ledger()
+    s = led.new_session()
+    for tag in range(1, 8):
+        assert led.receive(_delivery(s, tag))
+    assert led.admit(max_rows=3, max_bytes=None) == 3
+    assert led.admit(max_rows=3, max_bytes=None) == 6
+    assert [r[0] for r in led.rows_between(3, 6)] == [4, 5, 6]
+    assert led.ack_upto(2) == 2          # tags 1,2 -> ack multiple up to 2
+    assert led.ack_upto(2) is None       # idempotent
+    assert led.ack_upto(6) == 6
+    assert led.unacked() == 0
+    assert led.admit(max_rows=None, max_bytes=None) == 7
+
+
+def test_u1_new_session_never_acks_old_tags():
+    led = L.Ledger()
+    old = led.new_session()
+    for tag in (1, 2, 3):
+        led.receive(_delivery(old, tag))
+    led.admit(None, None)
+    new = led.new_session()              # reconnect: the broker requeued tags 1-3
+    assert led.receive(_delivery(old, 4)) is False  # late delivery of the dead channel
+    led.receive(_delivery(new, 1))
+    assert led.admit(None, None) == 4    # seq keeps counting across sessions
+    assert led.rows_between(0, 3) == []  # the dead session's batch replays empty
+    assert led.ack_upto(3) is None       # nothing of the old session is acked
+    assert led.ack_upto(4) == 1          # tag 1 of the *new* channel
+
+
+def test_u1_empty_replay_for_unknown_range_moves_seq_forward():
+    led = L.Ledger()
+    s = led.new_session()
+    assert led.rows_between(400, 600) == []  # a batch from before a crash
+    led.receive(_delivery(s, 1))
+    assert led.admit(None, None) == 601
+
+
+def test_u1_caps_bytes_and_available_now_target():
+    led = L.Ledger()
+    s = led.new_session()
+    for tag in range(1, 6):
+        led.receive(_delivery(s, tag, size=100))
+    assert led.admit(max_rows=None, max_bytes=250) == 2
+    assert led.admit(max_rows=None, max_bytes=10) == 3   # one oversized message still goes
+    led.remaining = 1
+    assert led.admit(max_rows=100, max_bytes=None) == 4
+    assert led.admit(max_rows=100, max_bytes=None) == 4  # target reached: no new batch
+    assert led.wanted(100) == 0
+
+
+def test_u1_offsets_round_trip_as_json():
+    off = L.offset_json(42)
+    assert json.loads(json.dumps(off)) == {"seq": 42}
+    assert L.offset_seq(json.dumps(off)) == 42 and L.offset_seq(off) == 42 and L.offset_seq(None) == 0
+
+
+# -- U2 parsing --------------------------------------------------------------------------------
+
+def _props(**kw):
+    base = {name: None for name in R.PROPERTY_FIELDS}
+    base["headers"] = None
+    base.update(kw)
+    return types.SimpleNamespace(**base)
+
+
+def test_u2_x_death_table_to_typed_struct():
+    died = dt.datetime(2026, 11, 1, 10, 5)  # pika gives naive UTC
+    headers = {
+        "x-death": [{"queue": b"orders", "reason": "rejected", "exchange": "", "count": 2,
+                     "routing-keys": ["orders", b"cc"], "time": died, "original-expiration": "6000"},
+                    {"queue": "dlq", "reason": "expired", "exchange": "dlx", "count": 1,
+                     "routing-keys": ["orders"], "time": died}],
+        "x-first-death-reason": "rejected", "x-first-death-queue": "orders",
+        "x-first-death-exchange": "", "x-last-death-reason": "expired",
+        "x-delivery-count": 3,
+    }
+    row = R.make_row(seq=0, queue="dlq", body=b"b", exchange="dlx", routing_key="orders",
+                     redelivered=True, delivery_tag=9, properties=_props(headers=headers), consumed_at=NOW)
+    rec = dict(zip(R.COLUMNS, row))
+    first = rec["x_death"][0]
+    assert first == ("orders", "rejected", "", ["orders", "cc"], 2,
+                     died.replace(tzinfo=dt.timezone.utc), "6000")
+    assert rec["x_death"][1][2] == "dlx" and rec["x_death"][1][6] is None
+    assert (rec["x_first_death_reason"], rec["x_first_death_queue"], rec["x_first_death_exchange"]) == \
+        ("rejected", "orders", "")
+    assert rec["x_last_death_reason"] == "expired" and rec["x_last_death_queue"] is None
+    assert rec["delivery_count"] == 3
+    assert json.loads(rec["headers"]["x-death"])[0]["queue"] == "orders"
+
+
+def test_u2_header_coercion_and_properties():
+    headers = {"n": 5, "flag": True, "raw": b"\xff\x00", "text": b"hi", "tbl": {"a": [1, 2]}, "none": None}
+    mapped = R.headers_map(headers)
+    assert mapped["n"] == "5" and mapped["flag"] == "true" and mapped["text"] == "hi"
+    assert json.loads(mapped["tbl"]) == {"a": [1, 2]} and mapped["none"] is None
+    assert isinstance(mapped["raw"], str)
+    props = R.properties_struct(_props(content_type="text/plain", delivery_mode=2, priority="4",
+                                       message_id="m1", timestamp=1_700_000_000))
+    rec = dict(zip(R.PROPERTY_FIELDS, props))
+    assert rec["delivery_mode"] == 2 and rec["priority"] == 4 and rec["message_id"] == "m1"
+    assert rec["timestamp"] == dt.datetime.fromtimestamp(1_700_000_000, dt.timezone.utc)
+    plain = dict(zip(R.COLUMNS, R.make_row(seq=1, queue="q", body=None, exchange="", routing_key="q",
+                                          redelivered=False, delivery_tag=1, properties=_props(),
+                                          consumed_at=NOW)))
+    assert plain["x_death"] is None and plain["delivery_count"] is None and plain["headers"] == {}
+
+
+def test_u2_sink_row_to_message():
+    opts = O.parse_sink_options({"url": "amqp://h", "exchange": "ex", "routingKey": "rk"})
+    msg = to_message({"body": "hé", "headers": {"a": "1"},
+                      "properties": {"content_type": "text/plain", "timestamp": NOW}}, opts,
+                     deterministic_id("q", 3, 1, 7))
+    assert msg.body == "hé".encode() and (msg.exchange, msg.routing_key) == ("ex", "rk")
+    assert msg.properties["message_id"] == "q:3:1:7" and msg.properties["delivery_mode"] == 2
+    assert msg.properties["timestamp"] == int(NOW.timestamp()) and msg.properties["headers"] == {"a": "1"}
+    kept = to_message({"body": b"x", "routing_key": "own", "message_id": "mine"}, opts, None)
+    assert kept.properties["message_id"] == "mine" and kept.routing_key == "own"
+
+
+# -- U3 options --------------------------------------------------------------------------------
+
+class _CaseInsensitive(dict):
+    """Like Spark's options map: stored lower-case."""
+
+    def __init__(self, items):
+        super().__init__({k.lower(): v for k, v in items.items()})
+
+
+def test_u3_keys_are_case_insensitive():
+    opts = O.parse_source_options(_CaseInsensitive({"URL": "amqp://h", "Queue": "q",
+                                                    "maxMessagesPerBatch": "100"}))
+    assert opts.max_messages_per_batch == 100 and opts.prefetch == 200 and opts.queue == "q"
+    mixed = O.parse_source_options({"url": "amqp://h", "queue": "q", "MAXMESSAGESPERBATCH": "7",
+                                    "consumerArguments": '{"x-priority": 5}', "ackMode": "autoAck"})
+    assert mixed.max_messages_per_batch == 7 and mixed.consumer_arguments == {"x-priority": 5}
+    assert mixed.auto_ack
+
+
+def test_u3_invalid_options_are_rejected():
+    with pytest.raises(O.OptionError, match="prefetch"):
+        O.parse_source_options({"url": "amqp://h", "queue": "q", "maxMessagesPerBatch": "100",
+                                "prefetch": "50"})
+    with pytest.raises(O.OptionError, match="url"):
+        O.parse_source_options({"queue": "q"})
+    with pytest.raises(O.OptionError, match="ackMode"):
+        O.parse_source_options({"url": "amqp://h", "queue": "q", "ackMode": "never"})
+    with pytest.raises(O.OptionError, match="confirmTimeout"):
+        O.parse_sink_options({"url": "amqp://h", "confirmTimeout": "soon"})
+
+
+def test_u3_unknown_sink_columns():
+    opts = O.parse_sink_options({"url": "amqp://h"})
+    O.check_sink_columns(["body", "routing_key", "headers"], opts)
+    with pytest.raises(O.OptionError, match="extra"):
+        O.check_sink_columns(["body", "extra"], opts)
+    with pytest.raises(O.OptionError, match="body"):
+        O.check_sink_columns(["value"], opts)
+    O.check_sink_columns(["body", "extra"], O.parse_sink_options({"url": "amqp://h",
+                                                                  "ignoreUnknownColumns": "true"}))
+
+
+# -- U4 pickling -------------------------------------------------------------------------------
+
+def test_u4_reader_and_writer_pickle_without_live_state_and_do_no_io(monkeypatch):
+    pytest.importorskip("pyspark")
+    from amqp_broker.spark.sink import AmqpBatchWriter, AmqpStreamWriter
+    from amqp_broker.spark.source import AmqpStreamReader, split_rows
+
+    def no_sockets(*a, **kw):
+        raise AssertionError("constructor opened a socket")
+    monkeypatch.setattr(socket, "socket", no_sockets)
+    monkeypatch.setattr(socket, "create_connection", no_sockets)
+
+    src = O.parse_source_options({"url": "amqp://h", "queue": "q"})
+    reader = AmqpStreamReader(src)
+    reader._runtime()  # live state (thread condition, ledger) exists in the runner...
+    copy = pickle.loads(pickle.dumps(reader))
+    assert copy._rt is None and copy._opts == src  # ...and is never shipped
+    sink = O.parse_sink_options({"url": "amqp://h"})
+    for cls in (AmqpStreamWriter, AmqpBatchWriter):
+        writer = pickle.loads(pickle.dumps(cls(sink, ["body"])))
+        assert writer._opts == sink
+    parts = split_rows([(i,) for i in range(5)], 2)
+    assert [len(p.rows) for p in parts] == [3, 2]
+    assert list(copy.read(pickle.loads(pickle.dumps(parts[1])))) == [(3,), (4,)]
