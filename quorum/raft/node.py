@@ -379,7 +379,7 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
             messages=self._msgs,
             early_messages=self._early,
             read_states=self._read_states,
-            committed=log.slice(log.applied + 1, log.commit + 1) if log.commit > log.applied else [],
+            committed=self._committed_batch(),
             leader=self._leader,
             role=self._role,
             term=self._term,
@@ -388,6 +388,13 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
         self._early = []
         self._read_states = []
         return rd
+
+    def _committed_batch(self) -> list[Entry]:
+        log = self._log
+        if log.commit <= log.applied:
+            return []
+        hi = min(log.commit, log.applied + self._opts.max_committed_per_ready)
+        return log.slice(log.applied + 1, hi + 1)
 
     def advance(self, rd: Ready) -> None:
         """The driver has done everything `rd` asked for."""

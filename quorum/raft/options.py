@@ -29,6 +29,8 @@ class RaftOptions:
     # Put a leader's Append / Heartbeat / InstallSnapshot in Ready.early_messages, to be sent
     # before its own fsync completes (thesis 10.2.1). Off: everything is in Ready.messages.
     early_messages: bool = False
+    # At most this many committed entries per Ready (a restart may have many to re-apply).
+    max_committed_per_ready: int = 8192
     # Snapshot data larger than this goes out in several InstallSnapshot messages.
     max_snapshot_chunk: int = 4 << 20
 

@@ -120,3 +120,20 @@ def test_7_a_large_snapshot_goes_in_chunks_and_a_lost_chunk_means_a_resend():
     c.tick(["a"], times=12)  # no answer for an election timeout: a sends it all again
     assert c["c"].snapshot_meta == snap.meta
     assert c.values("c") == c.values("a")
+
+
+def test_a_restart_hands_committed_entries_out_in_bounded_batches():
+    from quorum.raft import RaftOptions
+
+    c = Cluster(["a", "b", "c"], options=RaftOptions(max_committed_per_ready=4))
+    c.elect("a")
+    for i in range(10):
+        c.put("a", f"k{i}", "v")
+    c.stabilize()
+    c.crash("b")
+    b = c.start("b")
+    sizes = []
+    while (rd := b.ready()) is not None:
+        sizes.append(len(rd.committed))
+        b.advance(rd)
+    assert sizes == [4, 4, 3]  # the no-op and ten commands
