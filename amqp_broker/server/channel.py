@@ -18,7 +18,6 @@ from pamqp import commands as C
 
 from amqp_broker.core.errors import (
     AMQPError,
-    NotAllowed,
     NotImplemented_,
     PreconditionFailed,
 )
@@ -31,9 +30,11 @@ from amqp_broker.protocol.properties import (
 )
 from amqp_broker.queues import Consumer, Message
 
-from . import declares
+from . import consumers, declares
 from .confirms import ConfirmTracker
-from .permissions import READ, WRITE
+from .consumers import ConsumerState
+from .permissions import WRITE
+from .reply_to import REPLY_TO
 
 if TYPE_CHECKING:
     from .queue_runtime import QueueRuntime
@@ -42,22 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["Channel"]
 
 _PUBLISH = (60, 40)
-REPLY_TO = "amq.rabbitmq.reply-to"
 _REPLY_TO_B = REPLY_TO.encode()
-
-
-class _ConsumerState:
-    """Per-consumer prefetch accounting (RabbitMQ's global=false qos)."""
-
-    __slots__ = ("tag", "runtime", "consumer", "prefetch", "unacked", "no_ack")
-
-    def __init__(self, tag: str, runtime: "QueueRuntime | None", prefetch: int, no_ack: bool):
-        self.tag = tag
-        self.runtime = runtime
-        self.consumer: Consumer | None = None
-        self.prefetch = prefetch
-        self.unacked = 0
-        self.no_ack = no_ack
 
 
 class Channel:
@@ -70,18 +56,19 @@ class Channel:
         self.broker = session.broker
         self.vhost = session.vhost
         self._max_size = session.settings.max_message_size
-        self._next_tag = 1
+        # Shared with consumers.py (consume/get/qos/recover): tags, unacked, consumers, prefetch.
+        self.next_tag = 1
         # delivery tag -> (runtime, msg_id, consumer state or None, delivered_at seconds)
-        self._unacked: dict[int, tuple] = {}
-        self._consumers: dict[str, _ConsumerState] = {}
-        self._prefetch = 0  # applies to consumers created afterwards (global=false)
-        self._global_prefetch = 0  # shared by all consumers of the channel (global=true)
-        self._global_unacked = 0
+        self.unacked: dict[int, tuple] = {}
+        self.consumers: dict[str, ConsumerState] = {}
+        self.prefetch = 0  # applies to consumers created afterwards (global=false)
+        self.global_prefetch = 0  # shared by all consumers of the channel (global=true)
+        self.global_unacked = 0
         self._confirms: ConfirmTracker | None = None
         self._tx: list | None = None
         self._released = False
-        self._ctag_seq = 0
-        self._perms = session.permissions
+        self.perms = session.permissions
+        self.last_queue = ""  # the channel's last declared queue (an empty name means it)
 
     # -- publish -------------------------------------------------------------------------------
     def on_publish(self, ev) -> None:
@@ -114,8 +101,8 @@ class Channel:
             self._check_user_id(props)
         if msg._headers_offset >= 0 and "BCC" in msg.headers:
             msg = self._strip_bcc(msg)
-        if not self._perms.allowed(WRITE, ev.exchange or "amq.default"):
-            self._perms.check(WRITE, "exchange", ev.exchange)
+        if not self.perms.allowed(WRITE, ev.exchange or "amq.default"):
+            self.perms.check(WRITE, "exchange", ev.exchange)
         vhost = self.vhost
         try:
             targets = vhost.route(ev.exchange, ev.routing_key, msg)
@@ -177,47 +164,28 @@ class Channel:
         return encode_properties(decoded)
 
     # -- deliveries (called by QueueRuntime) ----------------------------------------------------
-    def make_consumer_credit(self, st: _ConsumerState):
-        session = self.session
-
-        def take_credit() -> bool:
-            # A slow reader (writer still busy with a big batch) gets nothing more for now.
-            if session.congested:
-                return False
-            if st.no_ack:
-                return True
-            if st.prefetch and st.unacked >= st.prefetch:
-                return False
-            if self._global_prefetch and self._global_unacked >= self._global_prefetch:
-                return False
-            st.unacked += 1
-            self._global_unacked += 1
-            return True
-
-        return take_credit
-
     def deliver(self, runtime: "QueueRuntime", consumer: Consumer, entry) -> None:
         """Send one basic.deliver for a message the queue handed to `consumer`."""
-        tag = self._next_tag
-        self._next_tag = tag + 1
-        st = self._consumers.get(consumer.tag)
+        tag = self.next_tag
+        self.next_tag = tag + 1
+        st = self.consumers.get(consumer.tag)
         if not consumer.no_ack:
-            self._unacked[tag] = (runtime, entry.msg_id, st, time.monotonic())
+            self.unacked[tag] = (runtime, entry.msg_id, st, time.monotonic())
         m = entry.message
         self.conn.send_deliver(self.number, consumer.tag, tag, entry.redelivered, m.exchange,
                                m.routing_key, m.properties, m.body)
 
     def deliver_direct(self, consumer_tag: str, msg: Message) -> None:
         """Direct reply-to: a no-ack delivery that never sat in a queue."""
-        tag = self._next_tag
-        self._next_tag = tag + 1
+        tag = self.next_tag
+        self.next_tag = tag + 1
         self.conn.send_deliver(self.number, consumer_tag, tag, False, msg.exchange,
                                msg.routing_key, msg.properties, msg.body)
         self.session.wake()
 
     def consumer_cancelled(self, tag: str) -> None:
         """The queue went away under a consumer (queue deleted): tell the client if it cares."""
-        st = self._consumers.pop(tag, None)
+        st = self.consumers.pop(tag, None)
         if st is None:
             return
         if self.session.capabilities.get("consumer_cancel_notify"):
@@ -229,17 +197,17 @@ class Channel:
         if self._tx is not None:
             self._tx.append(("ack", tag, multiple))
             return
-        self._settle(self._take(tag, multiple, (60, 80)), "ack")
+        self.settle(self.take(tag, multiple, (60, 80)), "ack")
 
     def on_nack(self, tag: int, multiple: bool, requeue: bool) -> None:
         ids = (60, 120) if multiple else (60, 90)
         if self._tx is not None:
             self._tx.append(("nack", tag, multiple, requeue))
             return
-        self._settle(self._take(tag, multiple, ids), "requeue" if requeue else "discard")
+        self.settle(self.take(tag, multiple, ids), "requeue" if requeue else "discard")
 
-    def _take(self, tag: int, multiple: bool, method: tuple[int, int]) -> list[tuple]:
-        unacked = self._unacked
+    def take(self, tag: int, multiple: bool, method: tuple[int, int]) -> list[tuple]:
+        unacked = self.unacked
         if multiple:
             if tag == 0:
                 taken = list(unacked.values())
@@ -259,14 +227,14 @@ class Channel:
             raise PreconditionFailed(f"unknown delivery tag {tag}").with_method(*method)
         return [rec]
 
-    def _settle(self, recs: list[tuple], how: str) -> None:
+    def settle(self, recs: list[tuple], how: str) -> None:
         if not recs:
             return
         by_queue: dict = {}
         for rt, msg_id, st, _ in recs:
             if st is not None:
                 st.unacked -= 1
-                self._global_unacked -= 1
+                self.global_unacked -= 1
             ids = by_queue.get(rt)
             if ids is None:
                 by_queue[rt] = [msg_id]
@@ -278,18 +246,16 @@ class Channel:
         self.kick_consumers()
 
     def kick_consumers(self, include_no_ack: bool = False) -> None:
-        for st in self._consumers.values():
+        for st in self.consumers.values():
             if st.runtime is not None and (include_no_ack or not st.no_ack):
                 st.runtime.kick()
 
     # -- methods -------------------------------------------------------------------------------
     def on_method(self, method) -> None:
         try:
-            handler = _HANDLERS.get(type(method))
+            handler = _ALL_HANDLERS.get(type(method))
             if handler is None:
-                handler = declares.HANDLERS.get(type(method))
-                if handler is None:
-                    raise NotImplemented_(f"method {method.name} not supported")
+                raise NotImplemented_(f"method {method.name} not supported")
             handler(self, method)
         except AMQPError as err:
             if not err.class_id:
@@ -298,97 +264,6 @@ class Channel:
 
     def reply(self, method) -> None:
         self.conn.send_method(self.number, method)
-
-    def _qos(self, m: C.Basic.Qos) -> None:
-        if m.prefetch_size:
-            raise NotImplemented_(f"prefetch_size!=0 ({m.prefetch_size})")
-        if m.global_:
-            self._global_prefetch = m.prefetch_count
-        else:
-            self._prefetch = m.prefetch_count
-        self.reply(C.Basic.QosOk())
-        self.kick_consumers()
-
-    def _consume(self, m: C.Basic.Consume) -> None:
-        tag = m.consumer_tag or self._new_ctag()
-        if tag in self._consumers:
-            raise NotAllowed(f"attempt to reuse consumer tag '{tag}'")
-        if m.queue == REPLY_TO:
-            self._consume_reply_to(m, tag)
-            return
-        name = m.queue or self._default_queue()
-        self._perms.check(READ, "queue", name)
-        rt = self.vhost.get_queue(name, self.session)
-        if rt.queue_type == "quorum" and self._global_prefetch:
-            raise NotImplemented_(
-                f"queue '{rt.name}' in vhost '{self.vhost.name}' does not support global qos")
-        st = _ConsumerState(tag, rt, 0 if m.no_ack else self._prefetch, m.no_ack)
-        args = dict(m.arguments or {})
-        priority = args.get("x-priority", 0)
-        consumer = Consumer(tag=tag, channel=self, no_ack=m.no_ack, exclusive=m.exclusive,
-                            priority=int(priority) if isinstance(priority, int) else 0,
-                            arguments=args)
-        consumer.take_credit = self.make_consumer_credit(st)
-        st.consumer = consumer
-        rt.add_consumer(consumer)  # raises AccessRefused for exclusivity conflicts
-        self._consumers[tag] = st
-        if not m.nowait:
-            self.reply(C.Basic.ConsumeOk(consumer_tag=tag))
-        rt.kick()
-
-    def _consume_reply_to(self, m: C.Basic.Consume, tag: str) -> None:
-        if not m.no_ack:
-            raise PreconditionFailed("reply consumer cannot acknowledge")
-        name = self.broker.reply_to.register(self, tag)
-        self.reply_to_name = name
-        self._consumers[tag] = _ConsumerState(tag, None, 0, True)
-        if not m.nowait:
-            self.reply(C.Basic.ConsumeOk(consumer_tag=tag))
-
-    def _new_ctag(self) -> str:
-        return self.broker.new_name("amq.ctag-")
-
-    def _default_queue(self) -> str:
-        # An empty queue name means the channel's last declared queue (spec rule).
-        name = getattr(self, "last_queue", "")
-        if not name:
-            from amqp_broker.core.errors import NotFound
-
-            raise NotFound("no previously declared queue")
-        return name
-
-    def _cancel(self, m: C.Basic.Cancel) -> None:
-        st = self._consumers.pop(m.consumer_tag, None)
-        if st is not None:
-            if st.runtime is not None:
-                st.runtime.remove_consumer(self, st.tag)
-            else:
-                self.broker.reply_to.unregister(self, st.tag)
-        if not m.nowait:
-            self.reply(C.Basic.CancelOk(consumer_tag=m.consumer_tag))
-
-    def _get(self, m: C.Basic.Get) -> None:
-        name = m.queue or self._default_queue()
-        self._perms.check(READ, "queue", name)
-        rt = self.vhost.get_queue(name, self.session)
-        entry, count = rt.get(m.no_ack)
-        if entry is None:
-            self.reply(C.Basic.GetEmpty())
-            return
-        tag = self._next_tag
-        self._next_tag = tag + 1
-        if not m.no_ack:
-            self._unacked[tag] = (rt, entry.msg_id, None, time.monotonic())
-        msg = entry.message
-        self.conn.send_get_ok(self.number, tag, entry.redelivered, msg.exchange, msg.routing_key,
-                              count, msg.properties, msg.body)
-
-    def _recover(self, m) -> None:
-        if not m.requeue:
-            raise NotImplemented_("requeue=false")
-        self._settle(self._take(0, True, (60, 110)), "requeue")
-        if isinstance(m, C.Basic.Recover):
-            self.reply(C.Basic.RecoverOk())
 
     def _confirm_select(self, m: C.Confirm.Select) -> None:
         if self._tx is not None:
@@ -420,9 +295,9 @@ class Channel:
             if op[0] == "publish":
                 self._publish(op[1])
             elif op[0] == "ack":
-                self._settle(self._take(op[1], op[2], (60, 80)), "ack")
+                self.settle(self.take(op[1], op[2], (60, 80)), "ack")
             else:
-                self._settle(self._take(op[1], op[2], (60, 120)), "requeue" if op[3] else "discard")
+                self.settle(self.take(op[1], op[2], (60, 120)), "requeue" if op[3] else "discard")
         journal = self.broker.journal
         if journal is not None and journal.appended_seq > journal.durable_seq:
             # commit-ok promises the persistent messages are on disk: wait for the fsync.
@@ -446,12 +321,26 @@ class Channel:
             raise NotImplemented_("active=false")
         self.reply(C.Channel.FlowOk(active=True))
 
+    # -- introspection (management API) -------------------------------------------------------
+    def statistics(self) -> dict:
+        return {"number": self.number, "consumer_count": len(self.consumers),
+                "messages_unacknowledged": len(self.unacked), "prefetch_count": self.prefetch,
+                "global_prefetch_count": self.global_prefetch,
+                "messages_uncommitted": len(self._tx) if self._tx is not None else 0,
+                "confirm": self._confirms is not None, "transactional": self._tx is not None}
+
+    # Old private names still read by mgmt/rows.py; use statistics()/public fields instead.
+    _consumers = property(lambda self: self.consumers)
+    _unacked = property(lambda self: self.unacked)
+    _prefetch = property(lambda self: self.prefetch)
+    _global_prefetch = property(lambda self: self.global_prefetch)
+
     # -- timers and teardown -------------------------------------------------------------------
     def check_consumer_timeout(self, now: float, timeout: float) -> None:
         """Raise 406 if the oldest unacked delivery is older than `timeout` seconds."""
-        if not self._unacked:
+        if not self.unacked:
             return
-        first = next(iter(self._unacked.values()))
+        first = next(iter(self.unacked.values()))
         if now - first[3] > timeout:
             raise PreconditionFailed(
                 f"delivery acknowledgement on channel {self.number} timed out. Timeout value used: "
@@ -464,14 +353,14 @@ class Channel:
         if self._released:
             return
         self._released = True
-        for st in self._consumers.values():
+        for st in self.consumers.values():
             if st.runtime is not None:
                 st.runtime.remove_consumer(self, st.tag)
             else:
                 self.broker.reply_to.unregister(self, st.tag)
-        self._consumers.clear()
-        recs = list(self._unacked.values())
-        self._unacked.clear()
+        self.consumers.clear()
+        recs = list(self.unacked.values())
+        self.unacked.clear()
         by_queue: dict = {}
         for rt, msg_id, _st, _ in recs:
             by_queue.setdefault(rt, []).append(msg_id)
@@ -480,15 +369,10 @@ class Channel:
 
 
 _HANDLERS = {
-    C.Basic.Qos: Channel._qos,
-    C.Basic.Consume: Channel._consume,
-    C.Basic.Cancel: Channel._cancel,
-    C.Basic.Get: Channel._get,
-    C.Basic.Recover: Channel._recover,
-    C.Basic.RecoverAsync: Channel._recover,
     C.Confirm.Select: Channel._confirm_select,
     C.Tx.Select: Channel._tx_select,
     C.Tx.Commit: Channel._tx_commit,
     C.Tx.Rollback: Channel._tx_rollback,
     C.Channel.Flow: Channel._flow,
 }
+_ALL_HANDLERS = {**_HANDLERS, **consumers.HANDLERS, **declares.HANDLERS}

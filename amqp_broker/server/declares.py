@@ -70,7 +70,7 @@ def _exchange_unbind(ch: "Channel", m: C.Exchange.Unbind) -> None:
 
 def _queue_name(ch: "Channel", name: str) -> str:
     # An empty name in bind/purge/delete/consume means the channel's last declared queue.
-    return name or getattr(ch, "last_queue", "") or name
+    return name or ch.last_queue
 
 
 def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
