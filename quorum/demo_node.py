@@ -161,7 +161,8 @@ async def serve(args: argparse.Namespace) -> None:
     transport = Transport(args.id, peers, args.secret.encode(),
                           lambda p, g, data: holder["d"].deliver(p, g, data),
                           listen=peers[args.id])
-    options = RaftOptions(election_tick=args.election_tick, heartbeat_tick=args.heartbeat_tick)
+    options = RaftOptions(election_tick=args.election_tick, heartbeat_tick=args.heartbeat_tick,
+                          early_messages=not args.no_early_messages)
     driver = holder["d"] = NodeDriver(args.id, log, transport, options=options,
                                       tick_interval=args.tick, snapshot_every=args.snapshot_every,
                                       rng=random.Random())
@@ -264,6 +265,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--election-tick", type=int, default=10)
     p.add_argument("--heartbeat-tick", type=int, default=2)
     p.add_argument("--snapshot-every", type=int, default=4096)
+    p.add_argument("--no-early-messages", action="store_true",
+                   help="a leader sends Appends only after its own fsync")
     p.add_argument("--wal-max-bytes", type=int, default=512 * 1024 * 1024)
     p.add_argument("--segment-max-entries", type=int, default=4096)
     args = p.parse_args(argv)

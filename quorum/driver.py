@@ -9,7 +9,8 @@ One loop iteration, for all groups with work at once (see `quorum.raft.ready`):
   1. take the inputs queued since the last iteration: peer messages, proposals, ticks;
   2. `ready()` of every group; append entries / hard state / snapshots to the shared WAL;
   3. one `wait_durable` for the whole batch: one fdatasync covers every group (group commit);
-  4. send the messages (only now: they promise that state is on disk);
+  4. send the messages (only now: they promise that state is on disk; with
+     RaftOptions(early_messages=True) a leader's Appends go out before step 3);
   5. apply committed entries to each group's state machine, resolve proposals, run effects;
   6. `advance()`; compact a group whose log grew `snapshot_every` entries past its snapshot.
 Inputs that arrive while the loop waits for the disk are batched into the next iteration.
@@ -30,7 +31,7 @@ import msgspec
 import trio
 
 from .log import AsyncLog, StoredSnapshot
-from .raft import (Entry, EntryKind, HardState, LocalEffect, Meta, NotLeader,
+from .raft import (Entry, EntryKind, HardState, LocalEffect, LogReader, Meta, NotLeader,
                    Persisted, RaftError, RaftNode, RaftOptions, Ready, Snapshot, SnapshotMeta,
                    decode_config, decode_entry, decode_message, encode_config, encode_entry,
                    encode_message)
@@ -86,6 +87,23 @@ class _Group:
     waiters: dict[int, _Waiter] = field(default_factory=dict)
     proposals: list[tuple[bytes, _Waiter]] = field(default_factory=list)
     inbox: list[Any] = field(default_factory=list)
+    reads: list[tuple[bytes, _Waiter]] = field(default_factory=list)  # not yet asked
+    read_waiters: dict[bytes, _Waiter] = field(default_factory=dict)  # asked, unconfirmed
+    read_ready: list[tuple[int, _Waiter]] = field(default_factory=list)  # confirmed at index
+
+
+class _Reader:
+    """The durable log as the Raft node's `LogReader` for one group (entries it dropped from
+    memory, read back for lagging followers or for replay after a restart)."""
+
+    __slots__ = ("_log", "_group")
+
+    def __init__(self, log: AsyncLog, group: str) -> None:
+        self._log = log
+        self._group = group
+
+    def entries(self, lo: int, hi: int) -> list[Entry]:
+        return [decode_entry(p) for _, _, p in self._log.entries(self._group, lo, hi - 1)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +141,7 @@ class NodeDriver:
         self._dirty: dict[str, None] = {}  # ordered set of groups with input since last pass
         self._ticks = 0
         self._wake = trio.Event()
+        self._read_seq = 0
         self.iterations = 0
         self.applied_entries = 0
 
@@ -135,7 +154,7 @@ class NodeDriver:
         snap = persisted.snapshot
         raft = RaftNode(self.node_id, voters, rng=self._rng, persisted=persisted,
                         options=self._options, learners=learners,
-                        applied=snap.meta.index if snap else 0)
+                        applied=snap.meta.index if snap else 0, reader=_Reader(self.log, group))
         self._groups[group] = _Group(group, raft, machine, state, on_effects)
         self._mark(group)
 
@@ -149,7 +168,9 @@ class NodeDriver:
             state = machine.restore(stored.data)
         entries: list[Entry] = []
         if st.last_index >= st.first_index:
-            entries = [decode_entry(p) for _, _, p in self.log.entries(group, st.first_index, st.last_index)]
+            # only a tail: the node reads older entries back through its reader when needed
+            lo = max(st.first_index, st.last_index - self._options.memory_entries + 1)
+            entries = [decode_entry(p) for _, _, p in self.log.entries(group, lo, st.last_index)]
         return Persisted(HardState(st.term, st.vote, st.commit), snap, entries), state
 
     def status(self, group: str) -> GroupStatus:
@@ -193,6 +214,21 @@ class NodeDriver:
         if w.error is not None:
             raise w.error
         return w.reply
+
+    async def wait_linearizable(self, group: str) -> None:
+        """Return once this node's state machine for `group` reflects every command committed
+        before the call (Raft ReadIndex): read `state(group)` right after for a linearizable
+        read. Leader only: raises `NotLeader`, or `LeadershipLost` if it steps down meanwhile."""
+        g = self._groups[group]
+        if not g.raft.is_leader:
+            raise NotLeader(g.raft.leader)
+        w = _Waiter()
+        self._read_seq += 1
+        g.reads.append((b"r%d" % self._read_seq, w))
+        self._mark(group)
+        await w.event.wait()
+        if w.error is not None:
+            raise w.error
 
     def wake(self, group: str | None = None) -> None:
         if group is not None:
@@ -249,17 +285,26 @@ class NodeDriver:
         token = 0
         for g, rd in readies:
             token = max(token, await self._persist(g, rd))
+        send = self.sender.send
+        for g, rd in readies:  # a leader's replication traffic may precede its own fsync
+            for m in rd.early_messages:
+                send(m.to, g.id, encode_message(m))
         if token:
             await self.log.wait_durable(token)
         for g, rd in readies:
-            send = self.sender.send
             for m in rd.messages:
                 send(m.to, g.id, encode_message(m))
         for g, rd in readies:
             self._apply(g, rd)
-            if g.waiters and not g.raft.is_leader:
+            for rs in rd.read_states:
+                w = g.read_waiters.pop(rs.ctx, None)
+                if w is not None:
+                    g.read_ready.append((rs.index, w))
+            if (g.waiters or g.read_waiters or g.read_ready) and not g.raft.is_leader:
                 self._abandon(g)
             g.raft.advance(rd)
+            if g.read_ready:
+                self._serve_reads(g)
             await self._maybe_compact(g)
             if g.raft.has_ready():
                 self._mark(g.id)
@@ -271,6 +316,15 @@ class NodeDriver:
             raft.step(m)
         for _ in range(ticks):
             raft.tick()
+        if g.reads:
+            reads, g.reads = g.reads, []
+            for ctx, w in reads:
+                try:
+                    raft.read_index(ctx)
+                except RaftError as e:
+                    w.fail(e)
+                    continue
+                g.read_waiters[ctx] = w
         if g.proposals:
             props, g.proposals = g.proposals, []
             try:
@@ -330,9 +384,21 @@ class NodeDriver:
         """No longer leader: nothing would resolve the waiters until later entries commit at
         their indexes, which may never happen if their proposers wait on us. Tell them now."""
         waiters, g.waiters = g.waiters, {}
+        reads, g.read_waiters = g.read_waiters, {}
+        ready, g.read_ready = g.read_ready, []
         err = LeadershipLost(g.raft.leader)
-        for w in waiters.values():
+        for w in [*waiters.values(), *reads.values(), *(w for _, w in ready)]:
             w.fail(err)
+
+    def _serve_reads(self, g: _Group) -> None:
+        applied = g.raft.applied_index
+        keep = []
+        for index, w in g.read_ready:
+            if index <= applied:
+                w.resolve(None)
+            else:
+                keep.append((index, w))
+        g.read_ready = keep
 
     async def _maybe_compact(self, g: _Group) -> None:
         raft = g.raft

@@ -76,7 +76,7 @@ async def propose_anywhere(nodes: dict[str, Node], group: str, cmd) -> object:
         leader = await wait_leader(nodes, group)
         try:
             return await nodes[leader].driver.propose(group, KvMachine.encode(cmd))
-        except NotLeader:
+        except (NotLeader, LeadershipLost):  # retry: these test commands are idempotent
             await trio.sleep(0.01)
 
 
@@ -176,4 +176,18 @@ async def test_isolated_leader_fails_pending_proposals_as_unknown(tmp_path):
             old.isolated = False
             others = {n: v for n, v in nodes.items() if v is not old}
             await propose_anywhere(others, "kv", KvSet("b", "2"))
+        nursery.cancel_scope.cancel()
+
+
+async def test_linearizable_read_sees_every_earlier_commit(tmp_path):
+    async with trio.open_nursery() as nursery:
+        nodes, _ = await start(nursery, tmp_path, ["kv"])
+        with trio.fail_after(30):
+            await propose_anywhere(nodes, "kv", KvSet("k", "1"))
+            leader = nodes[await wait_leader(nodes, "kv")]
+            await leader.driver.wait_linearizable("kv")
+            assert leader.driver.state("kv")["k"][0] == "1"
+            follower = next(n for n in nodes.values() if n is not leader)
+            with pytest.raises(NotLeader):
+                await follower.driver.wait_linearizable("kv")
         nursery.cancel_scope.cancel()
