@@ -22,12 +22,21 @@ _log = logging.getLogger(__name__)
 
 
 async def serve_amqp(broker: "Broker", *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Listen on the primary host/port plus any extra listeners (`listeners.tcp.NAME` in
+    rabbitmq.conf); report the primary port."""
     settings = broker.settings
-    host = None if settings.host in ("", "0.0.0.0", "::") else settings.host
-    listeners = await trio.open_tcp_listeners(settings.port, host=host)
-    port = listeners[0].socket.getsockname()[1]
-    _log.info("AMQP 0-9-1 listening on %s:%d (data dir %s)", settings.host or "0.0.0.0", port,
-              settings.data_dir)
+    listeners = []
+    port = 0
+    endpoints = [(settings.host, settings.port)]
+    endpoints += [(x.host, x.port) for x in getattr(settings, "extra_listeners", ())]
+    for host, wanted in endpoints:
+        bind = None if host in ("", "0.0.0.0", "::") else host
+        opened = await trio.open_tcp_listeners(wanted, host=bind)
+        bound = opened[0].socket.getsockname()[1]
+        port = port or bound
+        listeners.extend(opened)
+        _log.info("AMQP 0-9-1 listening on %s:%d (data dir %s)", host or "0.0.0.0", bound,
+                  settings.data_dir)
     async with trio.open_nursery() as nursery:
         task_status.started(port)
         await trio.serve_listeners(lambda stream: _handle(broker, stream), listeners,

@@ -215,6 +215,9 @@ class VHost:
                          auto_delete: bool, internal: bool, arguments: dict) -> None:
         x, created = self.topology.declare_exchange(name, type_, durable, auto_delete, internal,
                                                     arguments, passive=passive)
+        if created:
+            store = self.broker.admin.policies.get(self.name)
+            x.policy_alternate = store.exchange_alternate(name) if store is not None else None
         if created and durable:
             self._store("exchange_declared", self.name, name, type_, durable, auto_delete,
                         internal, dict(arguments))
