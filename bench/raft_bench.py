@@ -40,7 +40,7 @@ def free_ports(k: int) -> list[int]:
     return ports
 
 
-def spawn_cluster(root: str) -> tuple[list[subprocess.Popen], dict[str, tuple[str, int]]]:
+def spawn_cluster(root: str, extra: list[str]) -> tuple[list[subprocess.Popen], dict[str, tuple[str, int]]]:
     ports = free_ports(6)
     peers = ",".join(f"{n}=127.0.0.1:{p}" for n, p in zip(NAMES, ports[:3]))
     addrs = {n: ("127.0.0.1", p) for n, p in zip(NAMES, ports[3:])}
@@ -48,7 +48,7 @@ def spawn_cluster(root: str) -> tuple[list[subprocess.Popen], dict[str, tuple[st
     for n in NAMES:
         cmd = [sys.executable, "-m", "quorum.demo_node", "--id", n, "--data", os.path.join(root, n),
                "--peers", peers, "--client-port", str(addrs[n][1]), "--machine", "count",
-               "--tick", "0.05", "--wal-max-bytes", str(64 * 1024 * 1024)]
+               "--tick", "0.05", "--wal-max-bytes", str(64 * 1024 * 1024), *extra]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL))
     return procs, addrs
 
@@ -99,9 +99,9 @@ async def run_case(client: DemoClient, leader: str, proposers: int, size: int, s
             "all_fsyncs": total / max(done, 1)}
 
 
-async def main_async(seconds: float) -> list[dict]:
+async def main_async(seconds: float, extra: list[str]) -> list[dict]:
     root = tempfile.mkdtemp(prefix="raft-bench-")
-    procs, addrs = spawn_cluster(root)
+    procs, addrs = spawn_cluster(root, extra)
     try:
         async with trio.open_nursery() as nursery:
             client = DemoClient(nursery, addrs)
@@ -125,8 +125,11 @@ async def main_async(seconds: float) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description="Raft commit throughput on loopback")
     ap.add_argument("--seconds", type=float, default=15.0, help="per case")
+    ap.add_argument("--no-early-messages", action="store_true",
+                    help="leaders send Appends only after their own fsync")
     args = ap.parse_args()
-    rows = trio.run(main_async, args.seconds)
+    extra = ["--no-early-messages"] if args.no_early_messages else []
+    rows = trio.run(main_async, args.seconds, extra)
     print(f"{'proposers':>9} {'size':>6} {'committed':>10} {'cmds/s':>9} {'fsync/cmd leader':>17} "
           f"{'fsync/cmd 3 nodes':>18}")
     for r in rows:

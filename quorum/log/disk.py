@@ -4,8 +4,8 @@
 real thing. `CrashDisk` is the test hook from the design: it remembers how much of each file
 has been fsynced and which new names have not had their directory fsynced, so
 `simulate_crash()` can throw away exactly what a power cut would; it also has fault points
-(fsync raises EIO, slow fsync). Both are off unless a test or the `QUORUM_TEST_DISK` setting
-builds a `CrashDisk`.
+(fsync raises EIO, fails after N more fsyncs, slow fsync). All of it is off unless a test
+builds a `CrashDisk` and passes it to `open_store` / `AsyncLog.open`.
 """
 
 from __future__ import annotations

@@ -191,3 +191,41 @@ async def test_linearizable_read_sees_every_earlier_commit(tmp_path):
             with pytest.raises(NotLeader):
                 await follower.driver.wait_linearizable("kv")
         nursery.cancel_scope.cancel()
+
+
+class NoPeers:
+    def send(self, peer: str, group: str, data: bytes) -> bool:
+        return False
+
+
+async def test_fsync_failure_stops_the_node(tmp_path):
+    from quorum.log import CrashDisk, LogFailed
+
+    disk = CrashDisk()
+    log = AsyncLog.open(str(tmp_path), disk=disk)
+    driver = NodeDriver("solo", log, NoPeers(), tick_interval=0.01,
+                        options=RaftOptions(election_tick=3, heartbeat_tick=1), rng=random.Random(1))
+    driver.add_group("kv", KvMachine(), ["solo"])
+    outcome = []
+    with pytest.raises(BaseExceptionGroup) as caught:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(driver.run)
+            with trio.fail_after(30):
+                while not driver.status("kv").is_leader:
+                    await trio.sleep(0.01)
+                assert await driver.propose("kv", KvMachine.encode(KvSet("a", "1"))) is None
+                disk.fail_fsync = True
+
+                async def doomed():
+                    try:
+                        await driver.propose("kv", KvMachine.encode(KvSet("a", "2")))
+                        outcome.append("committed")
+                    except trio.Cancelled:
+                        outcome.append("cancelled")
+                        raise
+
+                nursery.start_soon(doomed)
+                await trio.sleep_forever()  # ended by the driver's failure
+    assert caught.value.subgroup(LogFailed) is not None
+    assert outcome == ["cancelled"]  # never reported as committed
+    log.close()
