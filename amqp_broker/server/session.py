@@ -251,13 +251,13 @@ class Session:
             case OpenRequest():
                 self._on_open(ev)
             case ConnectionCloseRequested():
-                self._release_channels()
+                self._cleanup()
             case ConnectionClosed():
                 _log.debug("%s: connection over: %s", self.name, ev.reason)
-                self._release_channels()
+                self._cleanup()
             case HeartbeatTimeout():
                 _log.info("%s: missed heartbeats from client, closing", self.name)
-                self._release_channels()
+                self._cleanup()
 
     def _on_login(self, ev: LoginRequest) -> None:
         self.client_properties = ev.client_properties or {}
@@ -310,6 +310,9 @@ class Session:
             self._cancel.cancel()
 
     def _cleanup(self) -> None:
+        """The connection is over: requeue unacked, drop consumers and exclusive queues now
+        (not when the socket finally closes), so other connections see it at once."""
         self._release_channels()
         if self.opened:
+            self.opened = False
             self.broker.unregister_session(self)
