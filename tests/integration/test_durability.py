@@ -128,3 +128,16 @@ def test_sigterm_closes_clients_with_320_and_exits_cleanly(fresh_broker):
         closed.append(err.reply_code)
     assert closed == [320]
     assert b.proc.wait(15) == 0
+
+
+def test_clean_stop_flushes_unconfirmed_persistent_messages(fresh_broker):
+    b = fresh_broker.start()
+    conn = _connect(b)
+    ch = conn.channel()
+    ch.queue_declare("dur.flush", durable=True)
+    for i in range(100):
+        ch.basic_publish("", "dur.flush", f"f-{i}".encode(), pika.BasicProperties(delivery_mode=2))
+    ch.queue_declare("dur.flush", passive=True)  # a round trip: every publish was processed
+    assert b.stop() == 0
+    b.start()
+    assert _consume_all(b, "dur.flush", 101) == [f"f-{i}".encode() for i in range(100)]
