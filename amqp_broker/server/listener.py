@@ -30,8 +30,7 @@ async def serve_amqp(broker: "Broker", *, task_status=trio.TASK_STATUS_IGNORED) 
     endpoints = [(settings.host, settings.port)]
     endpoints += [(x.host, x.port) for x in getattr(settings, "extra_listeners", ())]
     for host, wanted in endpoints:
-        bind = None if host in ("", "0.0.0.0", "::") else host
-        opened = await trio.open_tcp_listeners(wanted, host=bind)
+        opened = await _open(host, wanted)
         bound = opened[0].socket.getsockname()[1]
         port = port or bound
         listeners.extend(opened)
@@ -41,6 +40,20 @@ async def serve_amqp(broker: "Broker", *, task_status=trio.TASK_STATUS_IGNORED) 
         task_status.started(port)
         await trio.serve_listeners(lambda stream: _handle(broker, stream), listeners,
                                    handler_nursery=nursery)
+
+
+async def _open(host: str, port: int) -> list:
+    if host not in ("", "0.0.0.0", "::"):
+        return await trio.open_tcp_listeners(port, host=host)
+    if port:
+        return await trio.open_tcp_listeners(port)  # every address family
+    # Port 0 on all interfaces: trio would give IPv4 and IPv6 different ports; use one.
+    opened = await trio.open_tcp_listeners(0, host="0.0.0.0")
+    try:
+        opened += await trio.open_tcp_listeners(opened[0].socket.getsockname()[1], host="::")
+    except OSError:
+        pass  # no IPv6, or the port is taken there: IPv4 only
+    return opened
 
 
 async def _handle(broker: "Broker", stream: trio.SocketStream) -> None:
