@@ -234,9 +234,8 @@ class Admin(TopologyOps, DefinitionsOps):
         return found[0]
 
     def set_permissions(self, vhost: str, user: str, configure: str, write: str, read: str) -> bool:
-        self._vhost(vhost)
-        if not self.user_exists(user):
-            raise BadRequest(f"no such user: '{user}'")
+        if vhost not in self.broker.vhosts or not self.user_exists(user):
+            raise BadRequest("vhost_or_user_not_found")
         for rx in (configure, write, read):
             try:
                 re.compile(rx)

@@ -98,7 +98,8 @@ def _authorise(admin, request: Request, req: Req) -> Response | None:
         return None
     vhost = _vhost_of(req)
     if vhost is not None and not admin.can_access(user.name, vhost):
-        return _json(401, {"error": "not_authorised", "reason": "Access refused."})
+        return _json(401, {"error": "not_authorised",
+                           "reason": "User not authorised to access virtual host"})
     if req.segs and req.segs[0] == "policies" and req.method != "GET" and "policymaker" not in tags:
         return _json(401, {"error": "not_authorised", "reason": "Not policymaker user"})
     return None

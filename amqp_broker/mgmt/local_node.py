@@ -48,6 +48,8 @@ async def run_local_node(settings: Settings, *, task_status=trio.TASK_STATUS_IGN
     async with trio.open_nursery() as nursery:
         nursery.start_soon(broker.timers.run, broker)
         amqp = await nursery.start(serve_amqp, broker)
+        admin.listeners.append({"node": admin.node, "protocol": "amqp",
+                                "ip_address": settings.host, "port": amqp, "socket_opts": {}})
         mgmt = await nursery.start(serve_management, admin, mgmt_settings)
         metrics = await nursery.start(serve_metrics, admin, mgmt_settings)
         task_status.started(LocalPorts(amqp, mgmt, metrics, admin))

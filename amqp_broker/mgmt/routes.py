@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import BadRequest, NotFoundError
+from .rows import same_properties_key
 
 __all__ = ["Req", "Reply", "dispatch", "needs_admin"]
 
@@ -250,7 +251,7 @@ def _bindings(admin, req, m, rest) -> Reply:
                                      + urllib.parse.quote(key, safe="")})
         case "GET", [vhost, "e", source, kind, dest, props] if kind in _KINDS:
             for b in admin.list_bindings(vhost, dest=(_KINDS[kind], dest)):
-                if b["source"] == source and b["properties_key"] == props:
+                if b["source"] == source and same_properties_key(props, b["properties_key"]):
                     return Reply(200, b)
             raise NotFoundError()
         case "DELETE", [vhost, "e", source, kind, dest, props] if kind in _KINDS:

@@ -16,7 +16,8 @@ from amqp_broker.core.bindings import Binding
 from .messages import jsonable
 
 __all__ = ["queue_row", "exchange_row", "binding_row", "connection_row", "channel_row",
-           "consumer_rows", "properties_key", "connection_name", "channel_name"]
+           "consumer_rows", "properties_key", "same_properties_key", "connection_name",
+           "channel_name"]
 
 
 def queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
@@ -76,6 +77,12 @@ def properties_key(routing_key: str, arguments: dict) -> str:
 
     digest = hashlib.sha1(repr(sorted(jsonable(arguments).items())).encode()).hexdigest()[:12]
     return f"{key}~{digest}"
+
+
+def same_properties_key(segment: str, key: str) -> bool:
+    """Does a path segment name the binding with properties key `key`? RabbitMQ decodes the
+    segment once more, so both "a.%23" and "a.%2523" name the key "a.%23" (routing key "a.#")."""
+    return urllib.parse.unquote(segment) == urllib.parse.unquote(key)
 
 
 def binding_row(vhost: str, b: Binding) -> dict:

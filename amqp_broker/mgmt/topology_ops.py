@@ -18,7 +18,7 @@ from amqp_broker.queues import Message
 
 from .errors import BadRequest, NotAuthorised, NotFoundError
 from .messages import payload_from_json, payload_to_json, properties_from_json, properties_to_json
-from .rows import binding_row, exchange_row, properties_key, queue_row
+from .rows import binding_row, exchange_row, properties_key, queue_row, same_properties_key
 
 __all__ = ["TopologyOps", "amqp_errors"]
 
@@ -215,7 +215,8 @@ class TopologyOps:
     def unbind(self, vhost: str, source: str, dest_kind: str, dest: str, props_key: str) -> None:
         v = self._vhost(vhost)
         for b in v.topology.bindings(source, Dest(dest_kind, dest)):
-            if b.source == source and properties_key(b.routing_key, dict(b.arguments)) == props_key:
+            if b.source == source and same_properties_key(
+                    props_key, properties_key(b.routing_key, dict(b.arguments))):
                 with amqp_errors():
                     v.unbind(None, source, b.dest, b.routing_key, dict(b.arguments))
                 return

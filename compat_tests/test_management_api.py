@@ -1,0 +1,258 @@
+"""The management HTTP API: the same requests give the same status codes and the same JSON keys
+against this broker and against RabbitMQ 3.10 with the management plugin.
+
+Target: env MGMT_URL (e.g. http://localhost:15673 for `.ci/rabbitmq.sh start`), credentials
+MGMT_USER / MGMT_PASSWORD (default guest/guest); without MGMT_URL, this broker is started
+in-process with its management API (`amqp_broker.mgmt.local_node.LocalNode`). The AMQP side of
+the same node (for connection/channel/consumer listings) comes from the overview's "amqp"
+listener on the management host.
+
+Only keys both servers have are checked: RabbitMQ adds rate and Erlang statistics we do not keep,
+and its statistics (messages, connections) lag a few seconds, so counts are read through
+`/get` and listings are polled.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.parse
+import uuid
+
+import httpx
+import pika
+import pytest
+
+NOT_FOUND = {"error": "Object Not Found", "reason": "Not Found"}
+
+
+@pytest.fixture(scope="module")
+def mgmt():
+    url = os.environ.get("MGMT_URL")
+    if url:
+        yield url.rstrip("/"), None
+        return
+    from amqp_broker.mgmt.local_node import LocalNode
+
+    with LocalNode() as node:
+        yield node.mgmt_url, node
+
+
+@pytest.fixture
+def api(mgmt):
+    auth = (os.environ.get("MGMT_USER", "guest"), os.environ.get("MGMT_PASSWORD", "guest"))
+    with httpx.Client(base_url=mgmt[0] + "/api", auth=auth, timeout=30) as c:
+        yield c
+
+
+@pytest.fixture
+def uniq():
+    return f"mgmtcompat-{uuid.uuid4().hex[:8]}"
+
+
+def _amqp_url(api, mgmt) -> str:
+    listeners = api.get("/overview").json()["listeners"]
+    port = next(ln["port"] for ln in listeners if ln["protocol"] == "amqp")
+    host = urllib.parse.urlsplit(mgmt[0]).hostname
+    return f"amqp://guest:guest@{host}:{port}/%2F"
+
+
+def _has(obj: dict, *keys: str) -> None:
+    missing = [k for k in keys if k not in obj]
+    assert not missing, f"missing keys {missing} in {sorted(obj)}"
+
+
+def _poll(fn, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.25)
+
+
+def test_auth_status_codes(mgmt):
+    base = mgmt[0] + "/api"
+    r = httpx.get(base + "/overview")
+    assert r.status_code == 401
+    assert r.headers["www-authenticate"] == 'Basic realm="RabbitMQ Management"'
+    assert httpx.get(base + "/overview", auth=("guest", "wrong-password")).status_code == 401
+    assert httpx.get(base + "/queues", auth=("no-such-user-x", "x")).status_code == 401
+
+
+def test_overview_nodes_whoami(api):
+    ov = api.get("/overview").json()
+    _has(ov, "management_version", "rabbitmq_version", "product_name", "product_version",
+         "cluster_name", "node", "exchange_types", "message_stats", "churn_rates", "queue_totals",
+         "object_totals", "listeners", "contexts", "rates_mode", "erlang_version",
+         "statistics_db_event_queue", "disable_stats", "enable_queue_totals")
+    _has(ov["object_totals"], "connections", "channels", "consumers", "exchanges", "queues")
+    _has(ov["listeners"][0], "node", "protocol", "ip_address", "port", "socket_opts")
+    _has(ov["exchange_types"][0], "name", "description", "enabled")
+    node = api.get("/nodes").json()[0]
+    _has(node, "name", "type", "running", "uptime", "os_pid", "mem_alarm", "disk_free_alarm",
+         "partitions", "processors", "exchange_types", "rates_mode")
+    assert api.get("/nodes/" + urllib.parse.quote(node["name"])).status_code == 200
+    assert api.get("/whoami").json() == {"name": "guest", "tags": ["administrator"]}
+    assert api.get("/no-such-endpoint").json() == NOT_FOUND
+
+
+def test_vhosts_users_permissions(api, mgmt, uniq):
+    assert api.put(f"/vhosts/{uniq}").status_code == 201
+    assert api.put(f"/vhosts/{uniq}").status_code == 204
+    v = api.get(f"/vhosts/{uniq}").json()
+    _has(v, "name", "description", "tags", "metadata", "tracing", "cluster_state")
+    _has(api.get("/vhosts").json()[0], "name", "description", "tags", "cluster_state")
+    assert api.put(f"/users/{uniq}", json={"password": "pw", "tags": "monitoring"}).status_code == 201
+    assert api.put(f"/users/{uniq}", json={"password": "pw", "tags": "monitoring"}).status_code == 204
+    u = api.get(f"/users/{uniq}").json()
+    assert set(u) == {"name", "password_hash", "hashing_algorithm", "tags", "limits"}
+    assert u["tags"] == ["monitoring"] and u["hashing_algorithm"] == "rabbit_password_hashing_sha256"
+    body = {"configure": ".*", "write": ".*", "read": ".*"}
+    assert api.put(f"/permissions/{uniq}/{uniq}", json=body).status_code == 201
+    assert api.put(f"/permissions/{uniq}/{uniq}", json=body).status_code == 204
+    assert api.get(f"/permissions/{uniq}/{uniq}").json() == {"user": uniq, "vhost": uniq, **body}
+    r = httpx.put(mgmt[0] + f"/api/vhosts/{uniq}x", auth=(uniq, "pw"))
+    assert r.status_code == 401
+    assert r.json() == {"error": "not_authorised", "reason": "Not administrator user"}
+    assert api.delete(f"/permissions/{uniq}/{uniq}").status_code == 204
+    assert api.delete(f"/permissions/{uniq}/{uniq}").status_code == 404
+    assert api.delete(f"/users/{uniq}").status_code == 204
+    assert api.delete(f"/users/{uniq}").status_code == 404
+    assert api.delete(f"/vhosts/{uniq}").status_code == 204
+    assert api.delete(f"/vhosts/{uniq}").status_code == 404
+    assert api.get(f"/vhosts/{uniq}").json() == NOT_FOUND
+
+
+def test_queue_exchange_binding_lifecycle(api, uniq):
+    q, x = f"{uniq}-q", f"{uniq}-x"
+    try:
+        assert api.put(f"/queues/%2F/{q}", json={"durable": True, "arguments": {"x-max-length": 10}}).status_code == 201
+        assert api.put(f"/queues/%2F/{q}", json={"durable": True, "arguments": {"x-max-length": 10}}).status_code == 204
+        r = api.put(f"/queues/%2F/{q}", json={"durable": False})
+        assert r.status_code == 400 and r.json()["error"] == "bad_request"
+        assert "inequivalent arg 'durable'" in r.json()["reason"]
+        got = api.get(f"/queues/%2F/{q}").json()
+        _has(got, "name", "vhost", "durable", "auto_delete", "exclusive", "arguments", "node", "type")
+        assert got["arguments"] == {"x-max-length": 10} and got["type"] == "classic"
+        assert api.put(f"/exchanges/%2F/{x}", json={"type": "topic"}).status_code == 201
+        assert api.put(f"/exchanges/%2F/{x}", json={"type": "topic"}).status_code == 204
+        ex = api.get(f"/exchanges/%2F/{x}").json()
+        _has(ex, "name", "vhost", "type", "durable", "auto_delete", "internal", "arguments",
+             "user_who_performed_action")
+        assert api.put(f"/exchanges/%2F/{x}-bad", json={"type": "nosuch"}).status_code == 400
+        assert api.put("/exchanges/%2F/amq.mgmtcompat", json={"type": "direct"}).status_code == 401
+        assert api.put("/queues/%2F/amq.mgmtcompat", json={}).status_code == 401
+        r = api.post(f"/bindings/%2F/e/{x}/q/{q}", json={"routing_key": "a.#", "arguments": {}})
+        assert r.status_code == 201 and r.headers["location"] == f"{q}/a.%2523"
+        assert api.get(f"/bindings/%2F/e/{x}/q/{q}").json() == [
+            {"source": x, "vhost": "/", "destination": q, "destination_type": "queue",
+             "routing_key": "a.#", "arguments": {}, "properties_key": "a.%23"}]
+        assert [b["source"] for b in api.get(f"/queues/%2F/{q}/bindings").json()] == ["", x]
+        pub = {"properties": {"headers": {"h": 1}}, "routing_key": "a.b", "payload": "hello",
+               "payload_encoding": "string"}
+        assert api.post(f"/exchanges/%2F/{x}/publish", json=pub).json() == {"routed": True}
+        assert api.post(f"/exchanges/%2F/{x}/publish", json={**pub, "routing_key": "b"}).json() == {"routed": False}
+        r = api.post(f"/queues/%2F/{q}/get", json={"count": 1})
+        assert r.status_code == 400 and r.json()["error"] == "bad_request"
+        got = api.post(f"/queues/%2F/{q}/get", json={"count": 2, "ackmode": "ack_requeue_true",
+                                                      "encoding": "auto"}).json()
+        assert got == [{"payload_bytes": 5, "redelivered": False, "exchange": x, "routing_key": "a.b",
+                        "message_count": 0, "properties": {"headers": {"h": 1}},
+                        "payload": "hello", "payload_encoding": "string"}]
+        assert api.delete(f"/queues/%2F/{q}/contents").status_code == 204
+        assert api.post(f"/queues/%2F/{q}/get", json={"count": 1, "ackmode": "ack_requeue_true",
+                                                       "encoding": "auto"}).json() == []
+        # the properties key is decoded once more: "a.%23" and "a.%2523" both name it
+        assert api.get(f"/bindings/%2F/e/{x}/q/{q}/a.%23").status_code == 200
+        assert api.get(f"/bindings/%2F/e/{x}/q/{q}/a.%252523").status_code == 404
+        assert api.delete(f"/bindings/%2F/e/{x}/q/{q}/a.%2523").status_code == 204
+        assert api.delete(f"/bindings/%2F/e/{x}/q/{q}/a.%23").status_code == 404
+        api.post(f"/bindings/%2F/e/{x}/q/{q}", json={"routing_key": "k", "arguments": {"x": 1}})
+        [row] = [b for b in api.get(f"/bindings/%2F/e/{x}/q/{q}").json() if b["routing_key"] == "k"]
+        assert row["properties_key"].startswith("k~")
+        key = urllib.parse.quote(row["properties_key"], safe="")
+        assert api.delete(f"/bindings/%2F/e/{x}/q/{q}/{key}").status_code == 204
+        assert api.post(f"/bindings/%2F/e/{x}/q/{q}-missing", json={}).status_code == 404
+    finally:
+        api.delete(f"/queues/%2F/{q}")
+        api.delete(f"/exchanges/%2F/{x}")
+    assert api.delete(f"/queues/%2F/{q}").json() == NOT_FOUND
+    assert api.delete(f"/exchanges/%2F/{x}").status_code == 404
+    assert api.put(f"/queues/{uniq}-novhost/q", json={}).status_code == 404
+    r = api.put(f"/queues/%2F/{q}", content=b"{not json")
+    assert r.status_code == 400 and r.json() == {"error": "bad_request", "reason": "not_json"}
+
+
+def test_policies(api, uniq):
+    body = {"pattern": f"^{uniq}", "definition": {"max-length": 5}, "priority": 1, "apply-to": "queues"}
+    assert api.put(f"/policies/%2F/{uniq}", json=body).status_code == 201
+    assert api.put(f"/policies/%2F/{uniq}", json=body).status_code == 204
+    assert api.get(f"/policies/%2F/{uniq}").json() == {"vhost": "/", "name": uniq, **body}
+    r = api.put(f"/policies/%2F/{uniq}-bad", json={"pattern": ".*", "definition": {"max-length": "x"}})
+    assert r.status_code == 400 and r.json()["error"] == "bad_request"
+    assert api.delete(f"/policies/%2F/{uniq}").status_code == 204
+    assert api.delete(f"/policies/%2F/{uniq}").status_code == 404
+
+
+def test_definitions_and_health(api, uniq):
+    defs = api.get("/definitions").json()
+    _has(defs, "rabbit_version", "rabbitmq_version", "product_name", "product_version", "users",
+         "vhosts", "permissions", "topic_permissions", "parameters", "global_parameters",
+         "policies", "queues", "exchanges", "bindings")
+    _has(defs["users"][0], "name", "password_hash", "hashing_algorithm", "tags", "limits")
+    mine = {"queues": [{"name": f"{uniq}-dq", "vhost": "/", "durable": True, "auto_delete": False,
+                        "arguments": {}}]}
+    assert api.post("/definitions", json=mine).status_code == 204
+    assert api.get(f"/queues/%2F/{uniq}-dq").status_code == 200
+    api.delete(f"/queues/%2F/{uniq}-dq")
+    assert api.get("/health/checks/alarms").json() == {"status": "ok"}
+    assert api.get("/health/checks/local-alarms").json() == {"status": "ok"}
+    assert api.get("/health/checks/virtual-hosts").json() == {"status": "ok"}
+    assert api.get("/aliveness-test/%2F").json() == {"status": "ok"}
+    assert api.get(f"/aliveness-test/{uniq}-novhost").json() == NOT_FOUND
+
+
+def test_connections_channels_consumers(api, mgmt, uniq):
+    conn = pika.BlockingConnection(pika.URLParameters(_amqp_url(api, mgmt)))
+    try:
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=7)
+        q = ch.queue_declare(f"{uniq}-c", exclusive=True).method.queue
+        ch.basic_consume(q, lambda *a: None, consumer_tag=f"{uniq}-tag")
+
+        def mine(path, match):
+            return [r for r in api.get(path).json() if match(r)]
+
+        port = conn._impl.params.port  # noqa: the client side of the socket is what we look for
+        local_port = conn._impl._transport._sock.getsockname()[1]
+        conns = _poll(lambda: mine("/connections", lambda r: r.get("peer_port") == local_port))
+        assert conns, "connection not listed"
+        _has(conns[0], "name", "node", "user", "vhost", "state", "type", "protocol", "host", "port",
+             "peer_host", "peer_port", "ssl", "channels", "client_properties", "connected_at",
+             "frame_max", "channel_max", "timeout", "auth_mechanism", "user_who_performed_action")
+        assert conns[0]["port"] == port and conns[0]["protocol"] == "AMQP 0-9-1"
+        name = conns[0]["name"]
+        chans = _poll(lambda: mine("/channels", lambda r: r["connection_details"]["name"] == name
+                                   and r["prefetch_count"] == 7))  # RabbitMQ's stats lag
+        _has(chans[0], "name", "number", "node", "user", "vhost", "connection_details", "state",
+             "consumer_count", "messages_unacknowledged", "messages_unconfirmed",
+             "messages_uncommitted", "acks_uncommitted", "prefetch_count",
+             "global_prefetch_count", "confirm", "transactional", "user_who_performed_action")
+        cons = _poll(lambda: mine("/consumers", lambda r: r["consumer_tag"] == f"{uniq}-tag"))
+        _has(cons[0], "consumer_tag", "queue", "channel_details", "ack_required", "exclusive",
+             "prefetch_count", "arguments", "active", "activity_status")
+        _has(cons[0]["channel_details"], "connection_name", "name", "node", "number", "peer_host",
+             "peer_port", "user")
+        assert cons[0]["queue"] == {"name": q, "vhost": "/"}
+        r = api.delete("/connections/" + urllib.parse.quote(name, safe=""),
+                       headers={"X-Reason": "compat test"})
+        assert r.status_code == 204
+        with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
+            for _ in range(200):
+                conn.process_data_events(0.05)
+        assert (closed.value.reply_code, closed.value.reply_text) == (320, "CONNECTION_FORCED - compat test")
+    finally:
+        if conn.is_open:
+            conn.close()
+    assert api.delete("/connections/no-such-connection").status_code == 404
