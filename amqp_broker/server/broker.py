@@ -113,8 +113,9 @@ class Broker:
 
     def unregister_session(self, session: "Session") -> None:
         self.sessions.discard(session)
-        for vhost in self.vhosts.values():
-            vhost.drop_exclusive(session)
+        if session.vhost is not None:
+            session.vhost.drop_exclusive(session)
+        session.exclusive_queues.clear()
         self.run_pending()
 
     # -- resource alarms (alarms.py) ------------------------------------------------------------

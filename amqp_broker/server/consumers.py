@@ -135,13 +135,27 @@ def _get(ch: "Channel", m: C.Basic.Get) -> None:
     name = m.queue or _default_queue(ch)
     ch.perms.check(READ, "queue", name)
     rt = ch.vhost.get_queue(name, ch.session)
+    get_async = getattr(rt.queue, "get_async", None)
+    if get_async is not None:
+        # Queue types whose get is a replicated command (quorum) answer once it is applied.
+        get_async(ch, m.no_ack, lambda entry, count: _get_reply(ch, rt, m.no_ack, entry, count, True))
+        return
     entry, count = rt.get(m.no_ack)
+    _get_reply(ch, rt, m.no_ack, entry, count)
+
+
+def _get_reply(ch: "Channel", rt: "QueueRuntime", no_ack: bool, entry, count: int,
+               wake: bool = False) -> None:
+    if wake:
+        if ch._released:
+            return
+        ch.session.wake()
     if entry is None:
         ch.reply(C.Basic.GetEmpty())
         return
     tag = ch.next_tag
     ch.next_tag = tag + 1
-    if not m.no_ack:
+    if not no_ack:
         ch.unacked[tag] = (rt, entry.msg_id, None, time.monotonic())
     msg = entry.message
     ch.conn.send_get_ok(ch.number, tag, entry.redelivered, msg.exchange, msg.routing_key,

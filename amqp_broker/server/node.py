@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import trio
 
+from amqp_broker.cluster import install_quorum
 from amqp_broker.settings import Settings
 
 from .alarms import run_alarms
@@ -36,6 +37,7 @@ def open_broker(settings: Settings) -> Broker:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = _open_store(settings)
     broker = Broker(settings, store)
+    broker.quorum = install_quorum(broker)  # x-queue-type=quorum; before recovery
     recover(broker, store)
     for name in list(broker.vhosts):
         broker.admin.apply_policies(name)
@@ -55,6 +57,8 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(store.run)
+            if getattr(broker, "quorum", None) is not None:
+                await nursery.start(broker.quorum.run)
             nursery.start_soon(broker.timers.run, broker)
             nursery.start_soon(run_alarms, broker)
             nursery.start_soon(broker.durability.run, broker)

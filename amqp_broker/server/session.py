@@ -63,6 +63,7 @@ class Session:
         self.channels: dict[int, Channel] = {}
         self.vhost: VHost | None = None
         self.permissions: Permissions | None = None  # set at connection.open
+        self.exclusive_queues: list = []  # QueueRuntimes this connection owns (vhost.py)
         self.user: str | None = None
         self.client_properties: dict = {}
         self.capabilities: dict = {}

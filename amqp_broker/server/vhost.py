@@ -126,6 +126,8 @@ class VHost:
                              exclusive=exclusive, exclusive_owner=owner, arguments=arguments,
                              journal=tap, now_ms=self.broker.now_ms)
         rt = QueueRuntime(self.broker, self, q, tap, owner)
+        if owner is not None:
+            owner.exclusive_queues.append(rt)  # so closing the owner costs O(its queues)
         self.queues[name] = rt
         self.topology.add_queue(name)
         self.broker.admin.apply_queue_policy(self.name, rt)
@@ -207,8 +209,9 @@ class VHost:
 
     def drop_exclusive(self, session: "Session") -> None:
         """The owner connection closed: its exclusive queues go, even durable ones."""
-        for rt in [rt for rt in self.queues.values() if rt.owner is session]:
-            self.delete_queue_now(rt)
+        for rt in session.exclusive_queues:
+            if rt.vhost is self:
+                self.delete_queue_now(rt)
 
     # -- exchanges and bindings ----------------------------------------------------------------
     def declare_exchange(self, name: str, type_: str, *, passive: bool, durable: bool,
