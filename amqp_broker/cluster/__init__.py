@@ -1,0 +1,29 @@
+"""Node-level quorum runtime: one Raft driver and one shared WAL per broker node.
+
+`install_quorum(broker)` is called by `server.node.open_broker` before durable queues are
+recovered: it opens ``<data_dir>/quorum``, registers the quorum queue type
+(x-queue-type=quorum -> `amqp_broker.queues.quorum.QuorumQueue`) and returns the
+`QuorumRuntime`, whose `run` the node starts in its nursery.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .catalog import GroupCatalog
+from .runtime import QuorumDriver, QuorumRuntime
+
+__all__ = ["install_quorum", "QuorumRuntime", "QuorumDriver", "GroupCatalog"]
+
+
+def install_quorum(broker: Any, node: str = "rabbit@localhost") -> QuorumRuntime:
+    from amqp_broker.queues.quorum import QuorumQueue
+
+    runtime = QuorumRuntime(str(broker.settings.data_dir / "quorum"), node)
+
+    def factory(name: str, vhost: str, *, durable: bool, auto_delete: bool, exclusive: bool,
+                arguments: dict, now_ms: int) -> QuorumQueue:
+        return QuorumQueue(runtime, broker, name, vhost, arguments=arguments, now_ms=now_ms)
+
+    broker.queue_factories["quorum"] = factory
+    return runtime

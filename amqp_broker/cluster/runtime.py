@@ -1,0 +1,193 @@
+"""The node's quorum runtime: one Raft `NodeDriver` and one shared, fsynced WAL (`AsyncLog`)
+for every quorum queue hosted on this broker node, under ``<data_dir>/quorum``.
+
+Created by `amqp_broker.cluster.install_quorum` when the broker opens (before durable queues
+are recovered, so recovered quorum queues find their logs) and run in the node's nursery
+(`QuorumRuntime.run`). The quorum queue adapter (`amqp_broker.queues.quorum`) calls:
+
+    runtime.add_group(group, machine, on_effects, on_ready)   # host / restart a queue's group
+    runtime.propose(group, data, callback=None)               # no task per proposal
+    runtime.remove_group(group)                               # queue deleted
+
+Every queue is a group of one member for now: the node votes for itself and leads. All groups'
+proposals made between two driver passes go into one WAL batch and one fdatasync (group commit).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+import weakref
+from typing import Any, Callable
+
+import trio
+
+from quorum.driver import NodeDriver
+from quorum.log import AsyncLog
+from quorum.raft import NotLeader, RaftOptions
+
+from .catalog import GroupCatalog
+
+__all__ = ["QuorumRuntime", "QuorumDriver"]
+
+_log = logging.getLogger(__name__)
+
+ProposalCallback = Callable[[Any, BaseException | None], None]
+
+
+class _Noop:
+    """Waiter of a fire-and-forget proposal (its outcome arrives as effects)."""
+
+    __slots__ = ("term",)
+
+    def __init__(self) -> None:
+        self.term = 0
+
+    def resolve(self, reply: Any) -> None:
+        pass
+
+    def fail(self, error: BaseException) -> None:
+        pass
+
+
+class _Callback:
+    """Waiter that calls back instead of waking a task: `fn(reply, None)` or `fn(None, err)`."""
+
+    __slots__ = ("term", "fn")
+
+    def __init__(self, fn: ProposalCallback) -> None:
+        self.term = 0
+        self.fn = fn
+
+    def resolve(self, reply: Any) -> None:
+        self.fn(reply, None)
+
+    def fail(self, error: BaseException) -> None:
+        self.fn(None, error)
+
+
+_NOOP = _Noop()
+
+
+class _NoPeers:
+    """Single-node transport: there is nobody to send to."""
+
+    def send(self, peer: str, group: str, data: bytes) -> bool:
+        return False
+
+
+class QuorumDriver(NodeDriver):
+    """`NodeDriver` plus what the broker needs and the driver does not offer yet (proposed
+    upstream in the report): proposals without a waiting task, removing a group, and a
+    compaction gate asked of the machine (`compactable(state, since)`)."""
+
+    def propose_nowait(self, group: str, data: bytes,
+                       callback: ProposalCallback | None = None) -> None:
+        g = self._groups[group]
+        if not g.raft.is_leader:
+            raise NotLeader(g.raft.leader)
+        g.proposals.append((data, _Callback(callback) if callback is not None else _NOOP))
+        self._mark(group)
+
+    def has_group(self, group: str) -> bool:
+        return group in self._groups
+
+    def remove_group(self, group: str) -> None:
+        self._groups.pop(group, None)
+        self._dirty.pop(group, None)
+
+    async def _maybe_compact(self, g) -> None:
+        raft = g.raft
+        meta = raft.snapshot_meta
+        since = raft.applied_index - (meta.index if meta else 0)
+        if since < self._snapshot_every:
+            return
+        gate = getattr(g.machine, "compactable", None)
+        if gate is not None and not gate(g.state, since):
+            return
+        await super()._maybe_compact(g)
+
+
+class QuorumRuntime:
+    def __init__(self, directory: str, node: str = "rabbit@localhost", *,
+                 tick_interval: float = 0.05, snapshot_every: int = 4096) -> None:
+        os.makedirs(directory, exist_ok=True)
+        self.node = node
+        self.directory = directory
+        self.catalog = GroupCatalog(directory)
+        self.log = AsyncLog.open(os.path.join(directory, "log"))
+        self.driver = QuorumDriver(node, self.log, _NoPeers(), options=RaftOptions(),
+                                   tick_interval=tick_interval, snapshot_every=snapshot_every)
+        # pids of this process's channels start with the incarnation: anything else in a
+        # recovered queue belongs to a process that died with the previous run
+        self.incarnation = uuid.uuid4().hex[:12]
+        self._pids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._pid_seq = 0
+        self._nursery: trio.Nursery | None = None
+        self._deferred: list[Callable[[], Any]] = []
+
+    # -- process ids ----------------------------------------------------------------------------
+    def pid_of(self, owner: Any) -> str:
+        """A stable id for a channel (consumer/publisher process), unique across restarts."""
+        pid = self._pids.get(owner)
+        if pid is None:
+            self._pid_seq += 1
+            pid = self._pids[owner] = f"{self.incarnation}.{self._pid_seq}"
+        return pid
+
+    def is_current(self, pid: str | None) -> bool:
+        return pid is not None and pid.startswith(self.incarnation + ".")
+
+    # -- groups ---------------------------------------------------------------------------------
+    def add_group(self, group: str, machine: Any, on_effects: Callable[[str, list], None],
+                  on_ready: Callable[[], None]) -> None:
+        """Host `group` (replaying its log if it has one), make this node its leader and call
+        `on_ready()` once it leads and has applied everything in its log."""
+        self.driver.add_group(group, machine, voters=[self.node], on_effects=on_effects)
+        self.driver.raft(group).campaign()
+        self.driver.wake(group)
+        self._spawn(lambda: self._wait_ready(group, on_ready))
+
+    async def _wait_ready(self, group: str, on_ready: Callable[[], None]) -> None:
+        driver = self.driver
+        while driver.has_group(group):
+            st = driver.status(group)
+            if st.is_leader and st.applied >= st.last_index:
+                on_ready()
+                return
+            await trio.sleep(0.002)
+
+    def propose(self, group: str, data: bytes, callback: ProposalCallback | None = None) -> None:
+        self.driver.propose_nowait(group, data, callback)
+
+    def remove_group(self, group: str) -> None:
+        """Stop hosting `group`. Its log records stay in the WAL/segments until they roll
+        over; the catalog no longer names the group, so it is never loaded again."""
+        self.driver.remove_group(group)
+
+    def _spawn(self, fn: Callable[[], Any]) -> None:
+        if self._nursery is None:
+            self._deferred.append(fn)
+        else:
+            self._nursery.start_soon(fn)
+
+    # -- life cycle -----------------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the driver (WAL writer, ticker, ready loop) until cancelled."""
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.driver.run)
+                self._nursery = nursery
+                deferred, self._deferred = self._deferred, []
+                for fn in deferred:
+                    nursery.start_soon(fn)
+                _log.info("quorum runtime: %d queue group(s) under %s",
+                          len(self.catalog.groups()), self.directory)
+                task_status.started()
+        finally:
+            self._nursery = None
+            self.log.close()
+
+    def statistics(self) -> dict[str, Any]:
+        return self.driver.statistics()

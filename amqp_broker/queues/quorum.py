@@ -1,0 +1,310 @@
+"""The quorum queue type: the broker's `QueueType` on top of a Raft group running `quorum.fifo`.
+
+Registered for x-queue-type=quorum by `amqp_broker.cluster.install_quorum`; the server's
+`QueueRuntime` drives it like any queue. Every change is a fifo command proposed to the queue's
+Raft group through the node's `QuorumRuntime` (one shared WAL, group commit); nothing here
+changes queue state directly. What comes back:
+- replies of proposals that need one (basic.get -> Dequeue, Tick) through callbacks;
+- effects (`quorum_effects.py`): deliveries, publisher confirms/nacks, dead letters, timers,
+  monitors of dead processes, queue expiry.
+
+Identities: a consumer is ConsumerKey(tag, pid of its channel, node); the queue publishes on
+behalf of all channels as one fifo publisher with its own sequence (the channel's confirm
+tracker keeps the client's numbering), so a confirm is a fifo `Confirm` effect. A delivery's
+msg_id, as the channel stores it, is `(ConsumerKey, fifo msg id)`.
+
+Synchronous answers the channel needs at once (purge and delete counts) are read from the
+applied state plus the enqueues still in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Iterable
+
+from amqp_broker.core.errors import AccessRefused, vhost_resource
+from quorum import fifo
+from quorum.fifo import encode_command
+
+from .arguments import OVERFLOW_REJECT_PUBLISH_DLX, apply_policy, parse_queue_arguments
+from .base import REASON_REJECTED, Consumer, DeadLetter, queue_key
+from .message import Entry, Message
+from .quorum_config import quorum_config
+from .quorum_effects import EffectRunner, delivery_entry
+from .quorum_machine import QuorumMachine, encode_payload
+
+__all__ = ["QuorumQueue"]
+
+_log = logging.getLogger(__name__)
+
+
+class QuorumQueue:
+    durable = True
+    auto_delete = False
+    exclusive = False
+    queue_type = "quorum"
+
+    def __init__(self, runtime: Any, broker: Any, name: str, vhost: str, *,
+                 arguments: dict, now_ms: int) -> None:
+        self.name = name
+        self.vhost = vhost
+        self.arguments = arguments
+        self.key = queue_key(vhost, name)
+        self._declared = parse_queue_arguments(name, vhost, arguments)
+        self.settings = self._declared
+        self._policy: dict | None = None
+        self.config = quorum_config(name, self.settings, arguments, None)
+        if self.config.overflow == OVERFLOW_REJECT_PUBLISH_DLX:
+            _log.warning("quorum queue %r: overflow reject-publish-dlx is not supported, "
+                         "it behaves as drop-head", name)
+        self.runtime = runtime
+        self.broker = broker
+        self.node = runtime.node
+        self.group = runtime.catalog.group_for(vhost, name)
+        self.machine = QuorumMachine(self.config, now_ms)
+        self.publisher = runtime.pid_of(self)
+        self.ready = False
+        self.deleted = False
+        self._backlog: list[tuple[bytes, Any]] = []
+        self._pub_seq = 0
+        self.confirms: dict[int, Callable[[bool], None]] = {}
+        self.consumers: dict[fifo.ConsumerKey, Consumer] = {}
+        self.pids: dict[str, Any] = {}  # pid -> channel, for channels that consume or get
+        self._exclusive = False
+        self.dead_letters: list[DeadLetter] = []
+        self.timer_at: int | None = None
+        self._tick_inflight = False
+        self._proposed_enqueues = 0
+        self._enqueue_base = 0
+        self._effects = EffectRunner(self)
+        runtime.add_group(self.group, self.machine, self._effects.run, self._on_ready)
+
+    # -- plumbing ------------------------------------------------------------------------------
+    @property
+    def state(self):
+        """The applied replicated state (`quorum_machine.QState`)."""
+        return self.runtime.driver.state(self.group)
+
+    def propose(self, cmd: Any, callback: Any = None) -> None:
+        if self.deleted:
+            return
+        data = encode_command(cmd)
+        if not self.ready:
+            self._backlog.append((data, callback))
+            return
+        self.runtime.propose(self.group, data, callback)
+
+    def _on_ready(self) -> None:
+        """The group leads and has replayed its log: run leader effects, flush the backlog."""
+        self.ready = True
+        self._enqueue_base = self.machine.applied_enqueues
+        self._effects.run(self.group, fifo.leader_effects(self.state.fifo), force=True)
+        backlog, self._backlog = self._backlog, []
+        for data, cb in backlog:
+            self.runtime.propose(self.group, data, cb)
+
+    def queue_runtime(self):
+        vhost = self.broker.vhosts.get(self.vhost)
+        rt = vhost.queues.get(self.name) if vhost is not None else None
+        return rt if rt is not None and rt.queue is self else None
+
+    def consumer_key(self, channel: Any, tag: str) -> fifo.ConsumerKey:
+        pid = self.runtime.pid_of(channel)
+        self.pids[pid] = channel
+        return fifo.ConsumerKey(tag, pid, self.node)
+
+    def channel_down(self, pid: str) -> None:
+        """The channel is gone: one ConsumerDown returns everything it held."""
+        if self.pids.pop(pid, None) is not None:
+            self.propose(fifo.ConsumerDown(pid))
+
+    @property
+    def _inflight(self) -> int:
+        applied = self.machine.applied_enqueues - self._enqueue_base if self.ready else 0
+        return max(0, self._proposed_enqueues - applied)
+
+    # -- publishing ----------------------------------------------------------------------------
+    def _enqueue(self, msg: Message, publisher: str | None, seq: int | None) -> None:
+        self._proposed_enqueues += 1
+        self.propose(fifo.Enqueue(publisher, seq, msg.size, encode_payload(msg),
+                                  msg.priority or None, msg.expiration_ms, msg.persistent))
+
+    def publish(self, message: Message, now_ms: int) -> bool:
+        """Unconfirmed publish: proposed; a reject-publish refusal is silent."""
+        self._enqueue(message, None, None)
+        return True
+
+    def publish_confirmed(self, message: Message, now_ms: int,
+                          callback: Callable[[bool], None]) -> None:
+        """Confirm (callback True) once the Enqueue is committed, fsynced and applied; nack
+        (False) when the queue refuses it (reject-publish)."""
+        if self.deleted:
+            callback(True)
+            return
+        self._pub_seq += 1
+        self.confirms[self._pub_seq] = callback
+        self._enqueue(message, self.publisher, self._pub_seq)
+
+    # -- consumers -----------------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer, now_ms: int) -> None:
+        if self._exclusive or (consumer.exclusive and self.consumers):
+            raise AccessRefused(f"{vhost_resource('queue', self.name, self.vhost)} in exclusive use")
+        self._exclusive = consumer.exclusive
+        key = self.consumer_key(consumer.channel, consumer.tag)
+        self.consumers[key] = consumer
+        prefetch = 0 if consumer.no_ack else getattr(consumer.channel, "prefetch", 0)
+        self.propose(fifo.Checkout(key, prefetch, consumer.priority))
+
+    def remove_consumer(self, channel: Any, tag: str, now_ms: int) -> Consumer | None:
+        key = fifo.ConsumerKey(tag, self.runtime.pid_of(channel), self.node)
+        consumer = self.consumers.pop(key, None)
+        if consumer is None:
+            return None
+        if consumer.exclusive:
+            self._exclusive = False
+        if getattr(channel, "_released", False):
+            self.channel_down(key.pid)
+        else:
+            self.propose(fifo.Cancel(key))
+        return consumer
+
+    def remove_channel(self, channel: Any, now_ms: int) -> list[Consumer]:
+        pid = self.runtime.pid_of(channel)
+        gone = [k for k in self.consumers if k.pid == pid]
+        out = [self.consumers.pop(k) for k in gone]
+        self.channel_down(pid)
+        return out
+
+    def dispatch(self, now_ms: int) -> list:
+        return []  # deliveries come from the fifo's Deliver effects
+
+    def get(self, now_ms: int, no_ack: bool) -> Entry | None:
+        raise NotImplementedError("quorum queues answer basic.get asynchronously: get_async")
+
+    def get_async(self, channel: Any, no_ack: bool,
+                  reply: Callable[[Entry | None, int], None]) -> None:
+        """basic.get as a Dequeue command; `reply(entry or None, messages left)` once applied."""
+        key = self.consumer_key(channel, "")
+
+        def done(result: Any, error: BaseException | None) -> None:
+            if error is not None or not isinstance(result, tuple):
+                reply(None, 0)
+                return
+            dq, msg = result
+            if msg is None:
+                reply(None, dq.ready)
+                return
+            reply(delivery_entry(key, dq.delivery, msg), dq.ready)
+
+        self.propose(fifo.Dequeue(key, settled=no_ack), done)
+
+    # -- settlement ----------------------------------------------------------------------------
+    def _by_consumer(self, msg_ids: Iterable) -> dict:
+        out: dict = {}
+        for key, mid in msg_ids:
+            out.setdefault(key, []).append(mid)
+        return out
+
+    def settle(self, msg_ids: Iterable) -> None:
+        for key, ids in self._by_consumer(msg_ids).items():
+            self.propose(fifo.Settle(key, tuple(ids)))
+
+    def requeue(self, msg_ids: Iterable) -> None:
+        for key, ids in self._by_consumer(msg_ids).items():
+            channel = self.pids.get(key.pid)
+            if channel is None:
+                continue  # its ConsumerDown already returns them
+            if getattr(channel, "_released", False):
+                self.channel_down(key.pid)
+                continue
+            cmd = fifo.Return(key, tuple(ids))
+            for c in fifo.return_commands(self.state.fifo, cmd, self._payload):
+                self.propose(c)
+
+    def _payload(self, index: int) -> bytes:
+        return encode_payload(self.state.bodies[index])
+
+    def discard(self, msg_ids: Iterable, reason: str = REASON_REJECTED) -> None:
+        for key, ids in self._by_consumer(msg_ids).items():
+            self.propose(fifo.Discard(key, tuple(ids)))
+
+    def take_dead_letters(self) -> list[DeadLetter]:
+        out, self.dead_letters = self.dead_letters, []
+        return out
+
+    # -- whole queue ---------------------------------------------------------------------------
+    def purge(self) -> int:
+        n = self.message_count
+        self.propose(fifo.Purge())
+        return n
+
+    def delete(self) -> int:
+        """Stop the group and forget it; pending confirms are acked (the queue is gone)."""
+        if self.deleted:
+            return 0
+        n = self.message_count
+        self.deleted = True
+        self.runtime.remove_group(self.group)
+        self.runtime.catalog.forget(self.vhost, self.name)
+        confirms, self.confirms = self.confirms, {}
+        for cb in confirms.values():
+            cb(True)
+        return n
+
+    def touch(self, now_ms: int) -> None:
+        pass  # a redeclare does not renew a quorum queue's x-expires lease
+
+    def restore(self, entries: list, now_ms: int) -> None:
+        pass  # recovered from its own Raft log, not the classic journal
+
+    def apply_policy(self, policy: dict | None) -> None:
+        self._policy = policy
+        self.settings = apply_policy(self._declared, policy)
+        config = quorum_config(self.name, self.settings, self.arguments, policy)
+        if config != self.config:
+            self.config = config
+            self.propose(fifo.UpdateConfig(config))
+
+    # -- timers --------------------------------------------------------------------------------
+    def next_deadline(self, now_ms: int) -> int | None:
+        return None if self._tick_inflight else self.timer_at
+
+    def expire(self, now_ms: int) -> bool:
+        """The fifo's timer is due: propose a Tick (expiry happens when it applies)."""
+        if self.timer_at is None or self._tick_inflight or self.deleted:
+            return False
+        self._tick_inflight = True
+
+        def done(_reply: Any, _err: BaseException | None) -> None:
+            self._tick_inflight = False
+            rt = self.queue_runtime()
+            if rt is not None:
+                rt.timer_deadline = None  # re-arm from the (possibly unchanged) timer_at
+                rt._mark()
+
+        self.propose(fifo.Tick(), done)
+        return False
+
+    # -- counters ------------------------------------------------------------------------------
+    @property
+    def message_count(self) -> int:
+        if self.deleted:
+            return 0
+        return len(self.state.fifo.ready) + self._inflight
+
+    @property
+    def unacked_count(self) -> int:
+        return 0 if self.deleted else self.state.fifo.messages_checked_out()
+
+    @property
+    def consumer_count(self) -> int:
+        return len(self.consumers)
+
+    @property
+    def message_bytes(self) -> int:
+        q = self.state.fifo
+        return q.ready.bytes + q.checked_bytes
+
+    def overview(self) -> dict:
+        """The fifo's counters (management / list_queues)."""
+        return fifo.overview(self.state.fifo)

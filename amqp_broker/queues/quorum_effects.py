@@ -1,0 +1,163 @@
+"""Runs the effects of a quorum queue's state machine on the broker (leader side, one node).
+
+Called by the node's Raft driver (`on_effects`) after each batch of applied entries, in the
+driver's trio task, with the effects of that batch in order. `EffectRunner.run` hands
+deliveries to channels, answers publisher confirms, collects dead letters for the broker's
+dead-letter routing (at-most-once: DlxSettle is proposed right after routing), re-arms the
+queue's timer, turns monitors of processes that died with an earlier run into ConsumerDown,
+and deletes an expired queue. It ends with `broker.run_pending()` so dead letters and other
+queues touched by them are processed at once.
+
+Effects of entries replayed at start-up (before the group is ready) are not run: they were
+run before the restart, and running them again would duplicate deliveries and dead letters.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from amqp_broker.protocol.properties import decode_properties, encode_properties
+from quorum import fifo
+
+from .base import DeadLetter
+from .message import Entry, Message
+from .quorum_machine import DeadLettered
+
+if TYPE_CHECKING:
+    from .quorum import QuorumQueue
+
+__all__ = ["EffectRunner", "delivery_entry"]
+
+_log = logging.getLogger(__name__)
+
+
+def with_delivery_count(msg: Message, count: int) -> Message:
+    """The message with header x-delivery-count = count (redeliveries only; slow path)."""
+    props = decode_properties(msg.properties)
+    headers = dict(props.headers or {})
+    headers["x-delivery-count"] = count
+    props.headers = headers
+    return Message.from_publish(msg.exchange, msg.routing_key, encode_properties(props), msg.body)
+
+
+def delivery_entry(key: fifo.ConsumerKey, d: fifo.Delivery, msg: Message) -> Entry:
+    """What the channel sends: msg_id (key, fifo msg id), redelivered, x-delivery-count."""
+    if d.acquired:
+        msg = with_delivery_count(msg, d.acquired)
+    return Entry((key, d.msg_id), msg, 0, None, d.acquired > 0, d.acquired)
+
+
+class EffectRunner:
+    def __init__(self, queue: "QuorumQueue") -> None:
+        self.q = queue
+        self._downed: set[str] = set()  # old pids already sent ConsumerDown (str: never iterated)
+
+    def run(self, group: str, effects: list, force: bool = False) -> None:
+        q = self.q
+        if q.deleted or not (q.ready or force):
+            return
+        try:
+            self._run(effects)
+        except Exception:  # an effect must never take the node's Raft driver down
+            _log.exception("quorum queue %r: effect failed", q.name)
+
+    def _run(self, effects: list) -> None:
+        q = self.q
+        node = q.node
+        touched = False
+        for eff in effects:
+            t = type(eff)
+            if t is fifo.Deliver:
+                if fifo.should_run(eff, node, True, (node,)):
+                    self._deliver(eff)
+            elif t is fifo.Confirm:
+                self._confirm(eff.publisher, eff.seqs, True)
+            elif t is fifo.RejectPublish:
+                self._confirm(eff.publisher, eff.seqs, False)
+            elif t is DeadLettered:
+                self._dead_letter(eff)
+                touched = True
+            elif t is fifo.SetTimer:
+                q.timer_at = eff.at_ms
+                touched = True
+            elif t is fifo.Monitor:
+                self._monitor(eff)
+            elif t is fifo.QueueExpired:
+                self._expired()
+                return
+        rt = q.queue_runtime()
+        if rt is not None:
+            if touched:
+                rt._mark()
+            q.broker.run_pending()
+
+    def _confirm(self, publisher: str, seqs: tuple, ok: bool) -> None:
+        q = self.q
+        if publisher != q.publisher:
+            return
+        confirms = q.confirms
+        for s in seqs:
+            cb = confirms.pop(s, None)
+            if cb is not None:
+                cb(ok)
+
+    def _deliver(self, eff: fifo.Deliver) -> None:
+        q = self.q
+        key = eff.consumer
+        consumer = q.consumers.get(key)
+        channel = q.pids.get(key.pid)
+        if channel is None or getattr(channel, "_released", False):
+            return  # the channel is gone; its ConsumerDown returns these
+        if consumer is None:
+            # cancelled meanwhile on a live channel: give them back
+            q.propose(fifo.Return(key, tuple(d.msg_id for d in eff.msgs)))
+            return
+        rt = q.queue_runtime()
+        if rt is None:
+            return
+        bodies = q.state.bodies
+        st = channel.consumers.get(key.tag)
+        no_ack = consumer.no_ack
+        for d in eff.msgs:
+            msg = bodies.get(d.index)
+            if msg is None:
+                _log.warning("quorum queue %r: no body for index %d", q.name, d.index)
+                continue
+            if not no_ack and st is not None:
+                # the fifo enforces prefetch; keep the channel's counters in step with its acks
+                st.unacked += 1
+                channel.global_unacked += 1
+            channel.deliver(rt, consumer, delivery_entry(key, d, msg))
+        if no_ack:
+            q.propose(fifo.Settle(key, tuple(d.msg_id for d in eff.msgs)))
+        channel.session.wake()
+
+    def _dead_letter(self, eff: DeadLettered) -> None:
+        q = self.q
+        dl = eff.effect
+        for m, msg in zip(dl.msgs, eff.messages):
+            if msg is not None:
+                q.dead_letters.append(DeadLetter(msg, dl.reason, q.name, m.acquired > 0))
+        if dl.at_least_once:
+            # at-most-once for now: the broker routes without confirms, so settle at once
+            ids = tuple(m.dlx_id for m in dl.msgs if m.dlx_id is not None)
+            if ids:
+                q.propose(fifo.DlxSettle(ids))
+
+    def _monitor(self, eff: fifo.Monitor) -> None:
+        pid = eff.pid
+        q = self.q
+        if pid is None or q.runtime.is_current(pid) or pid in self._downed:
+            return
+        # a process of an earlier run of this node: it is dead
+        self._downed.add(pid)
+        q.propose(fifo.ConsumerDown(pid))
+
+    def _expired(self) -> None:
+        q = self.q
+        rt = q.queue_runtime()
+        if rt is not None:
+            _log.info("quorum queue %r in vhost %r expired", q.name, q.vhost)
+            rt.vhost.delete_queue_now(rt)
+            q.broker.run_pending()
