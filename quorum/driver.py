@@ -90,6 +90,7 @@ class _Group:
     reads: list[tuple[bytes, _Waiter]] = field(default_factory=list)  # not yet asked
     read_waiters: dict[bytes, _Waiter] = field(default_factory=dict)  # asked, unconfirmed
     read_ready: list[tuple[int, _Waiter]] = field(default_factory=list)  # confirmed at index
+    controls: list[tuple[Callable[[RaftNode, int], Any], _Waiter]] = field(default_factory=list)
 
 
 class _Reader:
@@ -173,14 +174,54 @@ class NodeDriver:
             entries = [decode_entry(p) for _, _, p in self.log.entries(group, lo, st.last_index)]
         return Persisted(HardState(st.term, st.vote, st.commit), snap, entries), state
 
+    def remove_group(self, group: str) -> None:
+        """Stop hosting `group` here; its waiters fail with NotLeader. Its files stay in the
+        log (deleting a group's durable state is not implemented yet)."""
+        g = self._groups.pop(group, None)
+        if g is None:
+            return
+        err = NotLeader(None)
+        for w in [*g.waiters.values(), *(w for _, w in g.proposals), *g.read_waiters.values(),
+                  *(w for _, w in g.reads), *(w for _, w in g.read_ready), *(w for _, w in g.controls)]:
+            w.fail(err)
+
+    def groups(self) -> list[str]:
+        return list(self._groups)
+
+    def entry_data(self, group: str, index: int) -> bytes | None:
+        """The command bytes of entry `index` (e.g. a message body a Deliver effect names):
+        from the Raft node's memory, else from the durable log; None if compacted away."""
+        g = self._groups[group]
+        r = g.raft
+        meta = r.snapshot_meta
+        if index > r.last_index or (meta is not None and index <= meta.index):
+            return None
+        got = r.entries(index, index + 1)
+        if got:
+            return got[0].data
+        ents = self.log.entries(group, index, index)
+        return decode_entry(ents[0][2]).data if ents else None
+
     def status(self, group: str) -> GroupStatus:
         r = self._groups[group].raft
         return GroupStatus(r.leader, r.is_leader, r.term, r.commit_index, r.applied_index, r.last_index)
 
     def raft(self, group: str) -> RaftNode:
-        """The group's Raft node, for membership changes and leadership transfer (call from
-        the driver's trio thread; the next loop pass picks the change up after `wake`)."""
+        """The group's Raft node, for inspection. Change it only through `control`."""
         return self._groups[group].raft
+
+    async def control(self, group: str, fn: Callable[[RaftNode, int], Any]) -> Any:
+        """Run `fn(raft_node, now_ms)` inside the loop (membership changes, leadership
+        transfer, ...) and return its result or raise its exception, e.g.
+        ``await driver.control("q1", lambda r, now: r.add_learner("n4", now))``."""
+        g = self._groups[group]
+        w = _Waiter()
+        g.controls.append((fn, w))
+        self._mark(group)
+        await w.event.wait()
+        if w.error is not None:
+            raise w.error
+        return w.reply
 
     def state(self, group: str) -> Any:
         return self._groups[group].state
@@ -316,6 +357,13 @@ class NodeDriver:
             raft.step(m)
         for _ in range(ticks):
             raft.tick()
+        if g.controls:
+            controls, g.controls = g.controls, []
+            for fn, w in controls:
+                try:
+                    w.resolve(fn(raft, now_ms))
+                except Exception as e:  # handed to the caller, never kills the loop
+                    w.fail(e)
         if g.reads:
             reads, g.reads = g.reads, []
             for ctx, w in reads:

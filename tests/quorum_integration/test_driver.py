@@ -229,3 +229,21 @@ async def test_fsync_failure_stops_the_node(tmp_path):
     assert caught.value.subgroup(LogFailed) is not None
     assert outcome == ["cancelled"]  # never reported as committed
     log.close()
+
+
+async def test_control_transfers_leadership_and_entry_data_reads_bodies(tmp_path):
+    async with trio.open_nursery() as nursery:
+        nodes, _ = await start(nursery, tmp_path, ["kv"])
+        with trio.fail_after(30):
+            await propose_anywhere(nodes, "kv", KvSet("body", "payload"))
+            leader = nodes[await wait_leader(nodes, "kv")]
+            index = leader.driver.status("kv").commit
+            found = [leader.driver.entry_data("kv", i) for i in range(1, index + 1)]
+            assert KvMachine.encode(KvSet("body", "payload")) in found
+            target = next(n for n in NAMES if n != leader.name)
+            await leader.driver.control("kv", lambda r, now: r.transfer_leadership(target))
+            while await wait_leader(nodes, "kv") != target:
+                await trio.sleep(0.01)
+            with pytest.raises(ValueError):
+                await nodes[target].driver.control("kv", lambda r, now: r.transfer_leadership("nobody"))
+        nursery.cancel_scope.cancel()
