@@ -35,7 +35,7 @@ from amqp_broker.core.users import loopback_allowed
 from .errors import AdminError
 from .routes import Reply, Req, dispatch, needs_admin
 
-__all__ = ["build_app", "serve_management", "serve_asgi"]
+__all__ = ["build_app", "http_listener", "serve_management", "serve_asgi"]
 
 _log = logging.getLogger(__name__)
 
@@ -175,14 +175,27 @@ async def serve_asgi(app, host: str, port: int, *, task_status=trio.TASK_STATUS_
         task_status.started(bound)
 
 
+def http_listener(settings, name: str, default_port: int) -> tuple[str, int]:
+    """(host, port) of the `management` or `prometheus` listener: `BrokerSettings` (from
+    rabbitmq.conf: management.tcp.ip/port) has an `HttpListener`; plain `Settings` does not,
+    then RabbitMQ's default port on the AMQP host is used."""
+    listener = getattr(settings, name, None)
+    if listener is not None and hasattr(listener, "port"):
+        return listener.host or "0.0.0.0", listener.port
+    return settings.host or "0.0.0.0", default_port
+
+
 async def serve_management(admin, settings, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Run the management API; `settings.management_port` (default 15672, 0 = any free port)
-    and `settings.management_host` (default: the AMQP `host`)."""
-    host = getattr(settings, "management_host", None) or settings.host or "0.0.0.0"
-    port = getattr(settings, "management_port", 15672)
+    """Run the management API on `settings.management` (default 0.0.0.0:15672; port 0 picks a
+    free port) until cancelled; reports the bound port."""
+    host, port = http_listener(settings, "management", 15672)
+    if not any(ln["protocol"] == "amqp" for ln in admin.listeners) and settings.port:
+        for ln in getattr(settings, "listeners", ()) or ():
+            admin.listeners.append({"node": admin.node, "protocol": "amqp",
+                                    "ip_address": ln.host, "port": ln.port, "socket_opts": {}})
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(serve_asgi, build_app(admin), host, port)
         admin.listeners.append({"node": admin.node, "protocol": "http", "ip_address": host,
                                 "port": bound, "socket_opts": {}})
-        _log.info("management API listening on %s:%d", host, bound)
+        _log.info("management API on http://%s:%d/api", host, bound)
         task_status.started(bound)

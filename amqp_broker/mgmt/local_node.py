@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 
+from amqp_broker.config import BrokerSettings, HttpListener
 from amqp_broker.settings import Settings
 
 __all__ = ["LocalNode", "LocalPorts", "run_local_node"]
@@ -38,38 +39,29 @@ class LocalPorts:
 async def run_local_node(settings: Settings, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     from amqp_broker.server import Broker, serve_amqp
 
-    from .admin import Admin
-    from .http import serve_management
-    from .metrics import serve_metrics
+    from .service import serve_node_management
 
     broker = Broker(settings, None)
-    admin = Admin(broker)
-    mgmt_settings = _PortSettings(settings.host, 0, 0)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(broker.timers.run, broker)
         amqp = await nursery.start(serve_amqp, broker)
-        admin.listeners.append({"node": admin.node, "protocol": "amqp",
-                                "ip_address": settings.host, "port": amqp, "socket_opts": {}})
-        mgmt = await nursery.start(serve_management, admin, mgmt_settings)
-        metrics = await nursery.start(serve_metrics, admin, mgmt_settings)
-        task_status.started(LocalPorts(amqp, mgmt, metrics, admin))
-
-
-@dataclass(frozen=True, slots=True)
-class _PortSettings:
-    host: str
-    management_port: int
-    prometheus_port: int
+        svc = await nursery.start(serve_node_management, broker, settings)
+        svc.admin.listeners.insert(0, {"node": svc.admin.node, "protocol": "amqp",
+                                       "ip_address": settings.host, "port": amqp,
+                                       "socket_opts": {}})
+        task_status.started(LocalPorts(amqp, svc.management_port, svc.metrics_port, svc.admin))
 
 
 class LocalNode:
     """Context manager: a local node on free loopback ports in a background thread."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: BrokerSettings | None = None) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="amqp-broker-mgmt-")
-        base = settings or Settings()
+        base = settings or BrokerSettings()
+        local = HttpListener("127.0.0.1", 0)
         self.settings = dataclasses.replace(base, host="127.0.0.1", port=0,
-                                            data_dir=Path(self._tmp.name))
+                                            data_dir=Path(self._tmp.name),
+                                            management=local, prometheus=local)
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._scope: trio.CancelScope | None = None

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+import logging
+
 import trio
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -22,6 +24,7 @@ from starlette.routing import Route
 
 __all__ = ["render_metrics", "serve_metrics", "build_metrics_app"]
 
+_log = logging.getLogger(__name__)
 _CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # broker.counters key -> (metric name, help)
@@ -144,13 +147,14 @@ def build_metrics_app(admin: Any) -> Starlette:
 
 
 async def serve_metrics(admin: Any, settings: Any, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Serve /metrics; `settings.prometheus_port` (default 15692, 0 = any free port)."""
-    from .http import serve_asgi
+    """Serve /metrics on `settings.prometheus` (default 0.0.0.0:15692; port 0 picks a free
+    port) until cancelled; reports the bound port."""
+    from .http import http_listener, serve_asgi
 
-    host = getattr(settings, "prometheus_host", None) or settings.host or "0.0.0.0"
-    port = getattr(settings, "prometheus_port", 15692)
+    host, port = http_listener(settings, "prometheus", 15692)
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(serve_asgi, build_metrics_app(admin), host, port)
         admin.listeners.append({"node": admin.node, "protocol": "http/prometheus",
                                 "ip_address": host, "port": bound, "socket_opts": {}})
+        _log.info("Prometheus metrics on %s:%d/metrics", host, bound)
         task_status.started(bound)

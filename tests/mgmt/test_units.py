@@ -78,3 +78,14 @@ def test_unknown_paths_are_not_found():
         dispatch(object(), Req("GET", ["nope"]))
     with pytest.raises(NotFoundError):
         dispatch(object(), Req("PATCH", ["overview"]))
+
+
+def test_http_listener_from_broker_settings_or_plain_settings():
+    from amqp_broker.config import BrokerSettings, HttpListener
+    from amqp_broker.mgmt.http import http_listener
+    from amqp_broker.settings import Settings
+
+    s = BrokerSettings(management=HttpListener("127.0.0.2", 1234))
+    assert http_listener(s, "management", 15672) == ("127.0.0.2", 1234)
+    assert http_listener(s, "prometheus", 15692) == ("0.0.0.0", 15692)
+    assert http_listener(Settings(host="127.0.0.1"), "management", 15672) == ("127.0.0.1", 15672)
