@@ -13,15 +13,14 @@ import base64
 import logging
 import os
 import time
-
-import trio
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from amqp_broker.core.errors import NotAllowed
+from amqp_broker.core.users import loopback_allowed
 from amqp_broker.protocol import ProtocolConfig, default_server_properties
 from amqp_broker.settings import Settings
-
-from amqp_broker.core.users import loopback_allowed
 
 from .admin import Admin
 from .durability import Durability
@@ -44,11 +43,11 @@ class Broker:
     def __init__(self, settings: Settings, store: Any = None) -> None:
         self.settings = settings
         self.store = store
+        # connection.blocked is real: resource alarms send it (alarms.py).
         props = default_server_properties(settings.product, settings.version,
-                                          platform=settings.platform)
+                                          platform=settings.platform, connection_blocked=True)
         props["cluster_name"] = settings.cluster_name
         props["capabilities"]["consumer_priorities"] = True
-        props["capabilities"]["connection.blocked"] = True  # see alarms.py
         self.protocol_config = ProtocolConfig(
             server_properties=props,
             channel_max=settings.channel_max,

@@ -6,7 +6,6 @@ import asyncio
 
 import aio_pika
 import pika
-import pytest
 
 
 def _drain(ch, queue, n, timeout=5):
