@@ -23,6 +23,7 @@ from typing import Any
 from amqp_broker.core.errors import AMQPError
 from amqp_broker.core.policies import PolicyError, PolicyStore
 from amqp_broker.core.users import User, UserError
+from amqp_broker.store import USER
 
 from .definitions import DefinitionsOps
 from .errors import BadRequest, NotFoundError
@@ -193,7 +194,7 @@ class Admin(TopologyOps, DefinitionsOps):
                                              "hashing_algorithm": hashing_algorithm,
                                              "tags": parse_tags(tags)})
                 srv.users.put(user)
-                srv._put("user", name, user.as_definition())  # TODO(server): public put_user
+                srv._put(USER, name, user.as_definition())  # TODO(server): a public put_user
                 return created
             if created:
                 srv.add_user(name, password, parse_tags(tags))

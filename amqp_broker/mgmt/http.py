@@ -141,7 +141,17 @@ async def _endpoint(request: Request) -> Response:
     except Exception:  # a bug must not take the node down; RabbitMQ answers 500 too
         _log.exception("management API: %s %s failed", request.method, request.url.path)
         return _json(500, {"error": "internal_error", "reason": "internal error"})
-    return _json(reply.status, reply.body if reply.status not in (201, 204) else None, reply.headers)
+    body = reply.body if reply.status not in (201, 204) else None
+    if isinstance(body, list) and not _sees_all(req.user):
+        # management/policymaker users see only the vhosts they have permissions in
+        key = "name" if req.segs == ["vhosts"] else "vhost"
+        body = [r for r in body if not isinstance(r, dict) or key not in r
+                or admin.can_access(req.user.name, r[key])]
+    return _json(reply.status, body, reply.headers)
+
+
+def _sees_all(user) -> bool:
+    return "administrator" in user.tags or "monitoring" in user.tags
 
 
 async def _root(request: Request) -> Response:

@@ -76,3 +76,17 @@ def test_changed_password_applies_to_api_logins(api, node, name):
         assert c.get("/overview").status_code == 401
     with _client(node, name, "new") as c:
         assert c.get("/overview").status_code == 200
+
+
+def test_management_user_lists_only_its_vhosts(api, node, name):
+    api.put(f"/users/{name}", json={"password": "pw", "tags": "management"})
+    api.put(f"/vhosts/{name}")
+    api.put(f"/permissions/{name}/{name}", json={"configure": ".*", "write": ".*", "read": ".*"})
+    api.put(f"/queues/{name}/mine", json={})
+    api.put("/queues/%2F/not-mine", json={})
+    with _client(node, name, "pw") as c:
+        assert [(q["vhost"], q["name"]) for q in c.get("/queues").json()] == [(name, "mine")]
+        assert {x["vhost"] for x in c.get("/exchanges").json()} == {name}
+        assert [v["name"] for v in c.get("/vhosts").json()] == [name]
+    api.delete(f"/vhosts/{name}")
+    api.delete("/queues/%2F/not-mine")
