@@ -2,8 +2,9 @@
 (rabbitmq_prometheus) where we have the number.
 
 Node startup calls `await nursery.start(serve_metrics, admin, settings)`; `render_metrics(admin)`
-builds the text (tests call it directly). `/metrics` and `/metrics/per-object` both return
-per-queue series labelled {vhost, queue} (RabbitMQ's per-object form) plus node totals.
+builds the text (tests call it directly). As rabbitmq_prometheus: `/metrics` aggregates queue
+metrics over the node (no labels), `/metrics/per-object` gives one series per queue labelled
+{vhost, queue}.
 
 Counters the broker does not keep are not exported (no constants pretending to be data). The
 broker may offer `broker.counters`, a mapping of name -> int for any of `_GLOBAL_COUNTERS`
@@ -76,8 +77,8 @@ class _Out:
         return "\n".join(self.lines) + "\n"
 
 
-def render_metrics(admin: Any) -> str:
-    """All metrics as Prometheus text."""
+def render_metrics(admin: Any, *, per_object: bool = False) -> str:
+    """All metrics as Prometheus text; queue metrics per queue or summed over the node."""
     out = _Out()
     broker = admin.broker
     queues = admin.list_queues()
@@ -88,7 +89,7 @@ def render_metrics(admin: Any) -> str:
     out.family("rabbitmq_identity_info", "untyped", "RabbitMQ node & cluster identity info",
                [({"rabbitmq_node": admin.node, "rabbitmq_cluster": s.cluster_name,
                   "rabbitmq_cluster_permanent_id": s.cluster_name}, 1)])
-    _queue_metrics(out, queues)
+    _queue_metrics(out, queues, per_object)
     channels = sum(len(x.channels) for x in broker.sessions)
     out.family("rabbitmq_connections", "gauge", "Connections currently open",
                [({}, len(broker.sessions))])
@@ -105,8 +106,10 @@ def render_metrics(admin: Any) -> str:
     return out.text()
 
 
-def _queue_metrics(out: _Out, queues: list[dict]) -> None:
+def _queue_metrics(out: _Out, queues: list[dict], per_object: bool) -> None:
     def per_queue(key: str) -> list[tuple[dict[str, str], float]]:
+        if not per_object:
+            return [({}, sum(q[key] for q in queues))]
         return [({"vhost": q["vhost"], "queue": q["name"]}, q[key]) for q in queues]
 
     out.family("rabbitmq_queue_messages_ready", "gauge", "Messages ready to be delivered to consumers",
@@ -140,8 +143,13 @@ async def _metrics(request: Request) -> Response:
     return Response(render_metrics(request.app.state.admin), media_type=_CONTENT_TYPE)
 
 
+async def _per_object(request: Request) -> Response:
+    return Response(render_metrics(request.app.state.admin, per_object=True),
+                    media_type=_CONTENT_TYPE)
+
+
 def build_metrics_app(admin: Any) -> Starlette:
-    app = Starlette(routes=[Route("/metrics", _metrics), Route("/metrics/per-object", _metrics)])
+    app = Starlette(routes=[Route("/metrics", _metrics), Route("/metrics/per-object", _per_object)])
     app.state.admin = admin
     return app
 

@@ -31,7 +31,7 @@ def test_metrics_endpoint(api, node, amqp, name):
     ch = conn.channel()
     ch.basic_consume(name, lambda *a: None)
     conn.process_data_events(0.2)
-    r = httpx.get(node.metrics_url + "/metrics")
+    r = httpx.get(node.metrics_url + "/metrics/per-object")
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
     s = _samples(r.text)
@@ -42,7 +42,11 @@ def test_metrics_endpoint(api, node, amqp, name):
     assert s["rabbitmq_queue_consumers" + label] == 1
     assert s["rabbitmq_connections"] == 1 and s["rabbitmq_channels"] == 1
     assert "# TYPE rabbitmq_queue_messages_ready gauge" in r.text
-    assert httpx.get(node.metrics_url + "/metrics/per-object").status_code == 200
+    # /metrics: the same families summed over the node, without labels
+    agg = _samples(httpx.get(node.metrics_url + "/metrics").text)
+    assert agg["rabbitmq_queue_messages_unacked"] == sum(
+        v for k, v in s.items() if k.startswith("rabbitmq_queue_messages_unacked{"))
+    assert not any(k.startswith("rabbitmq_queue_messages_ready{") for k in agg)
 
 
 def test_counters_exported_only_when_the_broker_keeps_them(node):
@@ -62,6 +66,6 @@ def test_counters_exported_only_when_the_broker_keeps_them(node):
 
 def test_label_values_are_escaped(api, node):
     api.put('/queues/%2F/we%22ird%5Cname', json={})
-    text = node.call(render_metrics, node.admin)
+    text = node.call(render_metrics, node.admin, per_object=True)
     assert 'queue="we\\"ird\\\\name"' in text
     api.delete('/queues/%2F/we%22ird%5Cname')
