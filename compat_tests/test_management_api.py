@@ -224,8 +224,8 @@ def test_connections_channels_consumers(api, mgmt, uniq):
         def mine(path, match):
             return [r for r in api.get(path).json() if match(r)]
 
-        port = conn._impl.params.port  # noqa: the client side of the socket is what we look for
-        local_port = conn._impl._transport._sock.getsockname()[1]
+        port = conn._impl.params.port  # the server's AMQP port
+        local_port = conn._impl._transport._sock.getsockname()[1]  # ours: the row's peer_port
         conns = _poll(lambda: mine("/connections", lambda r: r.get("peer_port") == local_port))
         assert conns, "connection not listed"
         _has(conns[0], "name", "node", "user", "vhost", "state", "type", "protocol", "host", "port",

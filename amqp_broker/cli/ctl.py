@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Callable, TextIO
+from typing import Callable, TextIO
 
 from amqp_broker.mgmt.cli_common import (
     EX_DATAERR,

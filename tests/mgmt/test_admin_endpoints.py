@@ -4,8 +4,6 @@ the management API, with RabbitMQ's status codes (201 created, 204 updated/delet
 from __future__ import annotations
 
 import httpx
-import pika
-import pytest
 
 
 def test_overview_and_nodes(api, node):
@@ -14,7 +12,8 @@ def test_overview_and_nodes(api, node):
                 "exchange_types", "queue_totals", "object_totals", "listeners"):
         assert key in ov
     assert {"connections", "channels", "consumers", "exchanges", "queues"} <= set(ov["object_totals"])
-    assert {"http", "amqp"} - {ln["protocol"] for ln in ov["listeners"]} <= {"amqp"}
+    protocols = {ln["protocol"] for ln in ov["listeners"]}
+    assert {"amqp", "http", "http/prometheus"} <= protocols
     nodes = api.get("/nodes").json()
     assert nodes[0]["name"] == ov["node"] and nodes[0]["running"] is True
     assert api.get(f"/nodes/{ov['node']}").json()["name"] == ov["node"]
