@@ -126,6 +126,7 @@ class QuorumRuntime:
         self._pid_seq = 0
         self._nursery: trio.Nursery | None = None
         self._deferred: list[Callable[[], Any]] = []
+        self._running = False
 
     # -- process ids ----------------------------------------------------------------------------
     def pid_of(self, owner: Any) -> str:
@@ -174,7 +175,11 @@ class QuorumRuntime:
 
     # -- life cycle -----------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the driver (WAL writer, ticker, ready loop) until cancelled."""
+        """Run the driver (WAL writer, ticker, ready loop) until cancelled. Once per node:
+        two loops over one driver would apply entries twice."""
+        if self._running:
+            raise RuntimeError("QuorumRuntime.run called twice")
+        self._running = True
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.driver.run)
