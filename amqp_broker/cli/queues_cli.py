@@ -22,6 +22,21 @@ __all__ = ["main", "build_parser"]
 _NOT_YET = "not supported: no quorum queues on this node yet"
 
 
+def _quorum_status(client: ApiClient, args, out: TextIO) -> int:
+    """Members of a quorum queue, from the queue's "members"/"leader"/"online" fields."""
+    q = client.get("queues", args.vhost, args.queue)
+    if q.get("type") != "quorum" or "members" not in q:
+        return _membership(client, args, out)
+    if not args.quiet:
+        print(f"Status of quorum queue {args.queue} on node {q.get('node')} ...", file=out)
+    print("Node Name\tRaft State\tOnline", file=out)
+    online = set(q.get("online") or [])
+    for member in q["members"]:
+        state = "leader" if member == q.get("leader") else "follower"
+        print(f"{member}\t{state}\t{'true' if member in online else 'false'}", file=out)
+    return 0
+
+
 def _membership(client: ApiClient, args, out: TextIO) -> int:
     if getattr(args, "queue", None):
         q = client.get("queues", args.vhost, args.queue)  # 404 if missing
@@ -63,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_, parents=[common])
         for arg in positional:
             sp.add_argument(arg, metavar=arg.removesuffix("_arg"))
-        sp.set_defaults(fn=_membership)
+        sp.set_defaults(fn=_quorum_status if name == "quorum_status" else _membership)
     sp = sub.add_parser("check_if_node_is_quorum_critical", parents=[common],
                         help="fail if stopping this node would make a quorum queue lose its majority")
     sp.set_defaults(fn=_quorum_critical)

@@ -21,6 +21,16 @@ __all__ = ["queue_row", "exchange_row", "binding_row", "connection_row", "channe
 
 
 def queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
+    row = _queue_row(rt, node, policy, effective)
+    # Replicated queues: RabbitMQ lists "leader", "members" and "online" for quorum queues.
+    for key in ("leader", "members", "online"):
+        value = getattr(rt, key, None)
+        if value is not None:
+            row[key] = list(value) if isinstance(value, (list, tuple, set)) else value
+    return row
+
+
+def _queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
     q = rt.queue
     ready = q.message_count
     unacked = getattr(q, "unacked_count", 0)

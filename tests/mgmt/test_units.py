@@ -89,3 +89,20 @@ def test_http_listener_from_broker_settings_or_plain_settings():
     assert http_listener(s, "management", 15672) == ("127.0.0.2", 1234)
     assert http_listener(s, "prometheus", 15692) == ("0.0.0.0", 15692)
     assert http_listener(Settings(host="127.0.0.1"), "management", 15672) == ("127.0.0.1", 15672)
+
+
+def test_queue_row_lists_members_when_the_queue_has_them():
+    from types import SimpleNamespace
+
+    from amqp_broker.mgmt.rows import queue_row
+
+    q = SimpleNamespace(message_count=1, unacked_count=2, message_bytes=3, active_consumer=None)
+    rt = SimpleNamespace(queue=q, name="qq", vhost=SimpleNamespace(name="/"), durable=True,
+                         auto_delete=False, exclusive=False, arguments={"x-queue-type": "quorum"},
+                         queue_type="quorum", consumer_count=0, leader="a@h",
+                         members=("a@h", "b@h"), online=["a@h"])
+    row = queue_row(rt, "a@h", None, {})
+    assert row["messages"] == 3 and row["type"] == "quorum"
+    assert (row["leader"], row["members"], row["online"]) == ("a@h", ["a@h", "b@h"], ["a@h"])
+    del rt.leader, rt.members, rt.online
+    assert "members" not in queue_row(rt, "a@h", None, {})
