@@ -1,8 +1,9 @@
 """The management HTTP API: the same requests give the same status codes and the same JSON keys
 against this broker and against RabbitMQ 3.10 with the management plugin.
 
-Target: env MGMT_URL (e.g. http://localhost:15673 for `.ci/rabbitmq.sh start`), credentials
-MGMT_USER / MGMT_PASSWORD (default guest/guest); without MGMT_URL, this broker is started
+Target: `--mgmt-url URL` (once compat_tests/conftest.py registers that option) or env MGMT_URL
+(e.g. http://localhost:15673 for `.ci/rabbitmq.sh start`), credentials MGMT_USER /
+MGMT_PASSWORD (default guest/guest); without either, this broker is started
 in-process with its management API (`amqp_broker.mgmt.local_node.LocalNode`). The AMQP side of
 the same node (for connection/channel/consumer listings) comes from the overview's "amqp"
 listener on the management host.
@@ -27,8 +28,8 @@ NOT_FOUND = {"error": "Object Not Found", "reason": "Not Found"}
 
 
 @pytest.fixture(scope="module")
-def mgmt():
-    url = os.environ.get("MGMT_URL")
+def mgmt(request):
+    url = request.config.getoption("--mgmt-url", None) or os.environ.get("MGMT_URL")
     if url:
         yield url.rstrip("/"), None
         return
