@@ -70,6 +70,7 @@ class Broker:
         # x-queue-type -> factory(name, vhost, *, durable, auto_delete, exclusive, arguments,
         # now_ms) -> QueueType. Classic queues are built in; a quorum adapter registers here.
         self.queue_factories: dict[str, Any] = {}
+        self.quorum: Any = None  # cluster.QuorumRuntime once node.open_broker installed it
         self.admin = Admin(self)
         self.admin.load()  # users, vhosts, permissions, policies (defaults on first start)
 

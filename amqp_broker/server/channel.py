@@ -329,6 +329,10 @@ class Channel:
                 "messages_uncommitted": len(self._tx) if self._tx is not None else 0,
                 "confirm": self._confirms is not None, "transactional": self._tx is not None}
 
+    @property
+    def released(self) -> bool:
+        return self._released
+
     # Old private names still read by mgmt/rows.py; use statistics()/public fields instead.
     _consumers = property(lambda self: self.consumers)
     _unacked = property(lambda self: self.unacked)

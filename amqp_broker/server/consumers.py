@@ -137,29 +137,29 @@ def _get(ch: "Channel", m: C.Basic.Get) -> None:
     rt = ch.vhost.get_queue(name, ch.session)
     get_async = getattr(rt.queue, "get_async", None)
     if get_async is not None:
-        # Queue types whose get is a replicated command (quorum) answer once it is applied.
-        get_async(ch, m.no_ack, lambda entry, count: _get_reply(ch, rt, m.no_ack, entry, count, True))
+        # Quorum queues answer once the Dequeue command is applied; the client waits for it.
+        get_async(ch, m.no_ack, lambda entry, count: _get_reply(ch, rt, m.no_ack, entry, count))
         return
     entry, count = rt.get(m.no_ack)
     _get_reply(ch, rt, m.no_ack, entry, count)
 
 
-def _get_reply(ch: "Channel", rt: "QueueRuntime", no_ack: bool, entry, count: int,
-               wake: bool = False) -> None:
-    if wake:
-        if ch._released:
-            return
-        ch.session.wake()
+def _get_reply(ch: "Channel", rt: "QueueRuntime", no_ack: bool, entry, count: int) -> None:
+    if ch.released:
+        if entry is not None and not no_ack:
+            rt.settle([entry.msg_id], "requeue")
+        return
     if entry is None:
         ch.reply(C.Basic.GetEmpty())
-        return
-    tag = ch.next_tag
-    ch.next_tag = tag + 1
-    if not no_ack:
-        ch.unacked[tag] = (rt, entry.msg_id, None, time.monotonic())
-    msg = entry.message
-    ch.conn.send_get_ok(ch.number, tag, entry.redelivered, msg.exchange, msg.routing_key,
-                          count, msg.properties, msg.body)
+    else:
+        tag = ch.next_tag
+        ch.next_tag = tag + 1
+        if not no_ack:
+            ch.unacked[tag] = (rt, entry.msg_id, None, time.monotonic())
+        msg = entry.message
+        ch.conn.send_get_ok(ch.number, tag, entry.redelivered, msg.exchange, msg.routing_key,
+                            count, msg.properties, msg.body)
+    ch.session.wake()
 
 
 def _recover(ch: "Channel", m) -> None:

@@ -106,8 +106,8 @@ async def _start_http(nursery: trio.Nursery, broker: Broker, amqp_port: int) -> 
             continue
         try:
             await nursery.start(serve, admin, ports)
-        except OSError as err:
-            _log.warning("%s not started on port %d: %s", what, port, err)
+        except Exception as err:  # a busy port comes wrapped in the HTTP server's group
+            _log.warning("%s not started on port %d: %r", what, port, err)
 
 
 async def _close_connections(broker: Broker, grace: float = 2.0) -> None:
