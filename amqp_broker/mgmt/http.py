@@ -186,20 +186,23 @@ async def serve_asgi(app, host: str, port: int, *, task_status=trio.TASK_STATUS_
 
 
 def http_listener(settings, name: str, default_port: int) -> tuple[str, int]:
-    """(host, port) of the `management` or `prometheus` listener: `BrokerSettings` (from
-    rabbitmq.conf: management.tcp.ip/port) has an `HttpListener`; plain `Settings` does not,
-    then RabbitMQ's default port on the AMQP host is used."""
+    """(host, port) of the `management` or `prometheus` listener. `BrokerSettings` (from
+    rabbitmq.conf: management.tcp.ip/port) has an `HttpListener` attribute of that name; other
+    settings objects may give `<name>_port` / `<name>_host`; else RabbitMQ's default port on
+    the AMQP host."""
+    host = getattr(settings, "host", None) or "0.0.0.0"
     listener = getattr(settings, name, None)
     if listener is not None and hasattr(listener, "port"):
-        return listener.host or "0.0.0.0", listener.port
-    return settings.host or "0.0.0.0", default_port
+        return listener.host or host, listener.port
+    port = getattr(settings, f"{name}_port", None)
+    return getattr(settings, f"{name}_host", None) or host, default_port if port is None else port
 
 
 async def serve_management(admin, settings, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run the management API on `settings.management` (default 0.0.0.0:15672; port 0 picks a
     free port) until cancelled; reports the bound port."""
     host, port = http_listener(settings, "management", 15672)
-    if not any(ln["protocol"] == "amqp" for ln in admin.listeners) and settings.port:
+    if not any(ln["protocol"] == "amqp" for ln in admin.listeners) and getattr(settings, "port", 0):
         for ln in getattr(settings, "listeners", ()) or ():
             admin.listeners.append({"node": admin.node, "protocol": "amqp",
                                     "ip_address": ln.host, "port": ln.port, "socket_opts": {}})

@@ -106,3 +106,13 @@ def test_queue_row_lists_members_when_the_queue_has_them():
     assert (row["leader"], row["members"], row["online"]) == ("a@h", ["a@h", "b@h"], ["a@h"])
     del rt.leader, rt.members, rt.online
     assert "members" not in queue_row(rt, "a@h", None, {})
+
+
+def test_http_listener_from_port_attributes():
+    from types import SimpleNamespace
+
+    from amqp_broker.mgmt.http import http_listener
+
+    s = SimpleNamespace(host="h", management_host="m", management_port=0, prometheus_port=9)
+    assert http_listener(s, "management", 15672) == ("m", 0)
+    assert http_listener(s, "prometheus", 15692) == ("h", 9)
