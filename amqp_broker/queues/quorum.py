@@ -76,6 +76,7 @@ class QuorumQueue:
         self._tick_inflight = False
         self._proposed_enqueues = 0
         self._enqueue_base = 0
+        self._settles: dict[fifo.ConsumerKey, list[int]] = {}  # acks not yet proposed
         self._effects = EffectRunner(self)
         runtime.add_group(self.group, self.machine, self._effects.run, self._on_ready)
 
@@ -88,6 +89,8 @@ class QuorumQueue:
     def propose(self, cmd: Any, callback: Any = None) -> None:
         if self.deleted:
             return
+        if self._settles and type(cmd) is not fifo.Enqueue:
+            self._flush_settles()  # acks go first: a later Cancel/ConsumerDown must see them
         data = encode_command(cmd)
         if not self.ready:
             self._backlog.append((data, callback))
@@ -206,7 +209,20 @@ class QuorumQueue:
         return out
 
     def settle(self, msg_ids: Iterable) -> None:
-        for key, ids in self._by_consumer(msg_ids).items():
+        """Acks are buffered per consumer and proposed as one Settle per consumer at the end
+        of the session's batch (`next_deadline`, which `QueueRuntime.run` calls then), or
+        before any other command of this queue."""
+        settles = self._settles
+        for key, mid in msg_ids:
+            ids = settles.get(key)
+            if ids is None:
+                settles[key] = [mid]
+            else:
+                ids.append(mid)
+
+    def _flush_settles(self) -> None:
+        settles, self._settles = self._settles, {}
+        for key, ids in settles.items():
             self.propose(fifo.Settle(key, tuple(ids)))
 
     def requeue(self, msg_ids: Iterable) -> None:
@@ -267,6 +283,8 @@ class QuorumQueue:
 
     # -- timers --------------------------------------------------------------------------------
     def next_deadline(self, now_ms: int) -> int | None:
+        if self._settles:
+            self._flush_settles()  # the batch-end hook: QueueRuntime.run always calls this
         return None if self._tick_inflight else self.timer_at
 
     def expire(self, now_ms: int) -> bool:
