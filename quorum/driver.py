@@ -174,16 +174,18 @@ class NodeDriver:
             entries = [decode_entry(p) for _, _, p in self.log.entries(group, lo, st.last_index)]
         return Persisted(HardState(st.term, st.vote, st.commit), snap, entries), state
 
-    def remove_group(self, group: str) -> None:
-        """Stop hosting `group` here; its waiters fail with NotLeader. Its files stay in the
-        log (deleting a group's durable state is not implemented yet)."""
+    def remove_group(self, group: str, delete: bool = False) -> int:
+        """Stop hosting `group` here; its waiters fail with NotLeader. With `delete`, its
+        durable state is deleted too (the id must never be used again); returns the log
+        token to `log.wait_durable` for, 0 without `delete`."""
         g = self._groups.pop(group, None)
         if g is None:
-            return
+            return 0
         err = NotLeader(None)
         for w in [*g.waiters.values(), *(w for _, w in g.proposals), *g.read_waiters.values(),
                   *(w for _, w in g.reads), *(w for _, w in g.read_ready), *(w for _, w in g.controls)]:
             w.fail(err)
+        return self.log.delete_group(group) if delete else 0
 
     def groups(self) -> list[str]:
         return list(self._groups)

@@ -83,9 +83,12 @@ class GroupLog:
         self.last_index = 0
         self.segments: list[SegmentInfo] = []
         self.mems: list[Mem] = [Mem()]  # the last one takes appends
+        self.deleted = False  # a DELETE record is queued: no more writes
 
     # -- writes (in-memory bookkeeping; the store writes the WAL record) ---------------------
     def check_append(self, index: int) -> None:
+        if self.deleted:
+            raise LogError(f"group {self.name!r} is deleted")
         if index <= self.snap_index or index > self.last_index + 1:
             raise LogError(
                 f"group {self.name!r}: append at {index} but log is "

@@ -22,11 +22,13 @@ __all__ = [
     "HardStateRec",
     "TruncateRec",
     "SnapshotRec",
+    "DeleteRec",
     "Record",
     "encode_entry",
     "encode_hard_state",
     "encode_truncate",
     "encode_snapshot",
+    "encode_delete",
     "scan",
 ]
 
@@ -47,6 +49,7 @@ _K_ENTRY = 1
 _K_HARD = 2
 _K_TRUNC = 3
 _K_SNAP = 4
+_K_DELETE = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +88,14 @@ class SnapshotRec:
     discard: bool
 
 
-Record = EntryRec | HardStateRec | TruncateRec | SnapshotRec
+@dataclass(frozen=True, slots=True)
+class DeleteRec:
+    """The group and all its durable state are deleted. Group ids are never reused."""
+
+    group: str
+
+
+Record = EntryRec | HardStateRec | TruncateRec | SnapshotRec | DeleteRec
 
 
 def _frame(body: bytes) -> bytes:
@@ -119,6 +129,10 @@ def encode_snapshot(group: bytes, index: int, term: int, discard: bool) -> bytes
     return _frame(b"\x04" + _group(group) + _SNAP.pack(index, term, int(discard)))
 
 
+def encode_delete(group: bytes) -> bytes:
+    return _frame(b"\x05" + _group(group))
+
+
 def _decode(body: memoryview) -> Record:
     kind = body[0]
     (glen,) = _GROUP_LEN.unpack_from(body, 1)
@@ -139,6 +153,8 @@ def _decode(body: memoryview) -> Record:
     if kind == _K_SNAP:
         index, term, discard = _SNAP.unpack_from(body, pos)
         return SnapshotRec(group, index, term, bool(discard))
+    if kind == _K_DELETE:
+        return DeleteRec(group)
     raise ValueError(f"unknown WAL record kind {kind}")
 
 

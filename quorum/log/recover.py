@@ -24,7 +24,7 @@ from .disk import OsDisk
 from .group import GroupLog
 from .segment import SegmentInfo, parse_segment_name
 from .snapshot import read_snapshot
-from .store import LogConfig, LogStore
+from .store import LogConfig, LogStore, group_dir_name
 
 __all__ = ["open_store"]
 
@@ -37,7 +37,11 @@ def open_store(directory: str, config: LogConfig | None = None, disk: OsDisk | N
     counter = _load_groups(store)
     store._seg_counter = counter
     snaps = {name: read_snapshot(disk, g.directory) for name, g in store.groups.items()}
-    _replay_wal(store)
+    deleted = _replay_wal(store)
+    for name in deleted:
+        snaps.pop(name, None)
+        store._deleted.add(name)
+    store.remove_files([os.path.join(store.groups_dir, group_dir_name(n)) for n in deleted])
     for name, snap in snaps.items():
         g = store.groups[name]
         if snap is not None and snap.index > g.snap_index:
@@ -76,8 +80,11 @@ def _load_groups(store: LogStore) -> int:
     return nxt
 
 
-def _replay_wal(store: LogStore) -> None:
+def _replay_wal(store: LogStore) -> list[str]:
+    """Replay the newest WAL; returns the groups it deleted (ids are never reused, so a
+    DELETE record is final)."""
     disk = store.disk
+    deleted: list[str] = []
     names = []
     for fname in disk.listdir(store.wal_dir):
         if fname.endswith(".tmp"):
@@ -87,7 +94,7 @@ def _replay_wal(store: LogStore) -> None:
     names.sort()
     if not names:
         store._start_wal(1, b"")
-        return
+        return deleted
     for old in names[:-1]:
         disk.remove(os.path.join(store.wal_dir, old))
     path = os.path.join(store.wal_dir, names[-1])
@@ -97,7 +104,11 @@ def _replay_wal(store: LogStore) -> None:
         raise OSError(f"{path}: not a WAL file")
     recs, end = R.scan(data, start)
     for rec in recs:
-        _apply(store, rec)
+        if isinstance(rec, R.DeleteRec):
+            store.groups.pop(rec.group, None)
+            deleted.append(rec.group)
+        else:
+            _apply(store, rec)
     if end < len(data):
         disk.truncate(path, end)
         fd = disk.open_append(path)
@@ -108,6 +119,7 @@ def _replay_wal(store: LogStore) -> None:
     store._wal_path = path
     store._wal_seq = int(names[-1][:-4])
     store._wal_size = end
+    return deleted
 
 
 def _apply(store: LogStore, rec: R.Record) -> None:

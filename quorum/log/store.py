@@ -100,6 +100,8 @@ class LogStore:
         self._wal_size = 0
         self._seg_counter = 0
         self._garbage: list[str] = []  # files to delete once a rollover checkpoint is durable
+        self._deleting: list[tuple[int, str]] = []  # (token of the DELETE record, group)
+        self._deleted: set[str] = set()  # ids deleted in this process (reuse is refused)
         self._failed: BaseException | None = None
         self.fsyncs = 0
         self.batches = 0
@@ -125,6 +127,8 @@ class LogStore:
     def _group(self, group: str) -> GroupLog:
         g = self.groups.get(group)
         if g is None:
+            if group in self._deleted:
+                raise LogError(f"group id {group!r} was deleted; ids must not be reused")
             g = self.groups[group] = GroupLog(group, os.path.join(self.groups_dir, group_dir_name(group)))
         return g
 
@@ -172,6 +176,8 @@ class LogStore:
         """Drop entries >= from_index (a follower removing a conflicting suffix)."""
         self._check()
         g = self._group(group)
+        if g.deleted:
+            raise LogError(f"group {group!r} is deleted")
         if from_index <= g.snap_index:
             raise LogError(f"group {group!r}: truncate at {from_index} below snapshot {g.snap_index}")
         g.cut(from_index)
@@ -183,6 +189,47 @@ class LogStore:
         h = g.hard
         h.term, h.vote, h.commit = term, vote, commit
         return self._queue(R.encode_hard_state(g.key, term, vote, commit))
+
+    def delete_group(self, group: str) -> int:
+        """Delete the group and all its durable state. Its files are removed once the DELETE
+        record is durable (`take_deletions` / `remove_files`). The id must never be used
+        again (give each incarnation of a queue a fresh id, as ra does with its UIDs)."""
+        self._check()
+        g = self._group(group)
+        g.deleted = True
+        token = self._queue(R.encode_delete(g.key))
+        self._deleting.append((token, group))
+        return token
+
+    def take_deletions(self) -> list[str]:
+        """Groups whose DELETE record is durable: forget them; returns their directories,
+        for `remove_files` (IO)."""
+        dirs = []
+        keep = []
+        for token, name in self._deleting:
+            if token <= self._durable:
+                g = self.groups.pop(name, None)
+                self._deleted.add(name)
+                if g is not None:
+                    dirs.append(g.directory)
+            else:
+                keep.append((token, name))
+        self._deleting = keep
+        return dirs
+
+    def remove_files(self, dirs: list[str]) -> None:
+        """IO: remove deleted groups' directories (snapshot, segments)."""
+        try:
+            for d in dirs:
+                for name in self.disk.listdir(d):
+                    self.disk.remove(os.path.join(d, name))
+                if self.disk.exists(d):
+                    os.rmdir(d)
+            if dirs:
+                self.disk.fsync_dir(self.groups_dir)
+        except OSError as e:
+            self._failed = e
+            raise LogFailed(f"removing deleted groups failed: {e!r}") from e
 
     def write_snapshot_file(self, group: str, snap: StoredSnapshot) -> None:
         """IO (worker thread in the async log): make the snapshot file durable. Call
@@ -251,6 +298,8 @@ class LogStore:
         if data or upto > self._durable:
             self.write_batch(data)
         self.mark_durable(upto)
+        if self._deleting:
+            self.remove_files(self.take_deletions())
         if self.needs_rollover():
             plan = self.begin_rollover()
             self.run_rollover(plan)

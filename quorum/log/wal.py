@@ -52,6 +52,12 @@ class AsyncLog:
         self._wake.set()
         return token
 
+    def delete_group(self, group: str) -> int:
+        """Delete the group's durable state (see `LogStore.delete_group`); returns a token."""
+        token = self.store.delete_group(group)
+        self._wake.set()
+        return token
+
     async def save_snapshot(self, group: str, snap: StoredSnapshot, discard: bool = False) -> int:
         """Write the snapshot file (worker thread), then compact and queue its WAL record."""
         await trio.to_thread.run_sync(self.store.write_snapshot_file, group, snap)
@@ -104,6 +110,9 @@ class AsyncLog:
                     await trio.to_thread.run_sync(store.write_batch, data)
                     store.mark_durable(upto)
                     self._notify()
+                    dead = store.take_deletions()
+                    if dead:
+                        await trio.to_thread.run_sync(store.remove_files, dead)
                     if store.needs_rollover():
                         plan = store.begin_rollover()
                         await trio.to_thread.run_sync(store.run_rollover, plan)

@@ -127,3 +127,20 @@ async def test_crash_loses_only_what_was_not_synced(tmp_path):
     again = AsyncLog.open(str(tmp_path))
     assert again.entries("a", 1, 1) == [(1, 1, b"kept")]
     assert again.state("a").last_index == 1
+
+
+async def test_async_delete_removes_files_after_durable(tmp_path):
+    log = AsyncLog.open(str(tmp_path), LogConfig(wal_max_size_bytes=2048, segment_max_entries=8))
+    gdir = os.path.join(str(tmp_path), "groups", "gone".encode().hex())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(log.run)
+        for i in range(1, 60):
+            await log.wait_durable(log.append("gone", [(i, 1, b"q" * 60)]))
+        assert os.path.exists(gdir)
+        await log.wait_durable(log.delete_group("gone"))
+        with trio.fail_after(10):
+            while os.path.exists(gdir):  # removed by the writer right after the batch
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    log.close()
+    assert "gone" not in AsyncLog.open(str(tmp_path)).store.group_names()

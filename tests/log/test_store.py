@@ -254,3 +254,58 @@ def test_truncation_survives_the_rollover_that_deletes_its_wal(tmp_path):
     r = open_store(d, SMALL)
     assert r.state("a").last_index == 4
     assert r.entries("a", 1, 4) == [(i, 1, b"e%d" % i) for i in range(1, 5)]
+
+
+def test_deleted_group_is_gone_after_restart(tmp_path):
+    d = str(tmp_path)
+    s = open_store(d, SMALL)
+    fill(s, "old-queue", 1, 120, tag=b"z" * 50)
+    fill(s, "keep", 1, 3)
+    s.sync()
+    s.save_snapshot("old-queue", StoredSnapshot(50, 1, b"", b"state"))
+    s.sync()
+    gdir = os.path.join(d, "groups", "old-queue".encode().hex())
+    assert os.listdir(gdir)  # segments and a snapshot
+    s.delete_group("old-queue")
+    with pytest.raises(LogError):
+        s.append("old-queue", [(121, 1, b"late")])
+    s.sync()
+    assert not os.path.exists(gdir)
+    assert s.group_names() == ["keep"]
+    with pytest.raises(LogError):  # ids are never reused
+        s.append("old-queue", [(1, 1, b"again")])
+    s.close()
+    r = open_store(d, SMALL)
+    assert r.group_names() == ["keep"]
+    assert r.entries("keep", 1, 3) == [(i, 1, b"e%d" % i) for i in range(1, 4)]
+
+
+def test_delete_not_yet_durable_survives_a_crash(tmp_path):
+    from quorum.log import CrashDisk
+
+    d = str(tmp_path)
+    disk = CrashDisk()
+    s = open_store(d, SMALL, disk)
+    fill(s, "q", 1, 5)
+    s.sync()
+    s.delete_group("q")  # queued, never synced
+    s.close()
+    disk.simulate_crash(torn=False)
+    r = open_store(d, SMALL)
+    assert r.state("q").last_index == 5
+
+
+def test_delete_recorded_in_wal_removes_files_found_at_recovery(tmp_path):
+    d = str(tmp_path)
+    s = open_store(d, SMALL)
+    fill(s, "q", 1, 100, tag=b"y" * 50)
+    s.sync()
+    gdir = os.path.join(d, "groups", "q".encode().hex())
+    s.delete_group("q")
+    data, upto = s.take_batch()
+    s.write_batch(data)  # the DELETE is durable, then the node dies before removing files
+    s.close()
+    assert os.path.exists(gdir)
+    r = open_store(d, SMALL)
+    assert not os.path.exists(gdir)
+    assert "q" not in r.group_names()
