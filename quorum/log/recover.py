@@ -32,8 +32,12 @@ __all__ = ["open_store"]
 def open_store(directory: str, config: LogConfig | None = None, disk: OsDisk | None = None) -> LogStore:
     disk = disk or OsDisk()
     store = LogStore(directory, config or LogConfig(), disk)
+    fresh = not disk.exists(store.wal_dir)
     for d in (directory, store.wal_dir, store.groups_dir):
         disk.makedirs(d)
+    if fresh:  # make the new directories themselves durable, not just their contents
+        disk.fsync_dir(directory)
+        disk.fsync_dir(os.path.dirname(os.path.abspath(directory)))
     counter = _load_groups(store)
     store._seg_counter = counter
     snaps = {name: read_snapshot(disk, g.directory) for name, g in store.groups.items()}
