@@ -1,12 +1,20 @@
 """The trio server: listener, per-connection sessions, channel semantics, broker wiring.
 
-`run_node(settings)` runs a whole node (what the `amqp-broker` CLI calls); `Broker` holds the
-node's state and can be driven directly by tests.
+- `run_node(settings, stop=None)`: a whole node (what the `amqp-broker` CLI calls);
+  equivalently `serve_broker(open_broker(settings))`, which lets a caller (tests, tools) reach the
+  `Broker` before serving. Both report the bound AMQP port through `task_status`.
+- `Broker`: the node's state (vhosts, sessions, queue runtimes, timers, confirms after fsync);
+  `broker.admin` (`Admin`) manages users, permissions, vhosts and policies and lists entities;
+  `broker.queue_factories[x_queue_type]` plugs in queue types (quorum).
+
+Module map: listener -> session (reader/writer/heartbeat) -> channel (publish, acks, confirms,
+tx) + consumers (qos/consume/get) + declares (exchange/queue methods) -> vhost (topology,
+queues, exclusivity) -> queue_runtime (a QueueType plus dispatch, journal taps, timers).
 """
 
 from .admin import Admin
 from .broker import Broker
-from .node import open_broker, run_node, serve_broker
 from .listener import serve_amqp
+from .node import open_broker, run_node, serve_broker
 
 __all__ = ["Admin", "Broker", "open_broker", "run_node", "serve_amqp", "serve_broker"]
