@@ -15,6 +15,10 @@ One loop iteration, for all groups with work at once (see `quorum.raft.ready`):
   6. `advance()`; compact a group whose log grew `snapshot_every` entries past its snapshot.
 Inputs that arrive while the loop waits for the disk are batched into the next iteration.
 
+Compaction: every `snapshot_every` applied entries, unless the machine has a
+`compactable(state, since) -> bool` method that says not yet (e.g. a queue whose snapshot would
+carry many live message bodies).
+
 Effects: an effect that is a `quorum.raft.LocalEffect` runs on every replica, any other only
 on the leader (the choice is made here, once). The hard state is written only when the term or
 vote changed, or together with entries: a lagging commit index is safe to lose.
@@ -37,7 +41,7 @@ from .raft import (Entry, EntryKind, HardState, LocalEffect, LogReader, Meta, No
                    encode_message)
 from .raft.machine import StateMachine
 
-__all__ = ["NodeDriver", "Sender", "GroupStatus", "LeadershipLost"]
+__all__ = ["NodeDriver", "Sender", "GroupStatus", "LeadershipLost", "ProposalCallback"]
 
 
 class LeadershipLost(RaftError):
@@ -55,6 +59,7 @@ class Sender(Protocol):
 
 
 EffectsHandler = Callable[[str, list[Any]], None]
+ProposalCallback = Callable[[Any, BaseException | None], None]
 
 
 class _Waiter:
@@ -75,6 +80,25 @@ class _Waiter:
     def fail(self, error: BaseException) -> None:
         self.error = error
         self.event.set()
+
+
+class _CallbackWaiter:
+    """A proposal whose outcome is a callback, not a waiting task: `fn(reply, None)` or
+    `fn(None, error)` (or nothing at all without `fn`), called from the driver loop."""
+
+    __slots__ = ("term", "fn")
+
+    def __init__(self, fn: ProposalCallback | None) -> None:
+        self.term = 0
+        self.fn = fn
+
+    def resolve(self, reply: Any) -> None:
+        if self.fn is not None:
+            self.fn(reply, None)
+
+    def fail(self, error: BaseException) -> None:
+        if self.fn is not None:
+            self.fn(None, error)
 
 
 @dataclass
@@ -179,6 +203,7 @@ class NodeDriver:
         durable state is deleted too (the id must never be used again); returns the log
         token to `log.wait_durable` for, 0 without `delete`."""
         g = self._groups.pop(group, None)
+        self._dirty.pop(group, None)
         if g is None:
             return 0
         err = NotLeader(None)
@@ -189,6 +214,9 @@ class NodeDriver:
 
     def groups(self) -> list[str]:
         return list(self._groups)
+
+    def has_group(self, group: str) -> bool:
+        return group in self._groups
 
     def entry_data(self, group: str, index: int) -> bytes | None:
         """The command bytes of entry `index` (e.g. a message body a Deliver effect names):
@@ -257,6 +285,16 @@ class NodeDriver:
         if w.error is not None:
             raise w.error
         return w.reply
+
+    def propose_nowait(self, group: str, data: bytes, callback: ProposalCallback | None = None) -> None:
+        """Like `propose` without a waiting task: `callback(reply, None)` once committed and
+        applied, or `callback(None, error)` (the same errors as `propose`), called from the
+        driver loop; raises `NotLeader` at once when this node does not lead the group."""
+        g = self._groups[group]
+        if not g.raft.is_leader:
+            raise NotLeader(g.raft.leader)
+        g.proposals.append((data, _CallbackWaiter(callback)))  # type: ignore[arg-type]
+        self._mark(group)
 
     async def wait_linearizable(self, group: str) -> None:
         """Return once this node's state machine for `group` reflects every command committed
@@ -453,8 +491,11 @@ class NodeDriver:
     async def _maybe_compact(self, g: _Group) -> None:
         raft = g.raft
         meta = raft.snapshot_meta
-        base = meta.index if meta else 0
-        if raft.applied_index - base < self._snapshot_every:
+        since = raft.applied_index - (meta.index if meta else 0)
+        if since < self._snapshot_every:
+            return
+        gate = getattr(g.machine, "compactable", None)  # optional: the machine may say "not yet"
+        if gate is not None and not gate(g.state, since):
             return
         snap = raft.compact(raft.applied_index, g.machine.snapshot(g.state))
         await self.log.save_snapshot(g.id, _stored(snap), discard=False)

@@ -247,3 +247,40 @@ async def test_control_transfers_leadership_and_entry_data_reads_bodies(tmp_path
             with pytest.raises(ValueError):
                 await nodes[target].driver.control("kv", lambda r, now: r.transfer_leadership("nobody"))
         nursery.cancel_scope.cancel()
+
+
+class GatedKv(KvMachine):
+    """Compacts only when told to."""
+
+    allow = False
+
+    def compactable(self, state, since: int) -> bool:
+        return self.allow
+
+
+async def test_propose_nowait_callbacks_and_compaction_gate(tmp_path):
+    log = AsyncLog.open(str(tmp_path))
+    driver = NodeDriver("solo", log, NoPeers(), tick_interval=0.01, snapshot_every=5,
+                        options=RaftOptions(election_tick=3, heartbeat_tick=1), rng=random.Random(2))
+    machine = GatedKv()
+    driver.add_group("kv", machine, ["solo"])
+    assert driver.has_group("kv") and not driver.has_group("other")
+    results = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        with trio.fail_after(30):
+            while not driver.status("kv").is_leader:
+                await trio.sleep(0.01)
+            for i in range(12):
+                driver.propose_nowait("kv", KvMachine.encode(KvSet("k", str(i))),
+                                      lambda reply, err: results.append((reply, err)))
+            driver.propose_nowait("kv", KvMachine.encode(KvSet("k", "fire-and-forget")))
+            while driver.status("kv").applied < driver.status("kv").last_index or len(results) < 12:
+                await trio.sleep(0.01)
+            assert results[0] == (None, None) and results[-1] == ("10", None)
+            assert driver.raft("kv").snapshot_meta is None  # the gate said no
+            machine.allow = True
+            await driver.propose("kv", KvMachine.encode(KvSet("k", "last")))
+            assert driver.raft("kv").snapshot_meta is not None
+        nursery.cancel_scope.cancel()
+    log.close()
