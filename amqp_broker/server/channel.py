@@ -353,7 +353,8 @@ class Channel:
             )
 
     def release(self) -> None:
-        """The channel is gone: drop consumers, requeue unacked (redelivered), nack confirms."""
+        """The channel is gone: drop consumers and requeue unacked (redelivered). Pending
+        publisher confirms are dropped with it (nobody is left to receive them)."""
         if self._released:
             return
         self._released = True
@@ -368,8 +369,12 @@ class Channel:
         by_queue: dict = {}
         for rt, msg_id, _st, _ in recs:
             by_queue.setdefault(rt, []).append(msg_id)
+        now = self.broker.now_ms
         for rt, ids in by_queue.items():
             rt.settle(ids, "requeue")
+            if not rt.deleted:
+                # Queue types that track channels (quorum: basic.get without a consumer) let go.
+                rt.queue.remove_channel(self, now)
 
 
 _HANDLERS = {
