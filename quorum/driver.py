@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable, Protocol
 import msgspec
 import trio
 
-from .log import AsyncLog, StoredSnapshot
+from .log import AsyncLog, LogError, StoredSnapshot
 from .raft import (Entry, EntryKind, HardState, LocalEffect, LogReader, Meta, NotLeader,
                    Persisted, RaftError, RaftNode, RaftOptions, Ready, Snapshot, SnapshotMeta,
                    decode_config, decode_entry, decode_message, encode_config, encode_entry,
@@ -191,6 +191,9 @@ class NodeDriver:
         if stored is not None and stored.index == st.snapshot_index:
             snap = Snapshot(SnapshotMeta(stored.index, stored.term, decode_config(stored.meta)), stored.data)
             state = machine.restore(stored.data)
+        elif st.snapshot_index:
+            raise LogError(f"group {group!r}: log compacted to {st.snapshot_index} but its "
+                           f"snapshot file is missing or corrupt")
         entries: list[Entry] = []
         if st.last_index >= st.first_index:
             # only a tail: the node reads older entries back through its reader when needed
