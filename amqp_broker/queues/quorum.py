@@ -129,7 +129,10 @@ class QuorumQueue:
     # -- publishing ----------------------------------------------------------------------------
     def _enqueue(self, msg: Message, publisher: str | None, seq: int | None) -> None:
         self._proposed_enqueues += 1
-        self.propose(fifo.Enqueue(publisher, seq, msg.size, encode_payload(msg),
+        payload = encode_payload(msg)
+        if self.ready:
+            self.machine.outbox.append((payload, msg))
+        self.propose(fifo.Enqueue(publisher, seq, msg.size, payload,
                                   msg.priority or None, msg.expiration_ms, msg.persistent))
 
     def publish(self, message: Message, now_ms: int) -> bool:

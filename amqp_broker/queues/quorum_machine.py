@@ -95,6 +95,10 @@ class QuorumMachine:
     def __init__(self, config: QueueConfig, created_ms: int | None = None) -> None:
         self._fifo = FifoMachine(config, created_ms)
         self.applied_enqueues = 0  # not replicated: the adapter's in-flight publish count
+        # Leader-side shortcut: (payload, message) of this node's proposed Enqueues, in
+        # proposal order (= apply order). A matching payload reuses the message instead of
+        # decoding it again; the result is the same either way, so replicas stay identical.
+        self.outbox: deque[tuple[bytes, Message]] = deque()
 
     def init(self) -> QState:
         return QState(self._fifo.init())
@@ -106,7 +110,7 @@ class QuorumMachine:
         cls = type(cmd)
         if cls is Enqueue:
             self.applied_enqueues += 1
-            state.add(meta.index, decode_payload(cmd.payload))
+            state.add(meta.index, self._message(cmd.payload))
         elif cls is Requeue:
             state.add(meta.index, decode_payload(cmd.payload))
         _, reply, effects = self._fifo.apply(meta, cmd, state.fifo)
@@ -119,6 +123,15 @@ class QuorumMachine:
             elif t is ReleaseCursor:
                 state.evict_below(eff.smallest_live)
         return state, reply, effects
+
+    def _message(self, payload: bytes) -> Message:
+        outbox = self.outbox
+        if outbox:
+            sent, msg = outbox.popleft()
+            if sent == payload:
+                return msg
+            outbox.clear()  # out of step (cannot happen with one leader): decode from now on
+        return decode_payload(payload)
 
     def compactable(self, state: QState, since: int) -> bool:
         """Snapshots carry live bodies: compact only while they are few compared with the
