@@ -30,7 +30,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--config", type=Path, default=None, help="rabbitmq.conf-style file")
     p.add_argument("--management-port", type=int, default=None,
                    help="management HTTP API port (default 15672; 0 = any free port; -1 = off)")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default=None,
+                   help="debug, info, warning, error (default: log.* in the config, else info)")
     return p.parse_args(argv)
 
 
@@ -69,6 +70,31 @@ async def _stop_on_signal(signals, stop: trio.Event, scope: trio.CancelScope) ->
             return
 
 
+def _setup_logging(settings: Settings, flag: str | None) -> None:
+    """Console logging (stderr; the start-up line says where the broker listens), plus the
+    log.file of the config if it names one."""
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_cfg = getattr(settings, "log", None)
+    to_level = getattr(log_cfg, "python_level", None)
+    if flag is not None:
+        level = getattr(logging, flag.upper(), logging.INFO)
+    elif log_cfg is not None and to_level is not None:
+        level = to_level(log_cfg.console_level)
+    else:
+        level = logging.INFO
+    root = logging.getLogger()
+    root.setLevel(min(level, logging.INFO) if flag is None else level)
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(fmt)
+    console.setLevel(level)
+    root.addHandler(console)
+    if log_cfg is not None and log_cfg.file and to_level is not None:
+        file_handler = logging.FileHandler(log_cfg.file)
+        file_handler.setFormatter(fmt)
+        file_handler.setLevel(to_level(log_cfg.file_level))
+        root.addHandler(file_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     from amqp_broker.config import ConfigError
 
@@ -77,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"amqp-broker: {err}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _setup_logging(settings, level)
     try:
         trio.run(_run, settings)
     except KeyboardInterrupt:
