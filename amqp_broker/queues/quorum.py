@@ -185,7 +185,9 @@ class QuorumQueue:
         return []  # deliveries come from the fifo's Deliver effects
 
     def get(self, now_ms: int, no_ack: bool) -> Entry | None:
-        raise NotImplementedError("quorum queues answer basic.get asynchronously: get_async")
+        """Synchronous get is not possible (a Dequeue must commit first): callers that
+        cannot use `get_async` (the management API's get) see an empty queue."""
+        return None
 
     def get_async(self, channel: Any, no_ack: bool,
                   reply: Callable[[Entry | None, int], None]) -> None:
@@ -325,6 +327,14 @@ class QuorumQueue:
     def message_bytes(self) -> int:
         q = self.state.fifo
         return q.ready.bytes + q.checked_bytes
+
+    @property
+    def active_consumer(self) -> Consumer | None:
+        """Single active consumer: the local consumer the fifo has made active."""
+        if self.deleted or not self.config.single_active_consumer:
+            return None
+        c = fifo.active_consumer(self.state.fifo)
+        return self.consumers.get(c.key) if c is not None else None
 
     def overview(self) -> dict:
         """The fifo's counters (management / list_queues)."""

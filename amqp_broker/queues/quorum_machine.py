@@ -67,6 +67,12 @@ class QState:
         self.bodies[index] = message
         self.order.append(index)
 
+    def prune(self, live: list[int]) -> None:
+        """Keep only the bodies of `live` indexes (increasing)."""
+        bodies = self.bodies
+        self.bodies = {i: bodies[i] for i in live if i in bodies}
+        self.order = deque(self.bodies)
+
     def evict_below(self, smallest_live: int | None) -> None:
         order, bodies = self.order, self.bodies
         while order and (smallest_live is None or order[0] < smallest_live):
@@ -135,8 +141,14 @@ class QuorumMachine:
 
     def compactable(self, state: QState, since: int) -> bool:
         """Snapshots carry live bodies: compact only while they are few compared with the
-        entries the snapshot lets go (a deep queue keeps its log until it drains)."""
-        return len(state.bodies) * 8 <= since
+        entries the snapshot lets go (a deep queue keeps its log until it drains). Asked by
+        the driver once `since` entries were applied after the last snapshot; also drops the
+        bodies of messages settled above the oldest live one when they are the majority
+        (eviction by ReleaseCursor only moves past a message once it is gone)."""
+        live = state.fifo.messages_total()
+        if len(state.bodies) > 2 * live + 64:
+            state.prune(state.fifo.live.live())
+        return live * 8 <= since
 
     def snapshot(self, state: QState) -> bytes:
         bodies = state.bodies
