@@ -53,7 +53,9 @@ class Broker:
             channel_max=settings.channel_max,
             frame_max=settings.frame_max,
             heartbeat=settings.heartbeat,
-            handshake_timeout=settings.handshake_timeout,
+            # rabbitmq.conf `handshake_timeout = infinity` arrives as None
+            handshake_timeout=(settings.handshake_timeout if settings.handshake_timeout is not None
+                               else float("inf")),
         )
         self.vhosts: dict[str, VHost] = {}
         self.sessions: set["Session"] = set()
