@@ -18,11 +18,13 @@ _LISTEN = re.compile(rb"AMQP 0-9-1 listening on \S+:(\d+)")
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, log_path: Path, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, data_dir: Path, log_path: Path, extra_args: tuple[str, ...] = (),
+                 port: int = 0) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
         self.extra_args = extra_args
         self.proc: subprocess.Popen | None = None
+        self.fixed_port = port  # 0: a new free port on every start
         self.port = 0
 
     @property
@@ -33,7 +35,7 @@ class BrokerProcess:
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "amqp_broker", "--port", "0", "--host", "127.0.0.1",
+            [sys.executable, "-m", "amqp_broker", "--port", str(self.fixed_port), "--host", "127.0.0.1",
              "--management-port", "-1", "--data-dir", str(self.data_dir), *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
