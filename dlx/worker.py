@@ -1,0 +1,231 @@
+"""At-least-once dead-letter worker of one quorum queue (like rabbit_fifo_dlx_worker).
+
+One `DlxWorker` lives beside the leader of a quorum queue whose dead-letter strategy is
+at-least-once. The queue's replicated state keeps every dead-lettered message (the fifo's
+`dlx` sub-state) until this worker settles it with `DlxSettle`; so a crash, restart or new
+leader only means republishing again (duplicates are allowed, losses are not).
+
+Flow: the adapter hands over held messages (`add`, and `load` of `state.dlx.pending()` when the
+group becomes ready). The worker takes up to `prefetch` of them at a time and, for each,
+asks its port to build the dead-lettered copy and route it on the current dead-letter
+exchange, then publishes it to every target queue with a confirm callback. When every target
+confirmed, the message is settled. A target that refused it (reject-publish, full, deleted),
+a missing exchange or a route to no queue keeps the message; it is retried on a short poll
+(`retry_ms`, default 500 ms) and only to the targets that have not confirmed yet, and not
+before the port says the target has room. Targets dropped because of a dead-letter cycle
+count as done; a message whose every route is a cycle is settled (dropped) as at-most-once
+would.
+
+Pure: no trio, no clock. The port (`dlx.port.BrokerPort` in the broker, a fake in tests)
+supplies time, routing, publishing, settling and a retry timer:
+
+    port.now_ms() -> int
+    port.is_held(dlx_id) -> bool                       # still in the queue's dlx state?
+    port.prepare(reason, message) -> Prepared | None   # None: no DLX configured now
+    port.route(prepared) -> list[str]                  # raises LookupError-like on no exchange
+    port.has_room(queue_name) -> bool
+    port.publish(queue_name, prepared, callback(ok)) -> bool   # False: no such queue
+    port.settle(dlx_ids: tuple[int, ...])
+    port.schedule(at_ms)                               # call `on_timer` then
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+__all__ = ["DlxWorker", "DlxPort", "DEFAULT_PREFETCH", "RETRY_MS"]
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_PREFETCH = 32  # dead_letter_worker_consumer_prefetch
+RETRY_MS = 500         # poll interval for refused messages (RabbitMQ waits minutes; we don't)
+
+
+class DlxPort(Protocol):
+    def now_ms(self) -> int: ...
+    def is_held(self, dlx_id: int) -> bool: ...
+    def prepare(self, reason: str, message: Any) -> Any: ...
+    def route(self, prepared: Any) -> tuple[list[str], list[str]]: ...
+    def has_room(self, queue: str) -> bool: ...
+    def publish(self, queue: str, prepared: Any, callback: Any) -> bool: ...
+    def settle(self, dlx_ids: tuple[int, ...]) -> None: ...
+    def schedule(self, at_ms: int) -> None: ...
+
+
+class _Item:
+    """One taken message: which targets confirmed it, how many answers are outstanding."""
+
+    __slots__ = ("dlx_id", "reason", "message", "done", "waiting", "failed", "prepared")
+
+    def __init__(self, dlx_id: int, reason: str, message: Any) -> None:
+        self.dlx_id = dlx_id
+        self.reason = reason
+        self.message = message
+        self.done: set[str] = set()   # targets that confirmed (never published to again)
+        self.waiting = 0              # publish confirms outstanding
+        self.failed = False           # something refused: retry on the next poll
+        self.prepared: Any = None     # the dead-lettered copy (built once per item)
+
+
+class DlxWorker:
+    def __init__(self, port: DlxPort, *, prefetch: int = DEFAULT_PREFETCH,
+                 retry_ms: int = RETRY_MS, name: str = "") -> None:
+        self.port = port
+        self.prefetch = max(1, prefetch)
+        self.retry_ms = retry_ms
+        self.name = name
+        self._queued: dict[int, tuple[str, Any]] = {}   # held, not taken yet (discard order)
+        self._taken: dict[int, _Item] = {}              # at most `prefetch`
+        self._settle: list[int] = []
+        self._pumping = False
+        self._retry_at: int | None = None
+        self.stopped = False
+
+    # -- input ---------------------------------------------------------------------------------
+    def add(self, dlx_id: int, reason: str, message: Any) -> None:
+        """A message the queue now holds for at-least-once dead lettering."""
+        if self.stopped or dlx_id in self._taken or dlx_id in self._queued:
+            return
+        self._queued[dlx_id] = (reason, message)
+
+    def load(self, pending: list[tuple[int, str, Any]]) -> None:
+        """Everything the replicated state holds (after a restart or on becoming leader)."""
+        for dlx_id, reason, message in pending:
+            self.add(dlx_id, reason, message)
+        self.pump()
+
+    def stop(self) -> None:
+        """The queue is deleted or no longer led here: forget everything, answer nothing."""
+        self.stopped = True
+        self._queued.clear()
+        self._taken.clear()
+        self._retry_at = None
+
+    def __len__(self) -> int:
+        return len(self._queued) + len(self._taken)
+
+    @property
+    def retry_at(self) -> int | None:
+        return self._retry_at
+
+    # -- work ----------------------------------------------------------------------------------
+    def pump(self) -> None:
+        """Take messages up to prefetch and (re)send what is not in flight."""
+        if self.stopped or self._pumping:
+            return
+        self._pumping = True
+        try:
+            self._forget_unheld()
+            while self._queued and len(self._taken) < self.prefetch:
+                dlx_id = next(iter(self._queued))
+                reason, message = self._queued.pop(dlx_id)
+                self._taken[dlx_id] = item = _Item(dlx_id, reason, message)
+                item.failed = True   # never sent: send now
+            blocked = False
+            for item in list(self._taken.values()):
+                if item.failed and item.waiting == 0:
+                    self._send(item)
+                if item.failed:
+                    blocked = True
+        finally:
+            self._pumping = False
+        self._flush()
+        if blocked:
+            self._arm()
+
+    def on_timer(self, now_ms: int) -> None:
+        """The retry poll is due."""
+        if self._retry_at is None or self.stopped:
+            return
+        self._retry_at = None
+        self.pump()
+
+    # -- internals ------------------------------------------------------------------------------
+    def _forget_unheld(self) -> None:
+        """Messages the queue no longer holds (strategy switched, purge) are dropped here too."""
+        is_held = self.port.is_held
+        for d in [i for i in self._queued if not is_held(i)]:
+            del self._queued[d]
+        for d in [i for i in self._taken if not is_held(i)]:
+            del self._taken[d]
+
+    def _send(self, item: _Item) -> None:
+        port = self.port
+        item.failed = False
+        try:
+            if item.prepared is None or not item.done:
+                # rebuilt until a target has it: the dead-letter settings may have changed
+                item.prepared = port.prepare(item.reason, item.message)
+            if item.prepared is None:
+                item.failed = True   # no DLX configured right now: keep it (policy may return)
+                return
+            targets, cycled = port.route(item.prepared)
+        except Exception as err:  # missing exchange (NotFound) and the like: keep, retry
+            _log.debug("dlx worker %r: cannot route yet: %s", self.name, err)
+            item.failed = True
+            return
+        todo = [t for t in targets if t not in item.done]
+        if not todo:
+            if targets or cycled:
+                self._complete(item)   # every target confirmed, or all routes are cycles
+            else:
+                item.failed = True     # routes to no queue: keep until a binding appears
+            return
+        item.waiting += 1  # guard: a synchronous confirm must not complete the item mid-loop
+        for target in todo:
+            if not port.has_room(target):
+                item.failed = True
+                continue
+            item.waiting += 1
+            if not port.publish(target, item.prepared, _Answer(self, item, target)):
+                item.waiting -= 1
+                item.failed = True
+        self._answered(item, None, True)
+
+    def _answered(self, item: _Item, target: str | None, ok: bool) -> None:
+        if self.stopped or self._taken.get(item.dlx_id) is not item:
+            return
+        item.waiting -= 1
+        if ok:
+            if target is not None:
+                item.done.add(target)
+        else:
+            item.failed = True
+        if item.waiting > 0:
+            return
+        if item.failed:
+            self._arm()
+            return
+        self._complete(item)
+        if not self._pumping:
+            self._flush()
+            self.pump()  # room for the next queued messages
+
+    def _complete(self, item: _Item) -> None:
+        self._taken.pop(item.dlx_id, None)
+        self._settle.append(item.dlx_id)
+
+    def _flush(self) -> None:
+        if self._settle:
+            ids, self._settle = tuple(self._settle), []
+            self.port.settle(ids)
+
+    def _arm(self) -> None:
+        if self._retry_at is None and not self.stopped:
+            self._retry_at = self.port.now_ms() + self.retry_ms
+            self.port.schedule(self._retry_at)
+
+
+class _Answer:
+    """Confirm callback for one (message, target) publish."""
+
+    __slots__ = ("worker", "item", "target")
+
+    def __init__(self, worker: DlxWorker, item: _Item, target: str) -> None:
+        self.worker = worker
+        self.item = item
+        self.target = target
+
+    def __call__(self, ok: bool) -> None:
+        self.worker._answered(self.item, self.target, ok)
