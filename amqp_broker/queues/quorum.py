@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable
 from amqp_broker.core.errors import AccessRefused, vhost_resource
 from quorum import fifo
 from quorum.fifo import encode_command
+from dlx.port import check_strategy, start_worker
 
 from .arguments import OVERFLOW_REJECT_PUBLISH_DLX, apply_policy, parse_queue_arguments
 from .base import REASON_REJECTED, Consumer, DeadLetter, queue_key
@@ -78,6 +79,8 @@ class QuorumQueue:
         self._enqueue_base = 0
         self._settles: dict[fifo.ConsumerKey, list[int]] = {}  # acks not yet proposed
         self._effects = EffectRunner(self)
+        self._dlx_worker = None  # dlx.DlxWorker, created on first at-least-once dead letter
+        check_strategy(self.config, name)
         runtime.add_group(self.group, self.machine, self._effects.run, self._on_ready)
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -102,9 +105,20 @@ class QuorumQueue:
         self.ready = True
         self._enqueue_base = self.machine.applied_enqueues
         self._effects.run(self.group, fifo.leader_effects(self.state.fifo), force=True)
+        held = self.state.fifo.dlx.pending()
+        if held:  # at-least-once dead letters not yet settled before a restart: send again
+            bodies = self.state.bodies
+            self.dlx_worker().load([(i, r, bodies[m.index]) for i, r, m in held
+                                    if m.index in bodies])
         backlog, self._backlog = self._backlog, []
         for data, cb in backlog:
             self.runtime.propose(self.group, data, cb)
+
+    def dlx_worker(self):
+        """The at-least-once dead-letter worker beside this (leader) queue."""
+        if self._dlx_worker is None:
+            self._dlx_worker = start_worker(self)
+        return self._dlx_worker
 
     def queue_runtime(self):
         vhost = self.broker.vhosts.get(self.vhost)
@@ -265,6 +279,8 @@ class QuorumQueue:
             return 0
         n = self.message_count
         self.deleted = True
+        if self._dlx_worker is not None:
+            self._dlx_worker.stop()
         self.runtime.remove_group(self.group)
         self.runtime.catalog.forget(self.vhost, self.name)
         confirms, self.confirms = self.confirms, {}
@@ -284,6 +300,7 @@ class QuorumQueue:
         config = quorum_config(self.name, self.settings, self.arguments, policy)
         if config != self.config:
             self.config = config
+            check_strategy(config, self.name)
             self.propose(fifo.UpdateConfig(config))
 
     # -- timers --------------------------------------------------------------------------------

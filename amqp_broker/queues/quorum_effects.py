@@ -3,7 +3,7 @@
 Called by the node's Raft driver (`on_effects`) after each batch of applied entries, in the
 driver's trio task, with the effects of that batch in order. `EffectRunner.run` hands
 deliveries to channels, answers publisher confirms, collects dead letters for the broker's
-dead-letter routing (at-most-once: DlxSettle is proposed right after routing), re-arms the
+dead-letter routing (at-most-once) or hands held ones to the queue's DLX worker (at-least-once), re-arms the
 queue's timer, turns monitors of processes that died with an earlier run into ConsumerDown,
 and deletes an expired queue. It ends with `broker.run_pending()` so dead letters and other
 queues touched by them are processed at once.
@@ -136,14 +136,17 @@ class EffectRunner:
     def _dead_letter(self, eff: DeadLettered) -> None:
         q = self.q
         dl = eff.effect
+        if dl.at_least_once:
+            # held in the replicated state until the DLX worker (dlx/worker.py) settles them
+            worker = q.dlx_worker()
+            for m, msg in zip(dl.msgs, eff.messages):
+                if msg is not None and m.dlx_id is not None:
+                    worker.add(m.dlx_id, dl.reason, msg)
+            worker.pump()
+            return
         for m, msg in zip(dl.msgs, eff.messages):
             if msg is not None:
                 q.dead_letters.append(DeadLetter(msg, dl.reason, q.name, m.acquired > 0))
-        if dl.at_least_once:
-            # at-most-once for now: the broker routes without confirms, so settle at once
-            ids = tuple(m.dlx_id for m in dl.msgs if m.dlx_id is not None)
-            if ids:
-                q.propose(fifo.DlxSettle(ids))
 
     def _monitor(self, eff: fifo.Monitor) -> None:
         pid = eff.pid
