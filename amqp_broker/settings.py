@@ -41,18 +41,12 @@ class Settings:
     channel_max: int = 2047
     max_message_size: int = 16 * 1024 * 1024
     consumer_timeout: float | None = 30 * 60.0  # seconds; None disables the check
-    handshake_timeout: float = 10.0
-    silent_close_delay: float = 3.0
+    handshake_timeout: float | None = 10.0  # seconds; None = infinity
     connection_max: int | None = None
     product: str = "amqp-broker"  # see protocol/config.py: not "RabbitMQ" on purpose (kombu qos)
     version: str = "4.2.0"  # the RabbitMQ behaviour we follow; clients compare it with 3.x
     platform: str = "Python/trio"
     cluster_name: str = "amqp-broker"
-    # Consumers bigger than this many unacked messages per writer wake are fine; this bounds
-    # how many deliveries a queue pushes in one dispatch pass (fairness between queues).
-    dispatch_batch: int = 256
     # Resource alarms (connection.blocked): a fraction of RAM (<= 1) or bytes (> 1), and bytes.
     memory_high_watermark: float = 0.4
     disk_free_limit: int = 50 * 1024 * 1024
-    # Seconds between journal group-commit flushes when nothing forces an earlier one.
-    journal_flush_interval: float = 0.002
