@@ -78,6 +78,8 @@ class QuorumQueue:
         self._proposed_enqueues = 0
         self._enqueue_base = 0
         self._settles: dict[fifo.ConsumerKey, list[int]] = {}  # acks not yet proposed
+        self._gets: dict[int, Callable] = {}  # basic.get replies waiting for their Dequeue
+        self._get_seq = 0
         self._effects = EffectRunner(self)
         self._dlx_worker = None  # dlx.DlxWorker, created on first at-least-once dead letter
         check_strategy(self.config, name)
@@ -207,8 +209,13 @@ class QuorumQueue:
                   reply: Callable[[Entry | None, int], None]) -> None:
         """basic.get as a Dequeue command; `reply(entry or None, messages left)` once applied."""
         key = self.consumer_key(channel, "")
+        self._get_seq += 1
+        token = self._get_seq
+        self._gets[token] = reply
 
         def done(result: Any, error: BaseException | None) -> None:
+            if self._gets.pop(token, None) is None:
+                return  # answered already (queue deleted meanwhile)
             if error is not None or not isinstance(result, tuple):
                 reply(None, 0)
                 return
@@ -286,6 +293,9 @@ class QuorumQueue:
         confirms, self.confirms = self.confirms, {}
         for cb in confirms.values():
             cb(True)
+        gets, self._gets = self._gets, {}
+        for reply in gets.values():
+            reply(None, 0)  # the Dequeue will never apply: get-empty
         return n
 
     def touch(self, now_ms: int) -> None:
