@@ -379,6 +379,11 @@ class ServerConnection(Handshake, Liveness):
     def _on_unopened(self, number: int, mid: int, method) -> None:
         if mid == _CHANNEL_OPEN:
             limit = self.channel_max or 65535
+            if len(self._channels) >= limit:
+                # RabbitMQ counts open channels (rabbit_reader); the text is its own.
+                raise ProtocolError(NOT_ALLOWED, (
+                    f"number of channels opened ({len(self._channels)}) has reached the "
+                    f"negotiated channel_max ({limit})"), 20, 10)
             if number > limit:
                 raise ProtocolError(NOT_ALLOWED, (
                     f"channel number {number} is above the negotiated channel_max ({limit})"),

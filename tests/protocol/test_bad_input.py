@@ -105,6 +105,9 @@ CASES = [
     ("row20-content-on-unopened-channel", _open16, content(5, b"x"), 504, "CHANNEL_ERROR"),
     ("row21-channel-above-channel-max", _open16, method(17, c.Channel.Open()), 530,
      "NOT_ALLOWED - channel number 17"),
+    ("row22-more-channels-than-channel-max", lambda: opened(channel_max=2, channels=(1, 2)),
+     method(3, c.Channel.Open()), 530,
+     "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)"),
     ("row28-body-longer-than-declared", _open16,
      method(1, c.Basic.Publish(routing_key="q")) + content(1, b"abc")[:-11] +
      raw_frame(3, 1, b"abcdef"), 501,
