@@ -1,0 +1,137 @@
+"""At-least-once dead lettering of quorum queues through a broker process, with pika.
+
+The source queue keeps what it dead-letters until every target confirmed it (dlx/worker.py):
+a full reject-publish target, a missing dead-letter exchange and a kill -9 lose nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pika
+
+ALO = {"x-queue-type": "quorum", "x-dead-letter-strategy": "at-least-once",
+       "x-overflow": "reject-publish"}
+
+
+def _publish(ch, queue: str, n: int, **props) -> None:
+    ch.confirm_delivery()
+    for i in range(n):
+        ch.basic_publish("", queue, f"m{i}".encode(),
+                         pika.BasicProperties(delivery_mode=2, **props))
+
+
+def _drain(ch, queue: str, want: int, timeout: float = 20.0) -> list:
+    """Consume (ack) until `want` distinct bodies arrived or timeout; (bodies, last props)."""
+    seen: dict[bytes, pika.BasicProperties] = {}
+    deadline = time.monotonic() + timeout
+    while len(seen) < want and time.monotonic() < deadline:
+        method, props, body = ch.basic_get(queue, auto_ack=True)
+        if method is None:
+            ch.connection.sleep(0.05)
+            continue
+        seen[body] = props
+    return seen
+
+
+def _reject_all(ch, queue: str, n: int) -> None:
+    got = 0
+    deadline = time.monotonic() + 20
+    while got < n and time.monotonic() < deadline:
+        method, _, _ = ch.basic_get(queue)
+        if method is None:
+            ch.connection.sleep(0.05)
+            continue
+        ch.basic_reject(method.delivery_tag, requeue=False)
+        got += 1
+    assert got == n
+
+
+def test_full_target_then_drained_loses_nothing(ch):
+    ch.exchange_declare("alo.full.dlx", "fanout")
+    ch.queue_declare("alo.full.tgt", durable=True,
+                     arguments={"x-queue-type": "quorum", "x-max-length": 3,
+                                "x-overflow": "reject-publish"})
+    ch.queue_bind("alo.full.tgt", "alo.full.dlx")
+    ch.queue_declare("alo.full.src", durable=True,
+                     arguments={**ALO, "x-dead-letter-exchange": "alo.full.dlx"})
+    _publish(ch, "alo.full.src", 12)
+    _reject_all(ch, "alo.full.src", 12)
+    ch.connection.sleep(0.5)
+    assert ch.queue_declare("alo.full.tgt", passive=True).method.message_count == 3
+    got = _drain(ch, "alo.full.tgt", 12)
+    assert set(got) == {f"m{i}".encode() for i in range(12)}
+    death = got[b"m0"].headers["x-death"][0]
+    assert (death["queue"], death["reason"], death["count"]) == ("alo.full.src", "rejected", 1)
+
+
+def test_missing_dlx_then_declared_delivers(ch):
+    ch.queue_declare("alo.late.src", durable=True,
+                     arguments={**ALO, "x-dead-letter-exchange": "alo.late.dlx",
+                                "x-dead-letter-routing-key": "dead"})
+    _publish(ch, "alo.late.src", 5, expiration="10")
+    ch.connection.sleep(1.0)  # expired and held: the exchange does not exist yet
+    ch.exchange_declare("alo.late.dlx", "direct")
+    ch.queue_declare("alo.late.tgt")
+    ch.queue_bind("alo.late.tgt", "alo.late.dlx", "dead")
+    got = _drain(ch, "alo.late.tgt", 5)
+    assert set(got) == {f"m{i}".encode() for i in range(5)}
+    props = got[b"m1"]
+    assert props.expiration is None
+    death = props.headers["x-death"][0]
+    assert death["reason"] == "expired" and death["original-expiration"] == "10"
+    assert death["routing-keys"] == ["alo.late.src"]
+    assert props.headers["x-first-death-queue"] == "alo.late.src"
+
+
+def test_missing_binding_then_bound_delivers(ch):
+    ch.exchange_declare("alo.nb.dlx", "direct")
+    ch.queue_declare("alo.nb.tgt")
+    ch.queue_declare("alo.nb.src", durable=True,
+                     arguments={**ALO, "x-dead-letter-exchange": "alo.nb.dlx", "x-message-ttl": 10})
+    _publish(ch, "alo.nb.src", 4)
+    ch.connection.sleep(1.0)  # expired, routed to no queue: kept
+    ch.queue_bind("alo.nb.tgt", "alo.nb.dlx", "alo.nb.src")
+    got = _drain(ch, "alo.nb.tgt", 4)
+    assert len(got) == 4
+
+
+def test_at_most_once_without_reject_publish_drops_when_full(ch):
+    """The documented fallback: at-least-once with drop-head behaves as at-most-once."""
+    ch.exchange_declare("amo.dlx", "fanout")
+    ch.queue_declare("amo.tgt", arguments={"x-max-length": 2, "x-overflow": "reject-publish"})
+    ch.queue_bind("amo.tgt", "amo.dlx")
+    ch.queue_declare("amo.src", durable=True,
+                     arguments={"x-queue-type": "quorum", "x-dead-letter-strategy": "at-least-once",
+                                "x-dead-letter-exchange": "amo.dlx"})
+    _publish(ch, "amo.src", 5)
+    _reject_all(ch, "amo.src", 5)
+    ch.connection.sleep(0.5)
+    got = _drain(ch, "amo.tgt", 5, timeout=2.0)
+    assert len(got) == 2
+
+
+def _channel(b):
+    conn = pika.BlockingConnection(pika.URLParameters(b.url))
+    return conn, conn.channel()
+
+
+def test_kill_9_mid_way_loses_none(fresh_broker):
+    b = fresh_broker.start()
+    conn, ch = _channel(b)
+    ch.exchange_declare("k9.dlx", "fanout", durable=True)
+    ch.queue_declare("k9.tgt", durable=True,
+                     arguments={"x-queue-type": "quorum", "x-max-length": 4,
+                                "x-overflow": "reject-publish"})
+    ch.queue_bind("k9.tgt", "k9.dlx")
+    ch.queue_declare("k9.src", durable=True,
+                     arguments={**ALO, "x-dead-letter-exchange": "k9.dlx", "x-message-ttl": 20})
+    _publish(ch, "k9.src", 15)
+    ch.connection.sleep(1.0)  # all expired: 4 in the target, 11 held by the source
+    assert ch.queue_declare("k9.tgt", passive=True).method.message_count == 4
+    b.kill()
+    b.start()
+    conn, ch = _channel(b)
+    got = _drain(ch, "k9.tgt", 15)
+    conn.close()
+    assert set(got) == {f"m{i}".encode() for i in range(15)}
