@@ -84,7 +84,9 @@ def _as_str(value: Any) -> str | None:
 
 
 def _check_int(v: Any) -> str | None:
-    return None if _is_int(v) else f"{{unacceptable_type,{_type_name(v)}}}"
+    # rabbit_amqqueue:check_int_arg formats an Erlang string here (printed quoted), unlike the
+    # {unacceptable_type,T} tuple of the bool and string checks.
+    return None if _is_int(v) else f'"expected integer, got {_type_name(v)}"'
 
 
 def _check_non_neg(v: Any) -> str | None:

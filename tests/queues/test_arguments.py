@@ -18,15 +18,15 @@ PREFIX = "PRECONDITION_FAILED - invalid arg '{}' for queue 'q' in vhost '/': "
     "key, value, why",
     [
         ("x-max-length", -1, "{value_negative,-1}"),
-        ("x-max-length", "10", "{unacceptable_type,longstr}"),
+        ("x-max-length", "10", '"expected integer, got longstr"'),
         ("x-max-length-bytes", -5, "{value_negative,-5}"),
         ("x-message-ttl", -1, "{value_negative,-1}"),
-        ("x-message-ttl", 1.5, "{unacceptable_type,double}"),
+        ("x-message-ttl", 1.5, '"expected integer, got double"'),
         ("x-message-ttl", 2**32, "{value_too_large,4294967296,4294967295}"),
         ("x-expires", 0, "{value_zero,0}"),
         ("x-expires", -3, "{value_negative,-3}"),
         ("x-max-priority", 256, "{max_value_exceeded,256}"),
-        ("x-max-priority", True, "{unacceptable_type,bool}"),
+        ("x-max-priority", True, '"expected integer, got bool"'),
         ("x-overflow", "drop-tail", "invalid_overflow"),
         ("x-overflow", 1, "{unacceptable_type,long}"),
         ("x-single-active-consumer", 1, "{unacceptable_type,long}"),
@@ -64,7 +64,7 @@ def test_consumer_priority():
     assert parse_consumer_priority("q", "/", {"x-priority": -4}) == -4
     with pytest.raises(PreconditionFailed) as err:
         parse_consumer_priority("q", "/", {"x-priority": "high"})
-    assert err.value.reply_text == PREFIX.format("x-priority") + "{unacceptable_type,longstr}"
+    assert err.value.reply_text == PREFIX.format("x-priority") + '"expected integer, got longstr"'
 
 
 @pytest.mark.parametrize(
