@@ -61,10 +61,17 @@ class _Callback:
         self.fn = fn
 
     def resolve(self, reply: Any) -> None:
-        self.fn(reply, None)
+        self._call(reply, None)
 
     def fail(self, error: BaseException) -> None:
-        self.fn(None, error)
+        self._call(None, error)
+
+    def _call(self, reply: Any, error: BaseException | None) -> None:
+        # runs inside the driver's apply loop: a failing callback must not stop the node
+        try:
+            self.fn(reply, error)
+        except Exception:
+            _log.exception("quorum proposal callback failed")
 
 
 _NOOP = _Noop()

@@ -20,6 +20,7 @@ applied state plus the enqueues still in flight.
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any, Callable, Iterable
 
 from amqp_broker.core.errors import AccessRefused, vhost_resource
@@ -70,7 +71,9 @@ class QuorumQueue:
         self._pub_seq = 0
         self.confirms: dict[int, Callable[[bool], None]] = {}
         self.consumers: dict[fifo.ConsumerKey, Consumer] = {}
-        self.pids: dict[str, Any] = {}  # pid -> channel, for channels that consume or get
+        # pid -> channel, for channels that consume or get (weak: a released channel that
+        # held nothing needs no ConsumerDown)
+        self.pids: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._exclusive = False
         self.dead_letters: list[DeadLetter] = []
         self.timer_at: int | None = None
