@@ -1,0 +1,57 @@
+"""Quorum queue counts as the management API lists them (type, ready, unacknowledged,
+consumers), from a broker process with the HTTP API on a free port."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import httpx
+import pika
+import pytest
+
+from .broker_process import BrokerProcess
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture
+def mgmt_broker(tmp_path):
+    port = _free_port()
+    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log",
+                      extra_args=("--management-port", str(port))).start()
+    b.mgmt_url = f"http://127.0.0.1:{port}"
+    yield b
+    b.stop()
+
+
+def _row(b, name: str) -> dict:
+    r = httpx.get(f"{b.mgmt_url}/api/queues/%2F/{name}", auth=("guest", "guest"), timeout=10)
+    r.raise_for_status()
+    return r.json()
+
+
+def test_listing_counts_ready_and_unacked(mgmt_broker):
+    conn = pika.BlockingConnection(pika.URLParameters(mgmt_broker.url))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.queue_declare("mq", durable=True, arguments={"x-queue-type": "quorum"})
+    for i in range(5):
+        ch.basic_publish("", "mq", b"%d" % i)
+    ch.basic_qos(prefetch_count=2)
+    got = []
+    ch.basic_consume("mq", lambda c, m, p, body: got.append(body))
+    deadline = time.monotonic() + 5
+    while len(got) < 2 and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.1)
+    row = _row(mgmt_broker, "mq")
+    assert row["type"] == "quorum" and row["durable"] is True
+    assert (row["messages_ready"], row["messages_unacknowledged"], row["messages"]) == (3, 2, 5)
+    assert row["consumers"] == 1
+    conn.close()
