@@ -15,7 +15,9 @@ import datetime
 import struct
 from typing import Any
 
-from pamqp import commands, decode
+from pamqp import commands, decode, encode
+
+from amqp_broker.core.fieldtypes import Long
 
 __all__ = [
     "decode_properties",
@@ -57,6 +59,7 @@ _FIELDS: tuple[tuple[str, int, str], ...] = (
 _INDEX = {name: i for i, (name, _flag, _kind) in enumerate(_FIELDS)}
 _H = struct.Struct(">H")
 _I = struct.Struct(">I")
+_q = struct.Struct(">q")
 
 #: The property section with no property set (one zero flag word).
 EMPTY_PROPERTIES = b"\x00\x00"
@@ -206,5 +209,50 @@ def decode_properties(raw: bytes) -> _Props:
 
 
 def encode_properties(props: _Props) -> bytes:
-    """Encode pamqp Basic.Properties into a raw property section (pamqp's encoding)."""
-    return props.marshal()
+    """Encode pamqp Basic.Properties into a raw property section (pamqp's encoding).
+
+    Header values of type `Long` (core.fieldtypes), at any depth, go out as ``l`` (signed
+    64-bit) as RabbitMQ sends them, e.g. x-death ``count``: pamqp would pick the smallest
+    integer type and Java clients cast the value to Long."""
+    headers = props.headers
+    if not headers or not _has_long(headers):
+        return props.marshal()
+    # pamqp encodes everything but the headers; the table is spliced in at its place
+    # (after content_type and content_encoding, the only fields before it).
+    props.headers = None
+    try:
+        raw = props.marshal()
+    finally:
+        props.headers = headers
+    flags, pos = _flags(raw)
+    for _name, flag, kind in _FIELDS[:2]:
+        if flags & flag:
+            pos = _skip(raw, pos, kind)
+    return (_H.pack(flags | 0x2000) + raw[2:pos] + _encode_table(headers) + raw[pos:])
+
+
+def _has_long(value: Any) -> bool:
+    if type(value) is Long:
+        return True
+    if isinstance(value, dict):
+        return any(_has_long(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_long(v) for v in value)
+    return False
+
+
+def _encode_value(value: Any) -> bytes:
+    if type(value) is Long:
+        return b"l" + _q.pack(value)
+    if isinstance(value, dict):
+        return b"F" + _encode_table(value)
+    if isinstance(value, list):
+        data = b"".join(_encode_value(v) for v in value)
+        return b"A" + _I.pack(len(data)) + data
+    return encode.encode_table_value(value)
+
+
+def _encode_table(table: dict) -> bytes:
+    # Keys in insertion order, as RabbitMQ keeps them.
+    data = b"".join(encode.short_string(k) + _encode_value(v) for k, v in table.items())
+    return _I.pack(len(data)) + data

@@ -78,7 +78,7 @@ def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
     if name == REPLY_TO and m.passive:
         # The direct reply-to pseudo queue always "exists" (RabbitMQ answers a passive declare).
         if not m.nowait:
-            ch.reply(C.Queue.DeclareOk(queue=name, message_count=0, consumer_count=0))
+            ch.conn.send_declare_ok(ch.number, name, 0, 0)
         return
     server_named = not name and not m.passive
     if server_named:
@@ -94,8 +94,8 @@ def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
                                 arguments=dict(m.arguments or {}), server_named=server_named)
     ch.last_queue = name
     if not m.nowait:
-        ch.reply(C.Queue.DeclareOk(queue=name, message_count=rt.message_count,
-                                   consumer_count=rt.consumer_count))
+        # Not pamqp's DeclareOk: it refuses valid UTF-8 names (e.g. non-ASCII ones).
+        ch.conn.send_declare_ok(ch.number, name, rt.message_count, rt.consumer_count)
 
 
 def _queue_bind(ch: "Channel", m: C.Queue.Bind) -> None:
