@@ -55,3 +55,28 @@ def test_listing_counts_ready_and_unacked(mgmt_broker):
     assert (row["messages_ready"], row["messages_unacknowledged"], row["messages"]) == (3, 2, 5)
     assert row["consumers"] == 1
     conn.close()
+
+
+def test_policy_delivery_limit_applies_to_existing_queue(mgmt_broker):
+    conn = pika.BlockingConnection(pika.URLParameters(mgmt_broker.url))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.queue_declare("pol.dlq", durable=True)
+    ch.queue_declare("pol.q", durable=True, arguments={"x-queue-type": "quorum"})
+    r = httpx.put(f"{mgmt_broker.mgmt_url}/api/policies/%2F/lim", auth=("guest", "guest"),
+                  json={"pattern": "^pol\\.q$", "apply-to": "quorum_queues",
+                        "definition": {"delivery-limit": 1, "dead-letter-exchange": "",
+                                       "dead-letter-routing-key": "pol.dlq"}}, timeout=10)
+    assert r.status_code in (201, 204)
+    ch.basic_publish("", "pol.q", b"poison")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        m, _, _ = ch.basic_get("pol.q")
+        if m is None:
+            break
+        ch.basic_nack(m.delivery_tag, requeue=True)
+    got = None
+    while got is None and time.monotonic() < deadline:
+        got = ch.basic_get("pol.dlq", auto_ack=True)[2]
+    assert got == b"poison"
+    conn.close()
