@@ -8,6 +8,7 @@ from amqp_broker.queues.arguments import (
     QueueSettings,
     apply_policy,
     parse_consumer_priority,
+    check_dead_letter_exchange_type,
     parse_queue_arguments,
 )
 from amqp_broker.queues.base import (
@@ -35,6 +36,7 @@ __all__ = [
     "QueueSettings",
     "apply_policy",
     "parse_consumer_priority",
+    "check_dead_letter_exchange_type",
     "parse_queue_arguments",
     "queue_key",
     "Consumer",

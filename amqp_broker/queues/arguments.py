@@ -20,6 +20,7 @@ __all__ = [
     "QueueSettings",
     "parse_queue_arguments",
     "parse_consumer_priority",
+    "check_dead_letter_exchange_type",
     "apply_policy",
     "OVERFLOW_DROP_HEAD",
     "OVERFLOW_REJECT_PUBLISH",
@@ -178,6 +179,23 @@ def parse_queue_arguments(name: str, vhost: str, arguments: dict[str, Any] | Non
         dead_letter_exchange=_as_str(args.get("x-dead-letter-exchange")),
         dead_letter_routing_key=_as_str(args.get("x-dead-letter-routing-key")),
     )
+
+
+def check_dead_letter_exchange_type(name: str, vhost: str, arguments: dict[str, Any] | None) -> None:
+    """RabbitMQ's channel checks the x-dead-letter-exchange type of a new queue (any queue type)
+    before the queue's own argument validation, with a text of its own. Raises
+    PreconditionFailed. Called by the server's vhost for new queues."""
+    if not arguments or "x-dead-letter-exchange" not in arguments:
+        return
+    value = arguments["x-dead-letter-exchange"]
+    if _as_str(value) is not None:
+        return
+    # The decoder loses the wire type; clients send small ints as 'I' (signedint).
+    kind = _type_name(value)
+    if kind == "long" and -2**31 <= value < 2**31:
+        kind = "signedint"
+    raise PreconditionFailed(f"invalid type '{kind}' for arg 'x-dead-letter-exchange' in "
+                             f"{vhost_resource('queue', name, vhost)}")
 
 
 def parse_consumer_priority(name: str, vhost: str, arguments: dict[str, Any] | None) -> int:

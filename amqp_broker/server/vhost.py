@@ -16,6 +16,7 @@ from amqp_broker.core.bindings import Dest
 from amqp_broker.core.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
 from amqp_broker.core.fieldtypes import values_equal
 from amqp_broker.core.router import Topology
+from amqp_broker.queues import check_dead_letter_exchange_type
 from amqp_broker.queues.classic import ClassicQueue
 
 from .queue_runtime import JournalTap, QueueRuntime
@@ -105,6 +106,7 @@ class VHost:
             return rt
         if name.startswith("amq.") and not server_named:
             raise AccessRefused(f"queue name '{name}' contains reserved prefix 'amq.*'")
+        check_dead_letter_exchange_type(name, self.name, arguments)
         if arguments.get("x-queue-type") == "quorum":
             self._check_quorum_properties(name, durable, exclusive, auto_delete)
         return self.create_queue(name, durable=durable, exclusive=exclusive,

@@ -7,6 +7,7 @@ from amqp_broker.queues import (
     ClassicQueue,
     QueueSettings,
     apply_policy,
+    check_dead_letter_exchange_type,
     parse_consumer_priority,
     parse_queue_arguments,
 )
@@ -84,3 +85,13 @@ def test_policy_precedence(args, policy, expected):
     merged = apply_policy(parse_queue_arguments("q", "/", args), policy)
     for field, value in expected.items():
         assert getattr(merged, field) == value
+
+
+@pytest.mark.parametrize("value, kind", [(5, "signedint"), (2**40, "long"), (True, "bool"),
+                                         (1.5, "double")])
+def test_dead_letter_exchange_of_wrong_type(value, kind):
+    with pytest.raises(PreconditionFailed) as err:
+        check_dead_letter_exchange_type("q", "/", {"x-dead-letter-exchange": value})
+    assert err.value.reply_text == (f"PRECONDITION_FAILED - invalid type '{kind}' for arg "
+                                    "'x-dead-letter-exchange' in queue 'q' in vhost '/'")
+    check_dead_letter_exchange_type("q", "/", {"x-dead-letter-exchange": "dlx"})
