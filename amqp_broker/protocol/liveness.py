@@ -32,6 +32,17 @@ class Liveness:
         self._last_send = 0.0
         self._born: float | None = None  # time of the first tick
         self._closing_since: float | None = None
+        self._monitor_paused = False
+
+    def pause_monitor(self) -> None:
+        """Stop counting missed heartbeats: the server stopped reading on purpose (a blocked
+        publisher during a resource alarm), as RabbitMQ pauses its heartbeat monitor."""
+        self._monitor_paused = True
+
+    def resume_monitor(self) -> None:
+        """Count again, from now: the time spent paused is not held against the client."""
+        self._monitor_paused = False
+        self._recv_flag = True
 
     def tick(self, now: float) -> None:
         """Heartbeat, handshake-timeout and close-ok-timeout bookkeeping; `now` is monotonic
@@ -40,7 +51,7 @@ class Liveness:
             return
         if self._born is None:
             self._born = self._last_recv = self._last_send = now
-        if self._recv_flag:
+        if self._recv_flag or self._monitor_paused:
             self._recv_flag, self._last_recv = False, now
         if self._sent_flag:
             self._sent_flag, self._last_send = False, now

@@ -135,7 +135,11 @@ class Session:
             if self.has_published and self.broker.alarm_active:
                 # Back-pressure during a resource alarm: stop reading this publisher's socket.
                 self.notify_blocked(self.broker.alarm_reason)
-                await self.broker.wait_alarms_cleared()
+                conn.pause_monitor()  # unread heartbeats must not count as missed
+                try:
+                    await self.broker.wait_alarms_cleared()
+                finally:
+                    conn.resume_monitor()
             try:
                 data = await self.stream.receive_some(_RECV_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -181,10 +185,6 @@ class Session:
         timeout = self.settings.consumer_timeout
         while True:
             await trio.sleep(1.0)
-            if self.has_published and self.broker.alarm_active:
-                # We stopped reading on purpose: do not count the client's heartbeats as missed
-                # (RabbitMQ pauses its heartbeat monitor for blocked connections).
-                self.conn._recv_flag = True  # TODO(protocol): public pause_monitor()
             self.conn.tick(trio.current_time())
             self._handle_events()
             if timeout is not None and self.opened:
@@ -202,19 +202,24 @@ class Session:
 
     # -- event dispatch -----------------------------------------------------------------------
     def _handle_events(self) -> None:
-        events = self.conn.next_events()
+        conn = self.conn
+        events = conn.next_events()
         if not events:
             return
         broker = self.broker
         broker.update_clock()
-        for ev in events:
-            try:
-                self._handle(ev)
-            except AMQPError as err:
-                self._on_error(getattr(ev, "channel", 0), err)
-            except Exception:  # a bug in our code must not kill the node
-                _log.exception("%s: internal error handling %r", self.name, type(ev).__name__)
-                self._on_error(0, InternalError("internal error"))
+        while events:
+            for ev in events:
+                try:
+                    self._handle(ev)
+                except AMQPError as err:
+                    self._on_error(getattr(ev, "channel", 0), err)
+                except Exception:  # a bug in our code must not kill the node
+                    _log.exception("%s: internal error handling %r", self.name, type(ev).__name__)
+                    self._on_error(0, InternalError("internal error"))
+            # accept_login()/accept_open() parse the input buffered while they were pending:
+            # handle what that produced now, not on the next read.
+            events = conn.next_events()
         # Dispatch once for the whole batch (deliveries, dead letters, timers).
         broker.run_pending()
 

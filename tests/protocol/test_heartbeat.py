@@ -91,3 +91,18 @@ def test_close_ok_arriving_in_time_closes_at_once():
     conn.close_connection(320, "CONNECTION_FORCED - bye")
     conn.feed(method(0, c.Connection.CloseOk()))
     assert conn.closed
+
+
+def test_paused_monitor_does_not_time_out_and_resumes_from_now():
+    conn = opened(heartbeat=10)
+    conn.tick(0.0)
+    conn.pause_monitor()  # the server stopped reading (blocked publisher)
+    conn.tick(50.0)
+    conn.tick(100.0)
+    assert conn.next_events() == [] and not conn.closed
+    conn.resume_monitor()
+    conn.tick(101.0)
+    conn.tick(120.0)
+    assert conn.next_events() == []
+    conn.tick(121.0)  # two intervals after the resume
+    assert isinstance(conn.next_events()[0], HeartbeatTimeout)
