@@ -66,11 +66,12 @@ class EffectRunner:
         q = self.q
         node = q.node
         touched = False
+        batch = _Batch(q.queue_runtime(), q.state.bodies)
         for eff in effects:
             t = type(eff)
             if t is fifo.Deliver:
                 if fifo.should_run(eff, node, True, (node,)):
-                    self._deliver(eff)
+                    self._deliver(eff, batch)
             elif t is fifo.Confirm:
                 self._confirm(eff.publisher, eff.seqs, True)
             elif t is fifo.RejectPublish:
@@ -84,9 +85,11 @@ class EffectRunner:
             elif t is fifo.Monitor:
                 self._monitor(eff)
             elif t is fifo.QueueExpired:
+                batch.finish(q)
                 self._expired()
                 return
-        rt = q.queue_runtime()
+        batch.finish(q)
+        rt = batch.rt
         if rt is not None:
             if touched:
                 rt._mark()
@@ -102,21 +105,21 @@ class EffectRunner:
             if cb is not None:
                 cb(ok)
 
-    def _deliver(self, eff: fifo.Deliver) -> None:
+    def _deliver(self, eff: fifo.Deliver, batch: "_Batch") -> None:
         q = self.q
         key = eff.consumer
-        consumer = q.consumers.get(key)
         channel = q.pids.get(key.pid)
-        if channel is None or getattr(channel, "_released", False):
+        if channel is None or channel._released:
             return  # the channel is gone; its ConsumerDown returns these
+        consumer = q.consumers.get(key)
         if consumer is None:
             # cancelled meanwhile on a live channel: give them back
             q.propose(fifo.Return(key, tuple(d.msg_id for d in eff.msgs)))
             return
-        rt = q.queue_runtime()
+        rt = batch.rt
         if rt is None:
             return
-        bodies = q.state.bodies
+        bodies = batch.bodies
         st = channel.consumers.get(key.tag)
         no_ack = consumer.no_ack
         for d in eff.msgs:
@@ -130,8 +133,8 @@ class EffectRunner:
                 channel.global_unacked += 1
             channel.deliver(rt, consumer, delivery_entry(key, d, msg))
         if no_ack:
-            q.propose(fifo.Settle(key, tuple(d.msg_id for d in eff.msgs)))
-        channel.session.wake()
+            batch.settle(key, eff.msgs)
+        batch.sessions[channel.session] = None
 
     def _dead_letter(self, eff: DeadLettered) -> None:
         q = self.q
@@ -164,3 +167,26 @@ class EffectRunner:
             _log.info("quorum queue %r in vhost %r expired", q.name, q.vhost)
             rt.vhost.delete_queue_now(rt)
             q.broker.run_pending()
+
+
+class _Batch:
+    """What one `EffectRunner.run` shares between deliveries: the queue runtime, the bodies,
+    sessions to wake once, and no-ack deliveries to settle with one command per consumer."""
+
+    __slots__ = ("rt", "bodies", "sessions", "settles")
+
+    def __init__(self, rt: Any, bodies: dict) -> None:
+        self.rt = rt
+        self.bodies = bodies
+        self.sessions: dict = {}
+        self.settles: dict = {}
+
+    def settle(self, key: fifo.ConsumerKey, msgs: tuple) -> None:
+        ids = self.settles.setdefault(key, [])
+        ids.extend(d.msg_id for d in msgs)
+
+    def finish(self, q: "QuorumQueue") -> None:
+        for key, ids in self.settles.items():
+            q.propose(fifo.Settle(key, tuple(ids)))
+        for session in self.sessions:
+            session.wake()
