@@ -167,7 +167,12 @@ class QuorumRuntime:
             await trio.sleep(0.002)
 
     def propose(self, group: str, data: bytes, callback: ProposalCallback | None = None) -> None:
+        """Raises `quorum.raft.NotLeader` when this node does not lead the group."""
         self.driver.propose_nowait(group, data, callback)
+
+    def when_ready(self, group: str, on_ready: Callable[[], None]) -> None:
+        """Call `on_ready()` once this node leads `group` again and has applied its log."""
+        self._spawn(lambda: self._wait_ready(group, on_ready))
 
     def remove_group(self, group: str) -> None:
         """Stop hosting `group`. Its log records stay in the WAL/segments until they roll

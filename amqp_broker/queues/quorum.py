@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable
 from amqp_broker.core.errors import AccessRefused, vhost_resource
 from quorum import fifo
 from quorum.fifo import encode_command
+from quorum.raft import NotLeader
 from dlx.port import check_strategy, start_worker
 
 from .arguments import OVERFLOW_REJECT_PUBLISH_DLX, apply_policy, parse_queue_arguments
@@ -103,7 +104,14 @@ class QuorumQueue:
         if not self.ready:
             self._backlog.append((data, callback))
             return
-        self.runtime.propose(self.group, data, callback)
+        try:
+            self.runtime.propose(self.group, data, callback)
+        except NotLeader:
+            # cannot happen with one member; should it, hold commands until we lead again
+            _log.warning("quorum queue %r: not the leader, holding commands", self.name)
+            self.ready = False
+            self._backlog.append((data, callback))
+            self.runtime.when_ready(self.group, self._on_ready)
 
     def _on_ready(self) -> None:
         """The group leads and has replayed its log: run leader effects, flush the backlog."""
@@ -116,8 +124,14 @@ class QuorumQueue:
             self.dlx_worker().load([(i, r, bodies[m.index]) for i, r, m in held
                                     if m.index in bodies])
         backlog, self._backlog = self._backlog, []
-        for data, cb in backlog:
-            self.runtime.propose(self.group, data, cb)
+        for i, (data, cb) in enumerate(backlog):
+            try:
+                self.runtime.propose(self.group, data, cb)
+            except NotLeader:
+                self.ready = False
+                self._backlog = backlog[i:] + self._backlog
+                self.runtime.when_ready(self.group, self._on_ready)
+                return
 
     def dlx_worker(self):
         """The at-least-once dead-letter worker beside this (leader) queue."""
