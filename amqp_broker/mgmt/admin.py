@@ -86,7 +86,8 @@ class Admin(TopologyOps, DefinitionsOps):
             "enable_queue_totals": True,
             "exchange_types": [{"name": n, "description": d, "enabled": True}
                                for n, d in _EXCHANGE_TYPES],
-            "message_stats": {}, "churn_rates": {},
+            "message_stats": _message_stats(getattr(self.broker, "counters", None)),
+            "churn_rates": {},
             "queue_totals": {
                 "messages": sum(q["messages"] for q in queues),
                 "messages_ready": sum(q["messages_ready"] for q in queues),
@@ -320,3 +321,18 @@ class Admin(TopologyOps, DefinitionsOps):
         return [row for s in self._sessions()
                 if vhost is None or (s.vhost is not None and s.vhost.name == vhost)
                 for ch in list(s.channels.values()) for row in consumer_rows(s, ch, self.node)]
+
+
+# overview message_stats key -> broker.counters key (totals only: rates_mode is "none")
+_MESSAGE_STATS = (
+    ("publish", "messages_received"), ("confirm", "messages_confirmed"),
+    ("deliver_get", "messages_delivered"), ("ack", "messages_acknowledged"),
+    ("redeliver", "messages_redelivered"), ("return_unroutable", "messages_unroutable_returned"),
+    ("drop_unroutable", "messages_unroutable_dropped"),
+)
+
+
+def _message_stats(counters: Any) -> dict:
+    if not counters:
+        return {}
+    return {key: counters[src] for key, src in _MESSAGE_STATS if src in counters}

@@ -168,15 +168,9 @@ def channel_row(session: Any, ch: Any, node: str) -> dict:
         "connection_details": {"name": cname, "peer_host": session.peer[0],
                                "peer_port": session.peer[1] if len(session.peer) > 1 else 0},
         "state": "running",
-        "consumer_count": len(ch._consumers),
-        "messages_unacknowledged": len(ch._unacked),
         "messages_unconfirmed": 0,
-        "messages_uncommitted": len(ch._tx) if ch._tx is not None else 0,
         "acks_uncommitted": 0,
-        "prefetch_count": ch._prefetch,
-        "global_prefetch_count": ch._global_prefetch,
-        "confirm": ch._confirms is not None,
-        "transactional": ch._tx is not None,
+        **{k: v for k, v in ch.statistics().items() if k != "number"},
     }
 
 
@@ -186,7 +180,7 @@ def consumer_rows(session: Any, ch: Any, node: str) -> list[dict]:
                "number": ch.number, "peer_host": session.peer[0],
                "peer_port": session.peer[1] if len(session.peer) > 1 else 0, "user": session.user}
     rows = []
-    for tag, st in ch._consumers.items():
+    for tag, st in ch.consumers.items():
         rt = st.runtime
         if rt is None:  # direct reply-to pseudo consumer
             continue

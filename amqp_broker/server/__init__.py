@@ -14,7 +14,8 @@ queues, exclusivity) -> queue_runtime (a QueueType plus dispatch, journal taps, 
 
 from .admin import Admin
 from .broker import Broker
+from .counters import Counters
 from .listener import serve_amqp
 from .node import open_broker, run_node, serve_broker
 
-__all__ = ["Admin", "Broker", "open_broker", "run_node", "serve_amqp", "serve_broker"]
+__all__ = ["Admin", "Broker", "Counters", "open_broker", "run_node", "serve_amqp", "serve_broker"]

@@ -23,6 +23,7 @@ from amqp_broker.protocol import ProtocolConfig, default_server_properties
 from amqp_broker.settings import Settings
 
 from .admin import Admin
+from .counters import Counters
 from .durability import Durability
 from .reply_to import ReplyTo
 from .timers import DeadlineHeap
@@ -73,6 +74,7 @@ class Broker:
         # now_ms) -> QueueType. Classic queues are built in; a quorum adapter registers here.
         self.queue_factories: dict[str, Any] = {}
         self.quorum: Any = None  # cluster.QuorumRuntime once node.open_broker installed it
+        self.counters = Counters()  # message totals for /metrics and the overview
         self.admin = Admin(self)
         self.admin.load()  # users, vhosts, permissions, policies (defaults on first start)
 
@@ -168,4 +170,11 @@ class Broker:
     def dead_letter(self, vhost: VHost, dead_letters: list) -> None:
         from . import deadletter
 
+        counters = self.counters
+        for dl in dead_letters:
+            # Counted when the queue has a DLX (RabbitMQ's at_most_once strategy).
+            rt = vhost.queues.get(dl.queue)
+            settings = getattr(getattr(rt, "queue", None), "settings", None)
+            if getattr(settings, "dead_letter_exchange", None) is not None:
+                counters.dead_lettered(dl.reason)
         deadletter.route_dead_letters(self, vhost, dead_letters)

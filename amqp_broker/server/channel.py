@@ -55,6 +55,7 @@ class Channel:
         self.conn = session.conn
         self.broker = session.broker
         self.vhost = session.vhost
+        self.counters = session.broker.counters  # node-wide message counters (counters.py)
         self._max_size = session.settings.max_message_size
         # Shared with consumers.py (consume/get/qos/recover): tags, unacked, consumers, prefetch.
         self.next_tag = 1
@@ -73,6 +74,7 @@ class Channel:
     # -- publish -------------------------------------------------------------------------------
     def on_publish(self, ev) -> None:
         self.session.has_published = True
+        self.counters.messages_received += 1
         if self._tx is not None:
             self._check_publish(ev)
             self._tx.append(("publish", ev))
@@ -113,15 +115,20 @@ class Channel:
         if not targets:
             if ev.exchange == "" and ev.routing_key.startswith(REPLY_TO + "."):
                 if self.broker.reply_to.deliver(ev.routing_key, msg):
+                    self.counters.messages_routed += 1
                     if seq:
                         confirms.decide_now(seq, True)
                     return
             if ev.mandatory:
+                self.counters.messages_unroutable_returned += 1
                 self.conn.send_return(self.number, 312, "NO_ROUTE", ev.exchange, ev.routing_key,
                                       ev.properties, ev.body)
+            else:
+                self.counters.messages_unroutable_dropped += 1
             if seq:
                 confirms.decide_now(seq, True)
             return
+        self.counters.messages_routed += 1
         now_ms = self.broker.now_ms
         if not seq:
             for rt in targets:
@@ -172,6 +179,10 @@ class Channel:
         if not consumer.no_ack:
             self.unacked[tag] = (runtime, entry.msg_id, st, time.monotonic())
         m = entry.message
+        counters = self.counters
+        counters.messages_delivered += 1
+        if entry.redelivered:
+            counters.messages_redelivered += 1
         self.conn.send_deliver(self.number, consumer.tag, tag, entry.redelivered, m.exchange,
                                m.routing_key, m.properties, m.body)
 
@@ -179,6 +190,7 @@ class Channel:
         """Direct reply-to: a no-ack delivery that never sat in a queue."""
         tag = self.next_tag
         self.next_tag = tag + 1
+        self.counters.messages_delivered += 1
         self.conn.send_deliver(self.number, consumer_tag, tag, False, msg.exchange,
                                msg.routing_key, msg.properties, msg.body)
         self.session.wake()
@@ -230,6 +242,8 @@ class Channel:
     def settle(self, recs: list[tuple], how: str) -> None:
         if not recs:
             return
+        if how == "ack":
+            self.counters.messages_acknowledged += len(recs)
         by_queue: dict = {}
         for rt, msg_id, st, _ in recs:
             if st is not None:
@@ -269,7 +283,8 @@ class Channel:
         if self._tx is not None:
             raise PreconditionFailed("cannot switch from tx to confirm mode")
         if self._confirms is None:
-            self._confirms = ConfirmTracker(self._send_confirm, self._schedule_confirm_flush)
+            self._confirms = ConfirmTracker(self._send_confirm, self._schedule_confirm_flush,
+                                            self.counters)
         if not m.nowait:
             self.reply(C.Confirm.SelectOk())
 
@@ -332,12 +347,6 @@ class Channel:
     @property
     def released(self) -> bool:
         return self._released
-
-    # Old private names still read by mgmt/rows.py; use statistics()/public fields instead.
-    _consumers = property(lambda self: self.consumers)
-    _unacked = property(lambda self: self.unacked)
-    _prefetch = property(lambda self: self.prefetch)
-    _global_prefetch = property(lambda self: self.global_prefetch)
 
     # -- timers and teardown -------------------------------------------------------------------
     def check_consumer_timeout(self, now: float, timeout: float) -> None:

@@ -10,7 +10,7 @@ Never both ack and nack one tag; never confirm a tag twice.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 __all__ = ["ConfirmTracker"]
 
@@ -19,9 +19,11 @@ SendConfirm = Callable[[int, bool, bool], None]
 
 
 class ConfirmTracker:
-    __slots__ = ("_seq", "_waiting", "_done", "_base", "_sent_above", "_send", "_on_ready")
+    __slots__ = ("_seq", "_waiting", "_done", "_base", "_sent_above", "_send", "_on_ready",
+                 "_counters")
 
-    def __init__(self, send: SendConfirm, on_ready: Callable[[], None]) -> None:
+    def __init__(self, send: SendConfirm, on_ready: Callable[[], None],
+                 counters: Any = None) -> None:
         self._seq = 0
         self._waiting: dict[int, list] = {}  # seq -> [queues still to accept, ok so far]
         self._done: dict[int, bool] = {}  # decided but not yet sent: seq -> ack?
@@ -29,6 +31,7 @@ class ConfirmTracker:
         self._sent_above: set[int] = set()  # sent individually, above _base
         self._send = send
         self._on_ready = on_ready  # asks the session for a flush
+        self._counters = counters  # server.counters.Counters: messages_confirmed (acks sent)
 
     def next_seq(self) -> int:
         self._seq += 1
@@ -74,6 +77,8 @@ class ConfirmTracker:
         if not self._done:
             return
         done, self._done = self._done, {}
+        if self._counters is not None:
+            self._counters.messages_confirmed += sum(done.values())
         run_hi = 0
         run_n = 0
         for seq in sorted(done):

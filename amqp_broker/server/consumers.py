@@ -157,6 +157,9 @@ def _get_reply(ch: "Channel", rt: "QueueRuntime", no_ack: bool, entry, count: in
         if not no_ack:
             ch.unacked[tag] = (rt, entry.msg_id, None, time.monotonic())
         msg = entry.message
+        ch.counters.messages_delivered += 1
+        if entry.redelivered:
+            ch.counters.messages_redelivered += 1
         ch.conn.send_get_ok(ch.number, tag, entry.redelivered, msg.exchange, msg.routing_key,
                             count, msg.properties, msg.body)
     ch.session.wake()

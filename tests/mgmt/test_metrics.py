@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import httpx
+import pika
 
 from amqp_broker.mgmt import render_metrics
 
@@ -50,18 +51,70 @@ def test_metrics_endpoint(api, node, amqp, name):
 
 
 def test_counters_exported_only_when_the_broker_keeps_them(node):
-    text = node.call(render_metrics, node.admin)
-    assert "rabbitmq_global_messages_received_total" not in text
-
     broker = node.admin.broker
+    kept = broker.counters
     try:
+        node.call(setattr, broker, "counters", None)
+        assert "rabbitmq_global_messages_received_total" not in node.call(render_metrics, node.admin)
         node.call(setattr, broker, "counters", {"messages_received": 7, "dead_lettered_expired": 2})
         s = _samples(node.call(render_metrics, node.admin))
         assert s["rabbitmq_global_messages_received_total"] == 7
         assert s['rabbitmq_global_messages_dead_lettered_expired_total'
                  '{queue_type="rabbit_classic_queue",dead_letter_strategy="at_most_once"}'] == 2
     finally:
-        node.call(delattr, broker, "counters")
+        node.call(setattr, broker, "counters", kept)
+
+
+_DL = '{queue_type="rabbit_classic_queue",dead_letter_strategy="at_most_once"}'
+
+
+def test_message_counters_after_pika_publish_and_consume(node, amqp, api, name):
+    def now():
+        return _samples(httpx.get(node.metrics_url + "/metrics").text)
+
+    before = now()
+    ch = amqp().channel()
+    ch.queue_declare(name)
+    ch.queue_declare(name + ".dlq")
+    ch.queue_declare(name + ".src", arguments={"x-dead-letter-exchange": "",
+                                               "x-dead-letter-routing-key": name + ".dlq"})
+    ch.confirm_delivery()
+    for i in range(4):
+        ch.basic_publish("", name, b"m%d" % i)
+    ch.basic_publish("", name + ".nowhere", b"dropped")
+    try:
+        ch.basic_publish("", name + ".nowhere", b"returned", mandatory=True)
+    except pika.exceptions.UnroutableError:
+        pass
+    ch.basic_publish("", name + ".src", b"dead")
+    got = [ch.basic_get(name) for _ in range(2)]
+    ch.basic_ack(got[1][0].delivery_tag, multiple=True)  # acks both
+    ch.basic_nack(ch.basic_get(name)[0].delivery_tag, requeue=True)
+    redelivered = ch.basic_get(name)[0]
+    assert redelivered.redelivered
+    ch.basic_ack(redelivered.delivery_tag)
+    ch.basic_reject(ch.basic_get(name + ".src")[0].delivery_tag, requeue=False)
+    while ch.queue_declare(name + ".dlq", passive=True).method.message_count == 0:
+        ch.connection.sleep(0.02)  # dead letters are routed at the end of the batch
+    ch.basic_get(name + ".dlq", auto_ack=True)
+    after = now()
+
+    def delta(key):
+        return after.get(key, 0) - before.get(key, 0)
+
+    assert delta("rabbitmq_global_messages_received_total") == 7
+    assert delta("rabbitmq_global_messages_routed_total") == 5
+    assert delta("rabbitmq_global_messages_unroutable_dropped_total") == 1
+    assert delta("rabbitmq_global_messages_unroutable_returned_total") == 1
+    assert delta("rabbitmq_global_messages_confirmed_total") == 7
+    assert delta("rabbitmq_global_messages_delivered_total") == 6
+    assert delta("rabbitmq_global_messages_redelivered_total") == 1
+    assert delta("rabbitmq_global_messages_acknowledged_total") == 3
+    assert delta("rabbitmq_global_messages_dead_lettered_rejected_total" + _DL) == 1
+    assert after["rabbitmq_global_messages_dead_lettered_expired_total" + _DL] >= 0
+    stats = api.get("/overview").json()["message_stats"]
+    assert stats["publish"] == after["rabbitmq_global_messages_received_total"]
+    assert stats["ack"] == after["rabbitmq_global_messages_acknowledged_total"]
 
 
 def test_label_values_are_escaped(api, node):
