@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from .catalog import GroupCatalog
-from .runtime import QuorumDriver, QuorumRuntime
+from .runtime import QuorumRuntime
 
-__all__ = ["install_quorum", "QuorumRuntime", "QuorumDriver", "GroupCatalog"]
+__all__ = ["install_quorum", "QuorumRuntime", "GroupCatalog"]
 
 
 def install_quorum(broker: Any, node: str = "rabbit@localhost") -> QuorumRuntime:

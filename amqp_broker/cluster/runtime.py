@@ -25,56 +25,27 @@ import trio
 
 from quorum.driver import NodeDriver
 from quorum.log import AsyncLog
-from quorum.raft import NotLeader, RaftOptions
+from quorum.raft import RaftOptions
 
 from .catalog import GroupCatalog
 
-__all__ = ["QuorumRuntime", "QuorumDriver"]
+__all__ = ["QuorumRuntime"]
 
 _log = logging.getLogger(__name__)
 
 ProposalCallback = Callable[[Any, BaseException | None], None]
 
 
-class _Noop:
-    """Waiter of a fire-and-forget proposal (its outcome arrives as effects)."""
+def _guarded(fn: ProposalCallback) -> ProposalCallback:
+    """Callbacks run inside the driver's apply loop: a failing one must not stop the node."""
 
-    __slots__ = ("term",)
-
-    def __init__(self) -> None:
-        self.term = 0
-
-    def resolve(self, reply: Any) -> None:
-        pass
-
-    def fail(self, error: BaseException) -> None:
-        pass
-
-
-class _Callback:
-    """Waiter that calls back instead of waking a task: `fn(reply, None)` or `fn(None, err)`."""
-
-    __slots__ = ("term", "fn")
-
-    def __init__(self, fn: ProposalCallback) -> None:
-        self.term = 0
-        self.fn = fn
-
-    def resolve(self, reply: Any) -> None:
-        self._call(reply, None)
-
-    def fail(self, error: BaseException) -> None:
-        self._call(None, error)
-
-    def _call(self, reply: Any, error: BaseException | None) -> None:
-        # runs inside the driver's apply loop: a failing callback must not stop the node
+    def call(reply: Any, error: BaseException | None) -> None:
         try:
-            self.fn(reply, error)
+            fn(reply, error)
         except Exception:
             _log.exception("quorum proposal callback failed")
 
-
-_NOOP = _Noop()
+    return call
 
 
 class _NoPeers:
@@ -82,38 +53,6 @@ class _NoPeers:
 
     def send(self, peer: str, group: str, data: bytes) -> bool:
         return False
-
-
-class QuorumDriver(NodeDriver):
-    """`NodeDriver` plus what the broker needs and the driver does not offer yet (proposed
-    upstream in the report): proposals without a waiting task, removing a group, and a
-    compaction gate asked of the machine (`compactable(state, since)`)."""
-
-    def propose_nowait(self, group: str, data: bytes,
-                       callback: ProposalCallback | None = None) -> None:
-        g = self._groups[group]
-        if not g.raft.is_leader:
-            raise NotLeader(g.raft.leader)
-        g.proposals.append((data, _Callback(callback) if callback is not None else _NOOP))
-        self._mark(group)
-
-    def has_group(self, group: str) -> bool:
-        return group in self._groups
-
-    def remove_group(self, group: str) -> None:
-        self._groups.pop(group, None)
-        self._dirty.pop(group, None)
-
-    async def _maybe_compact(self, g) -> None:
-        raft = g.raft
-        meta = raft.snapshot_meta
-        since = raft.applied_index - (meta.index if meta else 0)
-        if since < self._snapshot_every:
-            return
-        gate = getattr(g.machine, "compactable", None)
-        if gate is not None and not gate(g.state, since):
-            return
-        await super()._maybe_compact(g)
 
 
 class QuorumRuntime:
@@ -124,8 +63,9 @@ class QuorumRuntime:
         self.directory = directory
         self.catalog = GroupCatalog(directory)
         self.log = AsyncLog.open(os.path.join(directory, "log"))
-        self.driver = QuorumDriver(node, self.log, _NoPeers(), options=RaftOptions(),
-                                   tick_interval=tick_interval, snapshot_every=snapshot_every)
+        # the machine's `compactable` gate keeps compaction from outrunning live bodies
+        self.driver = NodeDriver(node, self.log, _NoPeers(), options=RaftOptions(),
+                                 tick_interval=tick_interval, snapshot_every=snapshot_every)
         # pids of this process's channels start with the incarnation: anything else in a
         # recovered queue belongs to a process that died with the previous run
         self.incarnation = uuid.uuid4().hex[:12]
@@ -168,16 +108,16 @@ class QuorumRuntime:
 
     def propose(self, group: str, data: bytes, callback: ProposalCallback | None = None) -> None:
         """Raises `quorum.raft.NotLeader` when this node does not lead the group."""
-        self.driver.propose_nowait(group, data, callback)
+        self.driver.propose_nowait(group, data, _guarded(callback) if callback else None)
 
     def when_ready(self, group: str, on_ready: Callable[[], None]) -> None:
         """Call `on_ready()` once this node leads `group` again and has applied its log."""
         self._spawn(lambda: self._wait_ready(group, on_ready))
 
     def remove_group(self, group: str) -> None:
-        """Stop hosting `group`. Its log records stay in the WAL/segments until they roll
-        over; the catalog no longer names the group, so it is never loaded again."""
-        self.driver.remove_group(group)
+        """Stop hosting `group` and delete its durable state (a DELETE record in the WAL;
+        its files go once that is durable). Its pending proposals fail with NotLeader."""
+        self.driver.remove_group(group, delete=True)
 
     def _spawn(self, fn: Callable[[], Any]) -> None:
         if self._nursery is None:
