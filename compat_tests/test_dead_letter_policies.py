@@ -1,0 +1,174 @@
+"""Dead-letter settings from policies: dead-letter-exchange, dead-letter-routing-key and
+dead-letter-strategy, the queue argument winning over the policy, and policy changes reaching
+existing queues without a redeclare (including switching strategy at runtime).
+
+Policies are set over the management HTTP API: `--mgmt-url URL` or env MGMT_URL (with
+MGMT_USER / MGMT_PASSWORD, default guest/guest), e.g. http://127.0.0.1:15673 for
+`.ci/rabbitmq.sh start`, or an `amqp-broker --management-port P` of this project. Without one
+the tests are skipped. Each test's policy matches only its own queues (priority 900).
+"""
+
+import os
+import time
+import urllib.parse
+
+import httpx
+import pika
+import pika.exceptions
+import pytest
+
+from compat_tests.support import get_n
+
+
+@pytest.fixture
+def api(request):
+    url = request.config.getoption("--mgmt-url", None) or os.environ.get("MGMT_URL")
+    if not url:
+        pytest.skip("no management API: pass --mgmt-url or set MGMT_URL")
+    auth = (os.environ.get("MGMT_USER", "guest"), os.environ.get("MGMT_PASSWORD", "guest"))
+    with httpx.Client(base_url=url.rstrip("/") + "/api", auth=auth, timeout=30) as c:
+        yield c
+
+
+@pytest.fixture
+def policy(api, names):
+    """`policy(definition, *queues)` sets (or replaces) this test's policy on `queues` and waits
+    until the broker lists it on them; removed after the test."""
+    name = names.queue().replace("compat.", "pol.", 1)
+    vhost = urllib.parse.quote("/", safe="")
+
+    def _set(definition: dict, *queues: str) -> None:
+        pattern = "^(" + "|".join(q.replace(".", r"\.") for q in queues) + ")$"
+        body = {"pattern": pattern, "definition": definition, "priority": 900,
+                "apply-to": "queues"}
+        assert api.put(f"/policies/{vhost}/{name}", json=body).status_code in (201, 204)
+        for q in queues:
+            _wait_policy(api, vhost, q, name)
+        time.sleep(0.3)  # quorum queues apply the new config through their log
+
+    yield _set
+    api.delete(f"/policies/{vhost}/{name}")
+
+
+def _wait_policy(api, vhost: str, queue: str, name: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = api.get(f"/queues/{vhost}/{urllib.parse.quote(queue, safe='')}")
+        if r.status_code == 200 and r.json().get("policy") == name:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"policy {name} not applied to {queue}")
+
+
+@pytest.fixture
+def ch(conn):
+    channel = conn.channel()
+    channel.confirm_delivery()
+    return channel
+
+
+def _dlx(ch, names, kind="fanout", key=""):
+    x, q = names.exchange(), names.queue()
+    ch.exchange_declare(x, kind)
+    ch.queue_declare(q, durable=True)
+    ch.queue_bind(q, x, key)
+    return x, q
+
+
+def _reject(ch, q, body=b"m"):
+    ch.basic_publish("", q, body)
+    (m, _, _), = get_n(ch, q, 1, auto_ack=False)
+    ch.basic_reject(m.delivery_tag, requeue=False)
+
+
+def _count(ch, q):
+    return ch.queue_declare(q, passive=True).method.message_count
+
+
+def test_policy_dead_letter_exchange_and_routing_key(ch, names, policy):
+    x, dlq = _dlx(ch, names, "direct", "via-policy")
+    src = names.queue()
+    ch.queue_declare(src, durable=True)
+    policy({"dead-letter-exchange": x, "dead-letter-routing-key": "via-policy"}, src)
+    _reject(ch, src)
+    (m, p, _), = get_n(ch, dlq, 1)
+    assert (m.exchange, m.routing_key) == (x, "via-policy")
+    assert p.headers["x-death"][0]["queue"] == src
+
+
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+def test_argument_wins_over_policy(ch, names, policy, kind):
+    xa, qa = _dlx(ch, names, "direct", "arg-key")
+    xp, qp = _dlx(ch, names, "direct", "pol-key")
+    ch.queue_bind(qa, xa, "pol-key")  # the argument's exchange with the policy's key
+    src = names.queue()
+    args = {"x-dead-letter-exchange": xa, "x-dead-letter-routing-key": "arg-key"}
+    if kind == "quorum":
+        args["x-queue-type"] = "quorum"
+    ch.queue_declare(src, durable=True, arguments=args)
+    policy({"dead-letter-exchange": xp, "dead-letter-routing-key": "pol-key"}, src)
+    _reject(ch, src)
+    (m, _, _), = get_n(ch, qa, 1)
+    assert (m.exchange, m.routing_key) == (xa, "arg-key")
+    assert _count(ch, qp) == 0
+
+
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+def test_policy_change_reaches_existing_queue(ch, names, policy, kind):
+    x1, q1 = _dlx(ch, names)
+    x2, q2 = _dlx(ch, names)
+    src = names.queue()
+    ch.queue_declare(src, durable=True,
+                     arguments={"x-queue-type": kind} if kind == "quorum" else {})
+    policy({"dead-letter-exchange": x1}, src)
+    _reject(ch, src, b"first")
+    assert [b for _, _, b in get_n(ch, q1, 1)] == [b"first"]
+    policy({"dead-letter-exchange": x2}, src)   # no redeclare
+    _reject(ch, src, b"second")
+    assert [b for _, _, b in get_n(ch, q2, 1)] == [b"second"]
+    assert _count(ch, q1) == 0
+
+
+def _held_source(ch, names, **args):
+    """A quorum queue with reject-publish max-length 2 and a DLX that does not exist."""
+    src = names.queue()
+    ch.queue_declare(src, durable=True, arguments={
+        "x-queue-type": "quorum", "x-overflow": "reject-publish", "x-max-length": 2,
+        "x-dead-letter-exchange": names.exchange(), **args})
+    return src
+
+
+def _fill_and_reject_two(ch, src):
+    for b in (b"1", b"2"):
+        ch.basic_publish("", src, b)
+    for _ in range(2):
+        (m, _, _), = get_n(ch, src, 1, auto_ack=False)
+        ch.basic_reject(m.delivery_tag, requeue=False)
+
+
+def test_policy_strategy_at_least_once_keeps_messages(ch, names, policy):
+    src = _held_source(ch, names)
+    policy({"dead-letter-strategy": "at-least-once"}, src)
+    _fill_and_reject_two(ch, src)
+    ch.basic_publish("", src, b"3")
+    with pytest.raises(pika.exceptions.NackError):  # the two held ones still count
+        ch.basic_publish("", src, b"4")
+
+
+def test_strategy_argument_wins_over_policy(ch, names, policy):
+    src = _held_source(ch, names, **{"x-dead-letter-strategy": "at-most-once"})
+    policy({"dead-letter-strategy": "at-least-once"}, src)
+    _fill_and_reject_two(ch, src)
+    for b in (b"3", b"4"):  # dropped, not held: room for both
+        ch.basic_publish("", src, b)
+    assert _count(ch, src) == 2
+
+
+def test_switching_to_at_most_once_drops_held_messages(ch, names, policy):
+    src = _held_source(ch, names)
+    policy({"dead-letter-strategy": "at-least-once"}, src)
+    _fill_and_reject_two(ch, src)
+    policy({"dead-letter-strategy": "at-most-once"}, src)   # documented: held ones are dropped
+    for b in (b"3", b"4"):
+        ch.basic_publish("", src, b)
+    assert _count(ch, src) == 2
