@@ -1,8 +1,9 @@
 """The quorum queue's Raft state machine as the broker runs it: `quorum.fifo` plus the bodies.
 
 Used by `quorum.QuorumQueue`, which hands a `QuorumMachine` to the node's
-`quorum.driver.NodeDriver`. The fifo keeps only log indexes; this wrapper keeps the message of every live index in the
-replicated state too (`QState.bodies`), decoded once when its Enqueue is applied, so that:
+`quorum.driver.NodeDriver`. The fifo keeps only log indexes; this wrapper keeps the message of
+every live index in the replicated state too (`QState.bodies`), decoded once when its Enqueue
+is applied, so that:
 - deliveries never read the log (a Deliver names indexes, the bodies are here);
 - a snapshot carries the bodies of live messages, so compacting the log can never delete the
   body of a message still in the queue (the fifo's ReleaseCursor moves the eviction point);
