@@ -116,3 +116,26 @@ def test_http_listener_from_port_attributes():
     s = SimpleNamespace(host="h", management_host="m", management_port=0, prometheus_port=9)
     assert http_listener(s, "management", 15672) == ("m", 0)
     assert http_listener(s, "prometheus", 15692) == ("h", 9)
+
+
+def test_channel_row_reads_only_the_public_channel_api():
+    from types import SimpleNamespace
+
+    from amqp_broker.mgmt.rows import channel_row, consumer_rows
+
+    class _Ch:
+        __slots__ = ("number", "consumers")  # no private attributes to lean on
+
+        def __init__(self):
+            self.number, self.consumers = 3, {}
+
+        def statistics(self):
+            return {"number": 3, "consumer_count": 0, "messages_unacknowledged": 2,
+                    "prefetch_count": 5, "global_prefetch_count": 0, "messages_uncommitted": 0,
+                    "confirm": True, "transactional": False}
+
+    session = SimpleNamespace(user="guest", vhost=SimpleNamespace(name="/"), name="c",
+                              peer=("127.0.0.1", 5000))
+    row = channel_row(session, _Ch(), "node")
+    assert (row["number"], row["prefetch_count"], row["messages_unacknowledged"]) == (3, 5, 2)
+    assert row["confirm"] is True and consumer_rows(session, _Ch(), "node") == []
