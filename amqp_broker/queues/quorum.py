@@ -187,7 +187,8 @@ class QuorumQueue:
     # -- consumers -----------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer, now_ms: int) -> None:
         if self._exclusive or (consumer.exclusive and self.consumers):
-            raise AccessRefused(f"{vhost_resource('queue', self.name, self.vhost)} in exclusive use")
+            where = vhost_resource("queue", self.name, self.vhost)
+            raise AccessRefused(f"{where} in exclusive use")
         self._exclusive = consumer.exclusive
         key = self.consumer_key(consumer.channel, consumer.tag)
         self.consumers[key] = consumer

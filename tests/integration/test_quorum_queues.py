@@ -276,7 +276,8 @@ def test_aio_pika_confirms_and_consume(broker):
                                        arguments={"x-queue-type": "quorum"})
             for i in range(50):
                 await ch.default_exchange.publish(
-                    aio_pika.Message(str(i).encode(), delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
+                    aio_pika.Message(str(i).encode(),
+                                     delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
                     routing_key="it.qq.aio")
             await ch.set_qos(prefetch_count=10)
             bodies = []
