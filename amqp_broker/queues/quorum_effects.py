@@ -5,8 +5,8 @@ driver's trio task, with the effects of that batch in order. `EffectRunner.run` 
 deliveries to channels, answers publisher confirms, collects dead letters for the broker's
 dead-letter routing (at-most-once) or hands held ones to the queue's DLX worker
 (at-least-once), re-arms the queue's timer, turns monitors of processes that died with an
-earlier run into ConsumerDown, and deletes an expired queue. It ends with `broker.run_pending()` so dead letters and other
-queues touched by them are processed at once.
+earlier run into ConsumerDown, and deletes an expired queue. It ends with
+`broker.run_pending()` so dead letters and other queues touched by them are processed at once.
 
 Effects of entries replayed at start-up (before the group is ready) are not run: they were
 run before the restart, and running them again would duplicate deliveries and dead letters.
