@@ -93,8 +93,16 @@ class ClassicQueue:
 
     # -- policy --------------------------------------------------------------------------------
     def apply_policy(self, policy: dict[str, Any] | None) -> None:
-        """Re-derive the effective settings from the declared arguments plus a policy definition."""
-        self.settings = apply_policy(self._declared, policy)
+        """Re-derive the effective settings from the declared arguments plus a policy definition.
+
+        A lower max-length/max-length-bytes with drop-head overflow trims the queue at once,
+        dead-lettering the dropped heads (maxlen), as RabbitMQ does on a policy change; the
+        caller runs the queue afterwards so the dead letters are routed. With reject-publish
+        the messages already in the queue stay."""
+        s = self.settings = apply_policy(self._declared, policy)
+        if s.overflow == OVERFLOW_DROP_HEAD and (
+                s.max_length is not None or s.max_length_bytes is not None):
+            self._drop_head_over_limits()
 
     # -- counters ------------------------------------------------------------------------------
     @property

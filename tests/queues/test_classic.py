@@ -260,6 +260,28 @@ def test_policy_dlx_enables_dead_letters():
     assert [d.reason for d in q.take_dead_letters()] == ["expired"]
 
 
+def test_max_length_policy_trims_an_existing_queue_at_once():
+    q = ClassicQueue("q", arguments=DLX)
+    fill(q, 5)
+    q.apply_policy({"max-length": 2})
+    assert q.message_count == 2
+    dls = q.take_dead_letters()
+    assert [d.reason for d in dls] == ["maxlen"] * 3
+    assert [d.message.body for d in dls] == [b"m0", b"m1", b"m2"]  # the heads go first
+    q.add_consumer(consumer("c"), 0)
+    assert bodies(q.dispatch(0)) == [b"m3", b"m4"]
+
+
+def test_max_length_bytes_policy_trims_but_reject_publish_keeps():
+    q = ClassicQueue("q")
+    fill(q, 4)  # 2 bytes each
+    q.apply_policy({"max-length-bytes": 5})
+    assert (q.message_count, q.message_bytes) == (2, 4)
+    q.apply_policy({"max-length": 1, "overflow": "reject-publish"})
+    assert q.message_count == 2  # RabbitMQ keeps what is there and refuses new messages
+    assert not q.publish(msg(), 0)
+
+
 # -- x-expires ------------------------------------------------------------------------------------
 
 def test_queue_expires_when_unused():
