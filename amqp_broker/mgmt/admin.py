@@ -194,8 +194,7 @@ class Admin(TopologyOps, DefinitionsOps):
                 user = User.from_definition({"name": name, "password_hash": password_hash,
                                              "hashing_algorithm": hashing_algorithm,
                                              "tags": parse_tags(tags)})
-                srv.users.put(user)
-                srv._put(USER, name, user.as_definition())  # TODO(server): a public put_user
+                srv.put_user(user)
                 return created
             if created:
                 srv.add_user(name, password, parse_tags(tags))

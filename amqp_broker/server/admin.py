@@ -77,6 +77,11 @@ class Admin:
         user = self.users.add(name, password, tags)
         self._put(USER, name, user.as_definition())
 
+    def put_user(self, user: User) -> None:
+        """Insert or replace `user` as is, and store it (definitions import of hash-only users)."""
+        self.users.put(user)
+        self._put(USER, user.name, user.as_definition())
+
     def delete_user(self, name: str) -> None:
         self.users.delete(name)
         self._delete(USER, name)

@@ -39,6 +39,21 @@ def test_users_permissions_and_vhosts_survive_restart(tmp_path):
         b.open_vhost("guest", "nope")
 
 
+def test_put_user_with_only_a_hash_survives_restart(tmp_path):
+    from amqp_broker.core.users import User
+
+    b = _broker(tmp_path)
+    # a RabbitMQ 3.10 hash of "guest" (definitions export)
+    b.admin.put_user(User.from_definition({
+        "name": "hashed", "password_hash": "J/ly2BBEdM+yuF3V9yLDmaAnJ0loE/Nr7zDugSrrCp7QhEn5",
+        "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": ["management"]}))
+    assert b.authenticate("hashed", "guest", ("10.0.0.1", 1))
+    b.store.close()
+    b = _broker(tmp_path)
+    assert b.authenticate("hashed", "guest", ("10.0.0.1", 1))
+    assert not b.authenticate("hashed", "wrong", ("10.0.0.1", 1))
+
+
 def test_policy_applies_max_length_to_matching_queues(tmp_path):
     b = _broker(tmp_path)
     vhost = b.vhosts["/"]
