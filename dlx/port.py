@@ -31,10 +31,11 @@ _REJECTING = ("reject-publish", "reject-publish-dlx")
 
 
 class _Prepared:
-    __slots__ = ("message", "exchange", "routing_keys", "x_death", "reason")
+    __slots__ = ("message", "exchange", "routing_keys", "x_death", "reason", "headers")
 
     def __init__(self, message: Message, exchange: str, routing_keys: list[str],
-                 x_death: list, reason: str) -> None:
+                 x_death: list, reason: str, headers: dict) -> None:
+        self.headers = headers  # for headers exchanges: without CC/BCC
         self.message = message
         self.exchange = exchange
         self.routing_keys = routing_keys
@@ -102,15 +103,15 @@ class BrokerPort:
         props.headers = res.headers
         props.expiration = None
         msg = Message.from_publish(dlx, res.routing_keys[0], encode_properties(props), message.body)
-        return _Prepared(msg, dlx, list(res.routing_keys), res.headers.get("x-death", []), reason)
+        headers = {k: v for k, v in res.headers.items() if k not in ("CC", "BCC")}
+        return _Prepared(msg, dlx, list(res.routing_keys), res.headers.get("x-death", []), reason,
+                         headers)
 
     def route(self, p: _Prepared) -> tuple[list[str], list[str]]:
         vhost = self._vhost()
         if vhost is None:
             raise LookupError(f"vhost {self.q.vhost!r} is gone")
-        headers = {k: v for k, v in (decode_properties(p.message.properties).headers or {}).items()
-                   if k not in ("CC", "BCC")}
-        names = vhost.topology.route_keys(p.exchange, p.routing_keys, headers, internal_ok=True)
+        names = vhost.topology.route_keys(p.exchange, p.routing_keys, p.headers, internal_ok=True)
         names = list(dict.fromkeys(names))
         return split_cycles(names, p.x_death, reason=p.reason)
 
@@ -158,6 +159,8 @@ def start_worker(queue: Any) -> DlxWorker:
     port = BrokerPort(queue)
     prefetch = getattr(queue.broker.settings, "dead_letter_worker_consumer_prefetch",
                        DEFAULT_PREFETCH)
-    worker = DlxWorker(port, prefetch=prefetch, name=queue.name)
+    timeout = getattr(queue.broker.settings, "dead_letter_worker_publisher_confirm_timeout", 180.0)
+    worker = DlxWorker(port, prefetch=prefetch, confirm_timeout_ms=int(timeout * 1000),
+                       name=queue.name)
     port.worker = worker
     return worker

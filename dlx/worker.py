@@ -12,7 +12,8 @@ exchange, then publishes it to every target queue with a confirm callback. When 
 confirmed, the message is settled. A target that refused it (reject-publish, full, deleted),
 a missing exchange or a route to no queue keeps the message; it is retried on a short poll
 (`retry_ms`, default 500 ms) and only to the targets that have not confirmed yet, and not
-before the port says the target has room. Targets dropped because of a dead-letter cycle
+before the port says the target has room. A confirm that never comes is given up on after
+`confirm_timeout_ms` (dead_letter_worker_publisher_confirm_timeout) and the message resent. Targets dropped because of a dead-letter cycle
 count as done; a message whose every route is a cycle is settled (dropped) as at-most-once
 would.
 
@@ -34,12 +35,13 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-__all__ = ["DlxWorker", "DlxPort", "DEFAULT_PREFETCH", "RETRY_MS"]
+__all__ = ["DlxWorker", "DlxPort", "DEFAULT_PREFETCH", "RETRY_MS", "CONFIRM_TIMEOUT_MS"]
 
 _log = logging.getLogger(__name__)
 
 DEFAULT_PREFETCH = 32  # dead_letter_worker_consumer_prefetch
 RETRY_MS = 500         # poll interval for refused messages (RabbitMQ waits minutes; we don't)
+CONFIRM_TIMEOUT_MS = 180_000  # dead_letter_worker_publisher_confirm_timeout: resend after this
 
 
 class DlxPort(Protocol):
@@ -56,7 +58,8 @@ class DlxPort(Protocol):
 class _Item:
     """One taken message: which targets confirmed it, how many answers are outstanding."""
 
-    __slots__ = ("dlx_id", "reason", "message", "done", "waiting", "failed", "prepared")
+    __slots__ = ("dlx_id", "reason", "message", "done", "waiting", "failed", "prepared",
+                 "sent_at", "gen")
 
     def __init__(self, dlx_id: int, reason: str, message: Any) -> None:
         self.dlx_id = dlx_id
@@ -65,15 +68,19 @@ class _Item:
         self.done: set[str] = set()   # targets that confirmed (never published to again)
         self.waiting = 0              # publish confirms outstanding
         self.failed = False           # something refused: retry on the next poll
-        self.prepared: Any = None     # the dead-lettered copy (built once per item)
+        self.prepared: Any = None     # the dead-lettered copy (rebuilt until a target has it)
+        self.sent_at = 0
+        self.gen = 0                  # bumped when outstanding confirms are given up on
 
 
 class DlxWorker:
     def __init__(self, port: DlxPort, *, prefetch: int = DEFAULT_PREFETCH,
-                 retry_ms: int = RETRY_MS, name: str = "") -> None:
+                 retry_ms: int = RETRY_MS, confirm_timeout_ms: int = CONFIRM_TIMEOUT_MS,
+                 name: str = "") -> None:
         self.port = port
         self.prefetch = max(1, prefetch)
         self.retry_ms = retry_ms
+        self.confirm_timeout_ms = confirm_timeout_ms
         self.name = name
         self._queued: dict[int, tuple[str, Any]] = {}   # held, not taken yet (discard order)
         self._taken: dict[int, _Item] = {}              # at most `prefetch`
@@ -123,11 +130,17 @@ class DlxWorker:
                 self._taken[dlx_id] = item = _Item(dlx_id, reason, message)
                 item.failed = True   # never sent: send now
             blocked = False
+            now = self.port.now_ms()
             for item in list(self._taken.values()):
+                if item.waiting and now - item.sent_at >= self.confirm_timeout_ms:
+                    item.gen += 1       # a confirm never came: late answers are ignored
+                    item.waiting = 0
+                    item.failed = True
                 if item.failed and item.waiting == 0:
+                    item.sent_at = now
                     self._send(item)
-                if item.failed:
-                    blocked = True
+                if item.failed or item.waiting:
+                    blocked = True     # poll: retries, and confirm timeouts
         finally:
             self._pumping = False
         self._flush()
@@ -178,13 +191,13 @@ class DlxWorker:
                 item.failed = True
                 continue
             item.waiting += 1
-            if not port.publish(target, item.prepared, _Answer(self, item, target)):
+            if not port.publish(target, item.prepared, _Answer(self, item, target, item.gen)):
                 item.waiting -= 1
                 item.failed = True
-        self._answered(item, None, True)
+        self._answered(item, None, True, item.gen)
 
-    def _answered(self, item: _Item, target: str | None, ok: bool) -> None:
-        if self.stopped or self._taken.get(item.dlx_id) is not item:
+    def _answered(self, item: _Item, target: str | None, ok: bool, gen: int) -> None:
+        if self.stopped or self._taken.get(item.dlx_id) is not item or gen != item.gen:
             return
         item.waiting -= 1
         if ok:
@@ -220,12 +233,13 @@ class DlxWorker:
 class _Answer:
     """Confirm callback for one (message, target) publish."""
 
-    __slots__ = ("worker", "item", "target")
+    __slots__ = ("worker", "item", "target", "gen")
 
-    def __init__(self, worker: DlxWorker, item: _Item, target: str) -> None:
+    def __init__(self, worker: DlxWorker, item: _Item, target: str, gen: int) -> None:
         self.worker = worker
         self.item = item
         self.target = target
+        self.gen = gen
 
     def __call__(self, ok: bool) -> None:
-        self.worker._answered(self.item, self.target, ok)
+        self.worker._answered(self.item, self.target, ok, self.gen)

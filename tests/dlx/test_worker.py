@@ -210,3 +210,23 @@ def test_everything_eventually_settled_once(n, prefetch):
             w.on_timer(w.retry_at)
     assert sorted(p.settled) == list(range(1, n + 1))
     assert len(p.settled) == n and len(w) == 0
+
+
+def test_confirm_that_never_comes_is_resent_after_the_timeout():
+    p = FakePort()
+    p.hold = True
+    w = DlxWorker(p, retry_ms=500, confirm_timeout_ms=2000)
+    p.held.add(1)
+    w.load([(1, "expired", "m1")])
+    _, _, lost = p.pending.pop()
+    assert p.timers == [500]          # polled while a confirm is outstanding
+    p.now = 500
+    w.on_timer(500)
+    assert p.pending == []            # not yet timed out
+    p.now = 2500
+    w.on_timer(p.timers[-1])
+    _, _, cb = p.pending.pop()        # resent
+    lost(True)                        # the old answer arrives late: ignored
+    assert p.settled == []
+    cb(True)
+    assert p.settled == [1]
