@@ -86,7 +86,7 @@ class QuorumQueueSettings:
 
 @dataclass(frozen=True, slots=True)
 class RaftSettings:
-    wal_max_size_bytes: int = 256_000_000  # ra's default
+    wal_max_size_bytes: int = 536_870_912  # 512 MiB, the default the issue asks for
     segment_max_entries: int = 4096  # at most 65535
 
 

@@ -175,6 +175,7 @@ def test_raft_and_dead_letter_keys():
     assert (s.raft.wal_max_size_bytes, s.raft.segment_max_entries) == (64000000, 65535)
     assert (s.dead_letter_worker_consumer_prefetch, s.dead_letter_worker_publisher_confirm_timeout) == (10, 5.0)
     assert BrokerSettings().raft.segment_max_entries == 4096
+    assert BrokerSettings().raft.wal_max_size_bytes == 536870912  # 512 MiB
 
 
 def test_cluster_nodes_in_file_order():
