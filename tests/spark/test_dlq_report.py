@@ -41,3 +41,39 @@ def test_s8_report_cli_json(tmp_path):
 
     assert json.loads((out / "totals.json").read_text())
     assert (out / "dead_letters_over_time.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_archive_then_report_in_process(spark, broker_url, amqp, tmp_path, capsys):
+    """`archive` drains a real DLQ into the dt-partitioned archive; `report` reads it back."""
+    import argparse
+
+    import pika
+
+    from amqp_broker.spark import dlq
+
+    from .amqp_util import unique
+
+    dlx, dlq_name, src = unique("adlx"), unique("adlq"), unique("asrc")
+    amqp.ch.exchange_declare(dlx, "fanout")
+    amqp.declare(dlq_name)
+    amqp.ch.queue_bind(dlq_name, dlx)
+    amqp.declare(src, **{"x-dead-letter-exchange": dlx})
+    for i in range(5):
+        amqp.ch.basic_publish("", src, b"bad", pika.BasicProperties(message_id=f"bad-{i}"))
+    for _ in range(5):
+        method, _, _ = amqp.ch.basic_get(src)
+        amqp.ch.basic_reject(method.delivery_tag, requeue=False)
+
+    archive = str(tmp_path / "archive")
+    args = argparse.Namespace(url=broker_url, queue=dlq_name, archive=archive, checkpoint=None,
+                              continuous=False, trigger="30s", max_messages_per_batch=2,
+                              since=None, until=None, bucket="1d", top=3, format="json", out=None)
+    assert dlq.archive(spark, args) == {"rows": 5}
+    assert amqp.wait_no_consumers(dlq_name) == 0
+    assert any(p.name.startswith("dt=") for p in (tmp_path / "archive").iterdir())
+    capsys.readouterr()
+    dlq.report(spark, args)
+    report = json.loads(capsys.readouterr().out)
+    assert [(t["reason"], t["queue"], t["dead_letters"], t["share"]) for t in report["totals"]] == \
+        [("rejected", src, 5, 1.0)]
+    assert len(report["top_poison"]) == 3
