@@ -82,6 +82,7 @@ class QuorumQueue:
         self._proposed_enqueues = 0
         self._enqueue_base = 0
         self._settles: dict[fifo.ConsumerKey, list[int]] = {}  # acks not yet proposed
+        self._purge_mark: int | None = None  # enqueues proposed before a Purge in flight
         self._gets: dict[int, Callable] = {}  # basic.get replies waiting for their Dequeue
         self._get_seq = 0
         self._effects = EffectRunner(self)
@@ -294,8 +295,17 @@ class QuorumQueue:
 
     # -- whole queue ---------------------------------------------------------------------------
     def purge(self) -> int:
+        """Answers at once (purge-ok); until the Purge applies, counts show only the
+        messages published after it."""
         n = self.message_count
-        self.propose(fifo.Purge())
+        mark = self._proposed_enqueues
+        self._purge_mark = mark
+
+        def done(_reply: Any, _err: BaseException | None) -> None:
+            if self._purge_mark == mark:
+                self._purge_mark = None
+
+        self.propose(fifo.Purge(), done)
         return n
 
     def delete(self) -> int:
@@ -358,6 +368,8 @@ class QuorumQueue:
     def message_count(self) -> int:
         if self.deleted:
             return 0
+        if self._purge_mark is not None:
+            return max(0, self._proposed_enqueues - self._purge_mark)
         return len(self.state.fifo.ready) + self._inflight
 
     @property

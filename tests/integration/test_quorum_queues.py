@@ -247,6 +247,7 @@ def test_purge_and_delete_counts(ch):
     q = _declare(ch, "purge")
     _publish(ch, q, range(4))
     assert ch.queue_purge(q).method.message_count == 4
+    assert _count(ch, q) == 0
     _publish(ch, q, range(2))
     assert ch.queue_delete(q).method.message_count == 2
     ch.queue_declare(q, durable=True, arguments={"x-queue-type": "quorum"})
