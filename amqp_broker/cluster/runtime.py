@@ -99,12 +99,14 @@ class QuorumRuntime:
 
     async def _wait_ready(self, group: str, on_ready: Callable[[], None]) -> None:
         driver = self.driver
+        delay = 0.002
         while driver.has_group(group):
             st = driver.status(group)
             if st.is_leader and st.applied >= st.last_index:
                 on_ready()
                 return
-            await trio.sleep(0.002)
+            await trio.sleep(delay)
+            delay = min(delay * 2, 0.05)  # many groups replaying at start-up: poll less
 
     def propose(self, group: str, data: bytes, callback: ProposalCallback | None = None) -> None:
         """Raises `quorum.raft.NotLeader` when this node does not lead the group."""
