@@ -291,3 +291,18 @@ def test_aio_pika_confirms_and_consume(broker):
             return bodies
 
     assert asyncio.run(asyncio.wait_for(main(), 30)) == [str(i).encode() for i in range(50)]
+
+
+def test_auto_ack_consumer_beyond_default_credit(connect):
+    # no-ack consumers get the capped "unlimited" credit (2000); settling their deliveries
+    # must hand it back, or delivery would stop after 2000 messages
+    conn = connect()
+    ch = conn.channel()
+    q = _declare(ch, "noack")
+    for i in range(3000):
+        ch.basic_publish("", q, b"%d" % i)
+    got = []
+    ch.basic_consume(q, lambda c, m, p, b: got.append(b), auto_ack=True)
+    _pump(conn, lambda: len(got) >= 3000, timeout=20)
+    assert len(got) == 3000 and got[:3] == [b"0", b"1", b"2"]
+    assert _wait_count(ch, q, 0) == 0
