@@ -125,11 +125,14 @@ class BrokerPort:
         s = getattr(queue, "settings", None)
         if s is None or getattr(s, "overflow", None) not in _REJECTING:
             return True
-        if s.max_length is not None and queue.message_count >= s.max_length:
+        # classic queues refuse a message that would go over; quorum queues only refuse once
+        # already over the limit (RabbitMQ's rules), so they take one more at the limit
+        slack = 1 if getattr(queue, "queue_type", "classic") == "quorum" else 0
+        if s.max_length is not None and queue.message_count >= s.max_length + slack:
             return False
         size = getattr(queue, "message_bytes", None)
         return not (s.max_length_bytes is not None and isinstance(size, int)
-                    and size >= s.max_length_bytes)
+                    and size >= s.max_length_bytes + slack)
 
     def publish(self, name: str, p: _Prepared, callback: Any) -> bool:
         vhost = self._vhost()

@@ -58,7 +58,7 @@ def test_full_target_then_drained_loses_nothing(ch):
     _publish(ch, "alo.full.src", 12)
     _reject_all(ch, "alo.full.src", 12)
     ch.connection.sleep(0.5)
-    assert ch.queue_declare("alo.full.tgt", passive=True).method.message_count == 3
+    assert ch.queue_declare("alo.full.tgt", passive=True).method.message_count == 4  # quorum: 3 + 1
     got = _drain(ch, "alo.full.tgt", 12)
     assert set(got) == {f"m{i}".encode() for i in range(12)}
     death = got[b"m0"].headers["x-death"][0]
@@ -127,8 +127,8 @@ def test_kill_9_mid_way_loses_none(fresh_broker):
     ch.queue_declare("k9.src", durable=True,
                      arguments={**ALO, "x-dead-letter-exchange": "k9.dlx", "x-message-ttl": 20})
     _publish(ch, "k9.src", 15)
-    ch.connection.sleep(1.0)  # all expired: 4 in the target, 11 held by the source
-    assert ch.queue_declare("k9.tgt", passive=True).method.message_count == 4
+    ch.connection.sleep(1.0)  # all expired: 5 in the target (quorum: limit + 1), 10 held
+    assert ch.queue_declare("k9.tgt", passive=True).method.message_count == 5
     b.kill()
     b.start()
     conn, ch = _channel(b)
