@@ -135,3 +135,40 @@ def test_kill_9_mid_way_loses_none(fresh_broker):
     got = _drain(ch, "k9.tgt", 15)
     conn.close()
     assert set(got) == {f"m{i}".encode() for i in range(15)}
+
+
+def test_prefetch_one_two_targets_one_full(tmp_path):
+    """dead_letter_worker_consumer_prefetch = 1 from the config; a fanout DLX with a free and a
+    full target: the full one gets every message once drained, the free one each exactly once
+    (a target that confirmed is never sent the message again)."""
+    from .broker_process import BrokerProcess
+
+    conf = tmp_path / "rabbitmq.conf"
+    conf.write_text("dead_letter_worker_consumer_prefetch = 1\n")
+    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log",
+                      extra_args=("--config", str(conf))).start()
+    try:
+        conn, ch = _channel(b)
+        ch.exchange_declare("p1.dlx", "fanout")
+        ch.queue_declare("p1.free", durable=True)
+        ch.queue_declare("p1.full", durable=True,
+                         arguments={"x-max-length": 2, "x-overflow": "reject-publish"})
+        ch.queue_bind("p1.free", "p1.dlx")
+        ch.queue_bind("p1.full", "p1.dlx")
+        ch.queue_declare("p1.src", durable=True,
+                         arguments={**ALO, "x-dead-letter-exchange": "p1.dlx", "x-message-ttl": 10})
+        _publish(ch, "p1.src", 8)
+        ch.connection.sleep(1.0)
+        full = _drain(ch, "p1.full", 8)
+        assert set(full) == {f"m{i}".encode() for i in range(8)}
+        ch.connection.sleep(0.5)
+        free = []
+        while True:
+            method, _, body = ch.basic_get("p1.free", auto_ack=True)
+            if method is None:
+                break
+            free.append(body)
+        assert sorted(free) == sorted(f"m{i}".encode() for i in range(8))
+        conn.close()
+    finally:
+        b.kill()
