@@ -47,9 +47,14 @@ def broker_url(request, tmp_path_factory):
         broker = launch_our_broker(tmp_path_factory.mktemp("amqp-broker"))
     except LaunchError as e:
         pytest.skip(f"cannot start our broker: {e}")
+    # Tests that set policies over HTTP (test_dead_letter_policies.py) read MGMT_URL.
+    had_mgmt = "MGMT_URL" in os.environ
+    os.environ.setdefault("MGMT_URL", broker.mgmt_url)
     try:
         yield broker.url
     finally:
+        if not had_mgmt:
+            os.environ.pop("MGMT_URL", None)
         broker.stop()
 
 

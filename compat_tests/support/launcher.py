@@ -23,6 +23,7 @@ class LaunchedBroker:
     url: str
     process: subprocess.Popen
     log_path: Path
+    mgmt_url: str = ""  # the management HTTP API (for tests that set policies)
 
     def log_tail(self, n: int = 40) -> str:
         try:
@@ -55,22 +56,26 @@ def _accepts(port: int) -> bool:
 
 
 def launch_our_broker(work_dir: Path, timeout: float = 30.0) -> LaunchedBroker:
-    """Start `amqp-broker --port P --data-dir D`; raise LaunchError with the log tail on failure."""
+    """Start `amqp-broker --port P --management-port M --data-dir D`; raise LaunchError with the
+    log tail on failure."""
     exe = shutil.which("amqp-broker")
     if exe is None:
         raise LaunchError("the `amqp-broker` command is not installed (pip install -e .); "
                           "or pass --broker-url / BROKER_URL")
     port = _free_port()
+    mgmt_port = _free_port()
     data_dir = work_dir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = work_dir / "broker.log"
     log = open(log_path, "wb")
-    proc = subprocess.Popen([exe, "--port", str(port), "--data-dir", str(data_dir)],
+    proc = subprocess.Popen([exe, "--port", str(port), "--management-port", str(mgmt_port),
+                             "--data-dir", str(data_dir)],
                             stdout=log, stderr=subprocess.STDOUT)
     log.close()
-    broker = LaunchedBroker(f"amqp://guest:guest@127.0.0.1:{port}/", proc, log_path)
+    broker = LaunchedBroker(f"amqp://guest:guest@127.0.0.1:{port}/", proc, log_path,
+                            f"http://127.0.0.1:{mgmt_port}")
     deadline = time.monotonic() + timeout
-    while not _accepts(port):
+    while not (_accepts(port) and _accepts(mgmt_port)):
         if proc.poll() is not None:
             raise LaunchError(f"amqp-broker exited with {proc.returncode} before listening:\n"
                               + broker.log_tail())
