@@ -9,6 +9,7 @@ referenced, for `ReleaseCursor`.  Used only by the other modules of this package
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 
 __all__ = ["Message", "ReadyQueue", "LiveIndexes"]
 
@@ -94,6 +95,29 @@ class ReadyQueue:
     def peek(self) -> Message | None:
         q = self._pick()
         return q[0] if q is not None else None
+
+    def head(self, n: int) -> list[Message]:
+        """The first `n` messages in delivery order, without taking them (a management
+        "get" that only looks): the same choices `pop` would make, on a copy of the cycle."""
+        out = list(islice(self.returns, n))
+        hi, lo, counter = self.hi, self.lo, self.counter
+        h = l = 0
+        while len(out) < n:
+            has_hi, has_lo = h < len(hi), l < len(lo)
+            if has_hi and has_lo and counter == _WEIGHT:
+                take_hi = hi[h].index < lo[l].index
+            elif has_hi or has_lo:
+                take_hi = has_hi
+            else:
+                break
+            if take_hi:
+                out.append(hi[h])
+                h += 1
+            else:
+                out.append(lo[l])
+                l += 1
+            counter = 0 if counter == _WEIGHT else counter + 1
+        return out
 
     def pop(self) -> Message | None:
         q = self._pick()
