@@ -36,9 +36,12 @@ from .quorum_config import quorum_config
 from .quorum_effects import EffectRunner, delivery_entry
 from .quorum_machine import QuorumMachine, encode_payload
 
-__all__ = ["QuorumQueue"]
+__all__ = ["QuorumQueue", "PEEK"]
 
 _log = logging.getLogger(__name__)
+
+# The "consumer" of the management get's msg ids: looked at, not taken (see `get`).
+PEEK = fifo.ConsumerKey("", "management-get", "")
 
 
 class QuorumQueue:
@@ -85,6 +88,7 @@ class QuorumQueue:
         self._purge_mark: int | None = None  # enqueues proposed before a Purge in flight
         self._gets: dict[int, Callable] = {}  # basic.get replies waiting for their Dequeue
         self._get_seq = 0
+        self._peeked = 0  # messages the management get has looked at (see `get`)
         self._effects = EffectRunner(self)
         self._dlx_worker = None  # dlx.DlxWorker, created on first at-least-once dead letter
         check_strategy(self.config, name)
@@ -220,9 +224,46 @@ class QuorumQueue:
         return []  # deliveries come from the fifo's Deliver effects
 
     def get(self, now_ms: int, no_ack: bool) -> Entry | None:
-        """Synchronous get is not possible (a Dequeue must commit first): callers that
-        cannot use `get_async` (the management API's get) see an empty queue."""
-        return None
+        """The management API's synchronous get (basic.get uses `get_async`): the next
+        ready message of the applied state, in delivery order, without taking it (a Dequeue
+        would have to commit first). Its msg_id is `(PEEK, index)`: `requeue` of such ids
+        leaves the messages where they are, `settle` / `discard` take them off the head
+        with Dequeue commands (if a consumer took the head meanwhile, the next ones go)."""
+        if self.deleted:
+            return None
+        n = self._peeked
+        head = self.state.fifo.ready.head(n + 1)
+        if len(head) <= n:
+            return None
+        m = head[n]
+        msg = self.state.bodies.get(m.index)
+        if msg is None:
+            return None
+        self._peeked = n + 1
+        d = fifo.Delivery(m.index, m.index, m.size, m.acquired, m.delivery_failed)
+        return delivery_entry(PEEK, d, msg)
+
+    def _take_peeked(self, msg_ids: Iterable) -> tuple[list, int]:
+        """Split off the ids handed out by `get` (ending that look) from channel ones."""
+        ids = list(msg_ids)
+        mine = [i for i in ids if i[0] is not PEEK]
+        peeked = len(ids) - len(mine)
+        if peeked:
+            self._peeked = 0
+        return mine, peeked
+
+    def _dequeue_peeked(self, n: int, discard: bool) -> None:
+        key = fifo.ConsumerKey("mgmt-get", self.publisher, self.node)
+        for _ in range(n):
+            if not discard:
+                self.propose(fifo.Dequeue(key, settled=True))
+                continue
+
+            def taken(result: Any, error: BaseException | None) -> None:
+                if error is None and isinstance(result, tuple) and result[1] is not None:
+                    self.propose(fifo.Discard(key, (result[0].delivery.msg_id,)))
+
+            self.propose(fifo.Dequeue(key, settled=False), taken)
 
     def get_async(self, channel: Any, no_ack: bool,
                   reply: Callable[[Entry | None, int], None]) -> None:
@@ -257,6 +298,9 @@ class QuorumQueue:
         """Acks are buffered per consumer and proposed as one Settle per consumer at the end
         of the session's batch (`next_deadline`, which `QueueRuntime.run` calls then), or
         before any other command of this queue."""
+        msg_ids, peeked = self._take_peeked(msg_ids)
+        if peeked:
+            self._dequeue_peeked(peeked, discard=False)
         settles = self._settles
         for key, mid in msg_ids:
             ids = settles.get(key)
@@ -271,6 +315,7 @@ class QuorumQueue:
             self.propose(fifo.Settle(key, tuple(ids)))
 
     def requeue(self, msg_ids: Iterable) -> None:
+        msg_ids, _ = self._take_peeked(msg_ids)  # looked at only: nothing to put back
         for key, ids in self._by_consumer(msg_ids).items():
             channel = self.pids.get(key.pid)
             if channel is None:
@@ -286,6 +331,9 @@ class QuorumQueue:
         return encode_payload(self.state.bodies[index])
 
     def discard(self, msg_ids: Iterable, reason: str = REASON_REJECTED) -> None:
+        msg_ids, peeked = self._take_peeked(msg_ids)
+        if peeked:
+            self._dequeue_peeked(peeked, discard=True)
         for key, ids in self._by_consumer(msg_ids).items():
             self.propose(fifo.Discard(key, tuple(ids)))
 
@@ -370,7 +418,7 @@ class QuorumQueue:
             return 0
         if self._purge_mark is not None:
             return max(0, self._proposed_enqueues - self._purge_mark)
-        return len(self.state.fifo.ready) + self._inflight
+        return max(0, len(self.state.fifo.ready) + self._inflight - self._peeked)
 
     @property
     def unacked_count(self) -> int:

@@ -80,3 +80,51 @@ def test_policy_delivery_limit_applies_to_existing_queue(mgmt_broker):
         got = ch.basic_get("pol.dlq", auto_ack=True)[2]
     assert got == b"poison"
     conn.close()
+
+
+def _get(b, name: str, ackmode: str, count: int) -> list[dict]:
+    r = httpx.post(f"{b.mgmt_url}/api/queues/%2F/{name}/get", auth=("guest", "guest"),
+                   json={"count": count, "ackmode": ackmode, "encoding": "auto"}, timeout=10)
+    r.raise_for_status()
+    return r.json()
+
+
+def _ready_becomes(b, name: str, n: int) -> int:
+    deadline = time.monotonic() + 5
+    while True:
+        ready = _row(b, name)["messages_ready"]
+        if ready == n or time.monotonic() > deadline:
+            return ready
+        time.sleep(0.05)
+
+
+def test_management_get_reads_quorum_messages(mgmt_broker):
+    conn = pika.BlockingConnection(pika.URLParameters(mgmt_broker.url))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.queue_declare("mg.dlq", durable=True)
+    ch.queue_declare("mg.q", durable=True, arguments={
+        "x-queue-type": "quorum", "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": "mg.dlq"})
+    for i in range(4):
+        ch.basic_publish("", "mg.q", b"m%d" % i)
+    # requeue: only looked at, in order, still there afterwards
+    got = _get(mgmt_broker, "mg.q", "ack_requeue_true", 3)
+    assert [m["payload"] for m in got] == ["m0", "m1", "m2"]
+    assert [m["message_count"] for m in got] == [3, 2, 1]
+    assert _get(mgmt_broker, "mg.q", "ack_requeue_true", 1)[0]["payload"] == "m0"
+    assert _row(mgmt_broker, "mg.q")["messages_ready"] == 4
+    # ack: taken off the head
+    assert [m["payload"] for m in _get(mgmt_broker, "mg.q", "ack_requeue_false", 2)] == ["m0", "m1"]
+    assert _ready_becomes(mgmt_broker, "mg.q", 2) == 2
+    assert _get(mgmt_broker, "mg.q", "ack_requeue_true", 5)[0]["payload"] == "m2"
+    # reject without requeue: dead-lettered
+    assert [m["payload"] for m in _get(mgmt_broker, "mg.q", "reject_requeue_false", 1)] == ["m2"]
+    assert _ready_becomes(mgmt_broker, "mg.q", 1) == 1
+    deadline = time.monotonic() + 5
+    body = None
+    while body is None and time.monotonic() < deadline:
+        body = ch.basic_get("mg.dlq", auto_ack=True)[2]
+    assert body == b"m2"
+    assert ch.basic_get("mg.q", auto_ack=True)[2] == b"m3"
+    conn.close()
