@@ -172,3 +172,26 @@ def test_prefetch_one_two_targets_one_full(tmp_path):
         conn.close()
     finally:
         b.kill()
+
+
+def test_kill_9_while_the_worker_is_busy_loses_none(fresh_broker):
+    """Whenever the kill lands (expiring, republishing, settling), every confirmed message ends
+    up in the durable target after the restart (duplicates allowed)."""
+    b = fresh_broker.start()
+    conn, ch = _channel(b)
+    ch.exchange_declare("kb.dlx", "fanout", durable=True)
+    ch.queue_declare("kb.tgt", durable=True, arguments={"x-queue-type": "quorum"})
+    ch.queue_declare("kb.ctgt", durable=True)  # classic durable target too
+    ch.queue_bind("kb.tgt", "kb.dlx")
+    ch.queue_bind("kb.ctgt", "kb.dlx")
+    ch.queue_declare("kb.src", durable=True,
+                     arguments={**ALO, "x-dead-letter-exchange": "kb.dlx", "x-message-ttl": 5})
+    n = 300
+    _publish(ch, "kb.src", n)
+    b.kill()  # right after the last confirm: the worker is somewhere in the middle
+    b.start()
+    conn, ch = _channel(b)
+    want = {f"m{i}".encode() for i in range(n)}
+    assert set(_drain(ch, "kb.tgt", n)) == want
+    assert set(_drain(ch, "kb.ctgt", n)) == want
+    conn.close()
