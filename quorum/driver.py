@@ -26,6 +26,7 @@ vote changed, or together with entries: a lagging commit index is safe to lose.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ from .raft import (Entry, EntryKind, HardState, LocalEffect, LogReader, Meta, No
 from .raft.machine import StateMachine
 
 __all__ = ["NodeDriver", "Sender", "GroupStatus", "LeadershipLost", "ProposalCallback"]
+
+_log = logging.getLogger(__name__)
 
 
 class LeadershipLost(RaftError):
@@ -84,7 +87,9 @@ class _Waiter:
 
 class _CallbackWaiter:
     """A proposal whose outcome is a callback, not a waiting task: `fn(reply, None)` or
-    `fn(None, error)` (or nothing at all without `fn`), called from the driver loop."""
+    `fn(None, error)` (or nothing at all without `fn`), called from the driver loop. An
+    exception from `fn` is logged and dropped: it must not stop the loop (every group on
+    the node would stall) nor the other callbacks of the same batch."""
 
     __slots__ = ("term", "fn")
 
@@ -93,12 +98,18 @@ class _CallbackWaiter:
         self.fn = fn
 
     def resolve(self, reply: Any) -> None:
-        if self.fn is not None:
-            self.fn(reply, None)
+        self._call(reply, None)
 
     def fail(self, error: BaseException) -> None:
-        if self.fn is not None:
-            self.fn(None, error)
+        self._call(None, error)
+
+    def _call(self, reply: Any, error: BaseException | None) -> None:
+        if self.fn is None:
+            return
+        try:
+            self.fn(reply, error)
+        except Exception:
+            _log.exception("proposal callback %r failed", self.fn)
 
 
 @dataclass
