@@ -1,5 +1,6 @@
 """Queue types: the interface the channel code calls (`base`), the message model (`message`) and
-the in-memory classic queue (`classic`). See `base.py` for how the server drives a queue."""
+the in-memory classic queue (`classic`), the Raft-replicated quorum queue (`quorum`). See
+`base.py` for how the server drives a queue."""
 
 from amqp_broker.queues.arguments import (
     OVERFLOW_DROP_HEAD,
@@ -26,6 +27,7 @@ from amqp_broker.queues.base import (
 from amqp_broker.queues.classic import ClassicQueue
 from amqp_broker.queues.consumers import ConsumerSet
 from amqp_broker.queues.message import Entry, Message, parse_basic_properties
+from amqp_broker.queues.quorum import QuorumQueue
 
 __all__ = [
     "ClassicQueue",
@@ -46,6 +48,7 @@ __all__ = [
     "Message",
     "QueueJournal",
     "QueueType",
+    "QuorumQueue",
     "REASON_DELIVERY_LIMIT",
     "REASON_EXPIRED",
     "REASON_MAXLEN",

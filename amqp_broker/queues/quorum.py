@@ -27,7 +27,7 @@ from amqp_broker.core.errors import AccessRefused, vhost_resource
 from quorum import fifo
 from quorum.fifo import encode_command
 from quorum.raft import NotLeader
-from dlx.port import check_strategy, start_worker
+import dlx.port as _dlx  # a module, not its names: dlx.port imports this package
 
 from .arguments import OVERFLOW_REJECT_PUBLISH_DLX, apply_policy, parse_queue_arguments
 from .base import REASON_REJECTED, Consumer, DeadLetter, queue_key
@@ -91,7 +91,7 @@ class QuorumQueue:
         self._peeked = 0  # messages the management get has looked at (see `get`)
         self._effects = EffectRunner(self)
         self._dlx_worker = None  # dlx.DlxWorker, created on first at-least-once dead letter
-        check_strategy(self.config, name)
+        _dlx.check_strategy(self.config, name)
         runtime.add_group(self.group, self.machine, self._effects.run, self._on_ready)
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -128,6 +128,7 @@ class QuorumQueue:
             bodies = self.state.bodies
             self.dlx_worker().load([(i, r, bodies[m.index]) for i, r, m in held
                                     if m.index in bodies])
+            self.broker.run_pending()  # dispatch what it republished to classic targets
         backlog, self._backlog = self._backlog, []
         for i, (data, cb) in enumerate(backlog):
             try:
@@ -141,7 +142,7 @@ class QuorumQueue:
     def dlx_worker(self):
         """The at-least-once dead-letter worker beside this (leader) queue."""
         if self._dlx_worker is None:
-            self._dlx_worker = start_worker(self)
+            self._dlx_worker = _dlx.start_worker(self)
         return self._dlx_worker
 
     def queue_runtime(self):
@@ -386,7 +387,7 @@ class QuorumQueue:
         config = quorum_config(self.name, self.settings, self.arguments, policy)
         if config != self.config:
             self.config = config
-            check_strategy(config, self.name)
+            _dlx.check_strategy(config, self.name)
             self.propose(fifo.UpdateConfig(config))
 
     # -- timers --------------------------------------------------------------------------------

@@ -117,3 +117,16 @@ async def test_compaction_keeps_live_bodies_across_restart(tmp_path):
             b"body-0", b"body-1", b"body-2"]
         assert len(state.fifo.ready) == 0
         nursery.cancel_scope.cancel()
+
+
+def test_quorum_queue_is_exported_whatever_the_import_order():
+    import subprocess
+    import sys
+
+    import amqp_broker.queues as queues
+    from amqp_broker.queues.quorum import QuorumQueue
+    assert queues.QuorumQueue is QuorumQueue and "QuorumQueue" in queues.__all__
+    for first in ("dlx.port", "amqp_broker.queues.quorum", "amqp_broker.cluster"):
+        code = f"import {first}; from amqp_broker.queues import QuorumQueue; print(QuorumQueue.queue_type)"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert out.stdout.strip() == "quorum", out.stderr
