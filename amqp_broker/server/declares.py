@@ -89,6 +89,12 @@ def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
         _check_passive(ch, "queue", name)
     else:
         ch.session.permissions.check(CONFIGURE, "queue", name)
+        dlx = (m.arguments or {}).get("x-dead-letter-exchange")
+        if isinstance(dlx, (str, bytes)):
+            # seed 002: a DLX also needs read on the queue and write on the exchange
+            ch.session.permissions.check(READ, "queue", name)
+            ch.session.permissions.check(
+                WRITE, "exchange", dlx.decode() if isinstance(dlx, bytes) else dlx)
     rt = ch.vhost.declare_queue(ch.session, name, passive=m.passive, durable=m.durable,
                                 exclusive=m.exclusive, auto_delete=m.auto_delete,
                                 arguments=dict(m.arguments or {}), server_named=server_named)
