@@ -306,13 +306,23 @@ class Channel:
         if self._tx is None:
             raise PreconditionFailed("channel is not transactional")
         ops, self._tx = self._tx, []
-        for op in ops:
-            if op[0] == "publish":
-                self._publish(op[1])
-            elif op[0] == "ack":
-                self.settle(self.take(op[1], op[2], (60, 80)), "ack")
-            else:
-                self.settle(self.take(op[1], op[2], (60, 120)), "requeue" if op[3] else "discard")
+        # The publishes go through a confirm-like barrier so that commit-ok also waits for
+        # queues that accept later (quorum queues: Raft commit + fsync).
+        barrier = self._confirms = _TxBarrier(self._tx_published)
+        try:
+            for op in ops:
+                if op[0] == "publish":
+                    self._publish(op[1])
+                elif op[0] == "ack":
+                    self.settle(self.take(op[1], op[2], (60, 80)), "ack")
+                else:
+                    self.settle(self.take(op[1], op[2], (60, 120)),
+                                "requeue" if op[3] else "discard")
+        finally:
+            self._confirms = None  # tx mode excludes confirm mode
+        barrier.seal()
+
+    def _tx_published(self) -> None:
         journal = self.broker.journal
         if journal is not None and journal.appended_seq > journal.durable_seq:
             # commit-ok promises the persistent messages are on disk: wait for the fsync.
@@ -394,3 +404,40 @@ _HANDLERS = {
     C.Channel.Flow: Channel._flow,
 }
 _ALL_HANDLERS = {**_HANDLERS, **consumers.HANDLERS, **declares.HANDLERS}
+
+
+class _TxBarrier:
+    """tx.commit's stand-in for the confirm tracker while it publishes: counts the target
+    queues' accepts (`QueueRuntime.publish` settles it like a confirm) and calls `done` once
+    every one came and `seal` was called. A refusal (reject-publish) counts as settled."""
+
+    __slots__ = ("_done", "_seq", "_open", "_sealed")
+
+    def __init__(self, done) -> None:
+        self._done = done
+        self._seq = 0
+        self._open = 0
+        self._sealed = False
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def wait_for(self, seq: int, n: int) -> None:
+        self._open += n
+
+    def decide_now(self, seq: int, ok: bool) -> None:
+        pass
+
+    def settle(self, seq: int, ok: bool) -> None:
+        self._open -= 1
+        self._check()
+
+    def seal(self) -> None:
+        self._sealed = True
+        self._check()
+
+    def _check(self) -> None:
+        if self._sealed and self._open <= 0 and self._done is not None:
+            done, self._done = self._done, None
+            done()

@@ -78,3 +78,21 @@ def test_clean_restart_keeps_messages_and_deletes(fresh_broker):
     _declare(ch2, "rec.gone")
     assert ch2.queue_declare("rec.gone", passive=True).method.message_count == 0
     conn2.close()
+
+
+def test_tx_commit_ok_means_committed_to_the_quorum_log(fresh_broker):
+    """commit-ok for publishes to a quorum queue is sent only once their Enqueues are
+    committed and fsynced: a kill -9 right after it loses none of them."""
+    b = fresh_broker.start()
+    conn, ch = _channel(b)
+    _declare(ch, "tx.q")
+    ch.tx_select()
+    body = b"x" * 4096
+    for i in range(1500):
+        ch.basic_publish("", "tx.q", body + str(i).encode(), pika.BasicProperties(delivery_mode=2))
+    ch.tx_commit()
+    b.kill()
+    b.start()
+    conn2, ch2 = _channel(b)
+    assert ch2.queue_declare("tx.q", passive=True).method.message_count == 1500
+    conn2.close()
