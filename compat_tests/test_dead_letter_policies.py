@@ -192,3 +192,30 @@ def test_switching_overflow_to_drop_head_drops_held_messages(ch, names, policy):
     for b in (b"5", b"6"):  # 3 is dropped from the head; the held two are gone
         ch.basic_publish("", src, b)
     assert [b for _, _, b in get_n(ch, src, 2)] == [b"5", b"6"]
+
+
+def test_declare_with_dlx_needs_write_on_the_exchange(api, broker_url, names):
+    """Seed 002: besides configure on the queue, read on it and write on the DLX."""
+    user = names.queue().replace("compat.", "dlxuser.", 1)
+    vhost = urllib.parse.quote("/", safe="")
+    assert api.put(f"/users/{user}", json={"password": "pw", "tags": ""}).status_code in (201, 204)
+    try:
+        perms = {"configure": "^dlxperm\\.", "write": "^dlxperm\\.", "read": "^dlxperm\\."}
+        assert api.put(f"/permissions/{vhost}/{user}", json=perms).status_code in (201, 204)
+        parts = urllib.parse.urlsplit(broker_url)
+        params = pika.URLParameters(
+            f"amqp://{user}:pw@{parts.hostname}:{parts.port}/%2F")
+        conn = pika.BlockingConnection(params)
+        try:
+            ok, refused = "dlxperm." + user, "dlxperm.b." + user
+            names.track_queue(ok)
+            names.track_queue(refused)
+            conn.channel().queue_declare(ok, arguments={"x-dead-letter-exchange": "dlxperm.x"})
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as err:
+                conn.channel().queue_declare(refused,
+                                             arguments={"x-dead-letter-exchange": "other.x"})
+            assert err.value.reply_code == 403
+        finally:
+            conn.close()
+    finally:
+        api.delete(f"/users/{user}")
