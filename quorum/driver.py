@@ -8,12 +8,18 @@ whose `on_frame` is `NodeDriver.deliver`).
 One loop iteration, for all groups with work at once (see `quorum.raft.ready`):
   1. take the inputs queued since the last iteration: peer messages, proposals, ticks;
   2. `ready()` of every group; append entries / hard state / snapshots to the shared WAL;
-  3. one `wait_durable` for the whole batch: one fdatasync covers every group (group commit);
-  4. send the messages (only now: they promise that state is on disk; with
-     RaftOptions(early_messages=True) a leader's Appends go out before step 3);
-  5. apply committed entries to each group's state machine, resolve proposals, run effects;
-  6. `advance()`; compact a group whose log grew `snapshot_every` entries past its snapshot.
+  3. apply the committed entries that an earlier pass already made durable (all of them,
+     except a follower's entries committed in the same Ready that appends them): resolve
+     proposals, run effects -- while the WAL thread writes and fsyncs step 2's batch;
+  4. one `wait_durable` for the whole batch: one fdatasync covers every group (group commit);
+  5. send the messages (only now: they promise that state is on disk; with
+     RaftOptions(early_messages=True) a leader's Appends go out before step 4);
+  6. apply the rest of the committed entries;
+  7. `advance()`; compact a group whose log grew `snapshot_every` entries past its snapshot.
 Inputs that arrive while the loop waits for the disk are batched into the next iteration.
+A one-member group commits its entries at `advance()`, so they are applied (step 3) in the
+next pass, overlapped with that pass's fsync: nothing is applied, confirmed or delivered
+before the fsync that made it durable has returned.
 
 Compaction: every `snapshot_every` applied entries, unless the machine has a
 `compactable(state, since) -> bool` method that says not yet (e.g. a queue whose snapshot would
@@ -384,13 +390,23 @@ class NodeDriver:
         for g, rd in readies:  # a leader's replication traffic may precede its own fsync
             for m in rd.early_messages:
                 send(m.to, g.id, encode_message(m))
+        # Pipelining: what this pass commits was made durable by an earlier pass (entries
+        # below this Ready's own), so apply it while the disk writes this pass's batch.
+        rest: list[list[Entry]] = []
+        for g, rd in readies:
+            committed = rd.committed
+            if committed and rd.snapshot is None:
+                cut = _durable_prefix(committed, rd.entries)
+                self._apply(g, committed[:cut] if cut < len(committed) else committed)
+                committed = committed[cut:]
+            rest.append(committed)
         if token:
             await self.log.wait_durable(token)
         for g, rd in readies:
             for m in rd.messages:
                 send(m.to, g.id, encode_message(m))
-        for g, rd in readies:
-            self._apply(g, rd)
+        for (g, rd), committed in zip(readies, rest):
+            self._apply(g, committed)
             for rs in rd.read_states:
                 w = g.read_waiters.pop(rs.ctx, None)
                 if w is not None:
@@ -456,14 +472,14 @@ class NodeDriver:
                 token = log.set_hard_state(g.id, hs.term, hs.vote, hs.commit)
         return token
 
-    def _apply(self, g: _Group, rd: Ready) -> None:
-        if not rd.committed:
-            return
+    def _apply(self, g: _Group, committed: list[Entry]) -> None:
+        if not committed or self._groups.get(g.id) is not g:
+            return  # nothing, or the group was removed meanwhile (e.g. by an effect)
         machine = g.machine
         is_leader = g.raft.is_leader
         effects_out: list[Any] = []
         state = g.state
-        for e in rd.committed:
+        for e in committed:
             reply = None
             if e.kind is EntryKind.NORMAL:
                 state, reply, effects = machine.apply(Meta(e.index, e.term, e.timestamp),
@@ -478,7 +494,7 @@ class NodeDriver:
                 else:
                     w.fail(NotLeader(g.raft.leader))
         g.state = state
-        self.applied_entries += len(rd.committed)
+        self.applied_entries += len(committed)
         if effects_out and g.on_effects is not None:
             g.on_effects(g.id, effects_out)
 
@@ -517,6 +533,22 @@ class NodeDriver:
     def statistics(self) -> dict[str, Any]:
         return {"iterations": self.iterations, "applied": self.applied_entries,
                 "groups": len(self._groups), "log": self.log.statistics()}
+
+
+def _durable_prefix(committed: list[Entry], appending: list[Entry]) -> int:
+    """How many of `committed` are below the entries this pass appends: those were
+    appended and fsynced by an earlier pass (or are from the restart's durable log)."""
+    if not appending:
+        return len(committed)
+    first = appending[0].index
+    if committed[-1].index < first:
+        return len(committed)
+    n = 0
+    for e in committed:
+        if e.index >= first:
+            break
+        n += 1
+    return n
 
 
 def _stored(snap: Snapshot) -> StoredSnapshot:
