@@ -100,12 +100,14 @@ class QuorumQueue:
         """The applied replicated state (`quorum_machine.QState`)."""
         return self.runtime.driver.state(self.group)
 
-    def propose(self, cmd: Any, callback: Any = None) -> None:
+    def propose(self, cmd: Any, callback: Any = None, data: bytes | None = None) -> None:
+        """Propose `cmd` (its log encoding `data` when the caller has it already)."""
         if self.deleted:
             return
         if self._settles and type(cmd) is not fifo.Enqueue:
             self._flush_settles()  # acks go first: a later Cancel/ConsumerDown must see them
-        data = encode_command(cmd)
+        if data is None:
+            data = encode_command(cmd)
         if not self.ready:
             self._backlog.append((data, callback))
             return
@@ -168,11 +170,13 @@ class QuorumQueue:
     # -- publishing ----------------------------------------------------------------------------
     def _enqueue(self, msg: Message, publisher: str | None, seq: int | None) -> None:
         self._proposed_enqueues += 1
-        payload = encode_payload(msg)
-        if self.ready:
-            self.machine.outbox.append((payload, msg))
-        self.propose(fifo.Enqueue(publisher, seq, msg.size, payload,
-                                  msg.priority or None, msg.expiration_ms, msg.persistent))
+        cmd = fifo.Enqueue(publisher, seq, msg.size, encode_payload(msg),
+                           msg.priority or None, msg.expiration_ms, msg.persistent)
+        data = encode_command(cmd)
+        if self.ready and not self.deleted:
+            # the machine applies this very command and message, not decoded copies
+            self.machine.outbox.append((data, cmd, msg))
+        self.propose(cmd, data=data)
 
     def publish(self, message: Message, now_ms: int) -> bool:
         """Unconfirmed publish: proposed; a reject-publish refusal is silent."""

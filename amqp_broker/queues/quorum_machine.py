@@ -102,22 +102,26 @@ class QuorumMachine:
     def __init__(self, config: QueueConfig, created_ms: int | None = None) -> None:
         self._fifo = FifoMachine(config, created_ms)
         self.applied_enqueues = 0  # not replicated: the adapter's in-flight publish count
-        # Leader-side shortcut: (payload, message) of this node's proposed Enqueues, in
-        # proposal order (= apply order). A matching payload reuses the message instead of
-        # decoding it again; the result is the same either way, so replicas stay identical.
-        self.outbox: deque[tuple[bytes, Message]] = deque()
+        # Leader-side shortcut: (log data, Enqueue, message) of this node's proposed
+        # Enqueues, in proposal order (= apply order). The entry that carries the very same
+        # data object reuses the command and the message instead of decoding them again; the
+        # result is the same either way, so replicas stay identical.
+        self.outbox: deque[tuple[bytes, Enqueue, Message]] = deque()
 
     def init(self) -> QState:
         return QState(self._fifo.init())
 
     def decode(self, data: bytes):
+        outbox = self.outbox
+        if outbox and outbox[0][0] is data:
+            return outbox[0][1]
         return self._fifo.decode(data)
 
     def apply(self, meta: Meta, cmd: Any, state: QState):
         cls = type(cmd)
         if cls is Enqueue:
             self.applied_enqueues += 1
-            state.add(meta.index, self._message(cmd.payload))
+            state.add(meta.index, self._message(cmd))
         elif cls is Requeue:
             state.add(meta.index, decode_payload(cmd.payload))
         _, reply, effects = self._fifo.apply(meta, cmd, state.fifo)
@@ -131,14 +135,14 @@ class QuorumMachine:
                 state.evict_below(eff.smallest_live)
         return state, reply, effects
 
-    def _message(self, payload: bytes) -> Message:
+    def _message(self, cmd: Enqueue) -> Message:
         outbox = self.outbox
         if outbox:
-            sent, msg = outbox.popleft()
-            if sent == payload:
+            _, sent, msg = outbox.popleft()
+            if sent is cmd or sent.payload == cmd.payload:
                 return msg
             outbox.clear()  # out of step (cannot happen with one leader): decode from now on
-        return decode_payload(payload)
+        return decode_payload(cmd.payload)
 
     def compactable(self, state: QState, since: int) -> bool:
         """Snapshots carry live bodies: compact only while they are few compared with the

@@ -130,3 +130,29 @@ def test_quorum_queue_is_exported_whatever_the_import_order():
         code = f"import {first}; from amqp_broker.queues import QuorumQueue; print(QuorumQueue.queue_type)"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         assert out.stdout.strip() == "quorum", out.stderr
+
+
+def test_leader_applies_its_own_enqueue_without_decoding_it_again():
+    machine = QuorumMachine(QueueConfig(name="q"))
+    state = machine.init()
+    mine = [_msg(i) for i in range(3)]
+    sent = []
+    for m in mine:
+        cmd = Enqueue(None, None, m.size, encode_payload(m))
+        data = fifo.encode_command(cmd)
+        machine.outbox.append((data, cmd, m))
+        sent.append((data, cmd))
+    # the very data object: the same command and message come back
+    assert machine.decode(sent[0][0]) is sent[0][1]
+    state, _, _ = machine.apply(Meta(1, 1, 0), sent[0][1], state)
+    assert state.bodies[1] is mine[0]
+    # equal bytes read back from the log (another object): decoded, message still reused
+    copy = bytes(bytearray(sent[1][0]))
+    cmd = machine.decode(copy)
+    assert cmd is not sent[1][1] and cmd == sent[1][1]
+    state, _, _ = machine.apply(Meta(2, 1, 0), cmd, state)
+    assert state.bodies[2] is mine[1]
+    # out of step (another leader's entry): decoded from the log, shortcut dropped
+    other = Enqueue(None, None, 1, encode_payload(_msg(99)))
+    state, _, _ = machine.apply(Meta(3, 1, 0), machine.decode(fifo.encode_command(other)), state)
+    assert state.bodies[3].body == b"body-99" and not machine.outbox
