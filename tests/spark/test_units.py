@@ -210,3 +210,30 @@ def test_u4_reader_and_writer_pickle_without_live_state_and_do_no_io(monkeypatch
     parts = split_rows([(i,) for i in range(5)], 2)
     assert [len(p.rows) for p in parts] == [3, 2]
     assert list(copy.read(pickle.loads(pickle.dumps(parts[1])))) == [(3,), (4,)]
+
+
+# -- the dlq CLI without a JVM -----------------------------------------------------------------
+
+def test_dlq_cli_arguments_and_missing_archive(tmp_path, capsys):
+    from amqp_broker.spark import dlq
+    assert dlq.window_duration("1h") == "1 hours" and dlq.window_duration("15m") == "15 minutes"
+    assert dlq.window_duration("1 day") == "1 day"
+    assert dlq.main(["report", "--archive", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        dlq.main(["archive", "--archive", str(tmp_path)])  # --url is required
+
+
+def test_dlq_output_rendering(tmp_path):
+    from amqp_broker.spark import dlq_output
+    report = {"over_time": [{"bucket_start": NOW.replace(tzinfo=None), "reason": "rejected",
+                             "queue": "q", "exchange": "", "dead_letters": 3, "distinct_messages": 2}],
+              "totals": [{"reason": "rejected", "queue": "q", "dead_letters": 3, "share": 1.0}],
+              "top_poison": []}
+    text = dlq_output.render_tables(report)
+    assert "Dead letters over time" in text and "rejected" in text and "(no rows)" in text
+    assert json.loads(dlq_output.render_json(report))["totals"][0]["dead_letters"] == 3
+    written = dlq_output.write_files(report, tmp_path, "csv")
+    assert (tmp_path / "totals.csv").read_text().splitlines()[0] == "reason,queue,dead_letters,share"
+    assert len(written) == 3
+    assert dlq_output.write_chart([], tmp_path / "none.png") is None
