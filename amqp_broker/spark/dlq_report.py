@@ -7,7 +7,7 @@ DataFrame that the caller collects and renders with `dlq_output.py`.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 # The x-death entry written when the message first died: its `time` dates the dead lettering.
@@ -46,18 +46,13 @@ def over_time(df: DataFrame, bucket: str) -> DataFrame:
 
 def totals(df: DataFrame) -> DataFrame:
     """Reason x origin-queue totals with their share of all dead letters in the window."""
-    grand = F.sum("dead_letters").over(_whole())
+    grand = F.sum("dead_letters").over(Window.partitionBy(F.lit(1)))  # the table is small
     return (df.groupBy(F.col("x_first_death_reason").alias("reason"),
                        F.col("x_first_death_queue").alias("queue"))
             .agg(F.count(F.lit(1)).alias("dead_letters"),
                  F.countDistinct("message_key").alias("distinct_messages"))
             .withColumn("share", F.round(F.col("dead_letters") / grand, 4))
             .orderBy(F.desc("dead_letters"), "reason", "queue"))
-
-
-def _whole():
-    from pyspark.sql import Window
-    return Window.partitionBy(F.lit(1))
 
 
 def top_poison(df: DataFrame, top: int) -> DataFrame:

@@ -100,3 +100,29 @@ def test_s4_prefetch_equal_to_batch_does_not_stall(spark, broker_url, amqp, tmp_
     assert got == sorted(ids)
     # processingTime: the last batch may stay unacked at stop and come back (documented), no more
     assert amqp.wait_no_consumers(queue) <= 100
+
+
+def test_missing_queue_fails_the_query_with_its_name(spark, broker_url, tmp_path):
+    queue = unique("missing")
+    query = (_source(spark, broker_url, queue).writeStream.format("memory").queryName("missing_q")
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    with pytest.raises(Exception, match="does not exist"):
+        query.awaitTermination(120)
+
+
+def test_second_query_on_the_same_queue_is_refused(spark, broker_url, amqp, tmp_path):
+    queue = unique("excl")
+    amqp.declare(queue)
+    amqp.publish(queue, 5)
+    first = (_source(spark, broker_url, queue).writeStream.format("memory").queryName("excl_1")
+             .option("checkpointLocation", str(tmp_path / "c1")).trigger(processingTime="1 second").start())
+    try:
+        first.processAllAvailable()
+        second = (_source(spark, broker_url, queue).writeStream.format("memory").queryName("excl_2")
+                  .option("checkpointLocation", str(tmp_path / "c2"))
+                  .trigger(processingTime="1 second").start())
+        with pytest.raises(Exception, match="RESOURCE_LOCKED|ACCESS_REFUSED"):
+            second.awaitTermination(120)
+    finally:
+        first.stop()
+    assert spark.table("excl_1").count() == 5
