@@ -126,7 +126,7 @@ class _Group:
     state: Any
     on_effects: EffectsHandler | None
     waiters: dict[int, _Waiter] = field(default_factory=dict)
-    proposals: list[tuple[bytes, _Waiter]] = field(default_factory=list)
+    proposals: list[tuple[bytes, _Waiter | None]] = field(default_factory=list)
     inbox: list[Any] = field(default_factory=list)
     reads: list[tuple[bytes, _Waiter]] = field(default_factory=list)  # not yet asked
     read_waiters: dict[bytes, _Waiter] = field(default_factory=dict)  # asked, unconfirmed
@@ -227,7 +227,8 @@ class NodeDriver:
         if g is None:
             return 0
         err = NotLeader(None)
-        for w in [*g.waiters.values(), *(w for _, w in g.proposals), *g.read_waiters.values(),
+        for w in [*g.waiters.values(), *(w for _, w in g.proposals if w is not None),
+                  *g.read_waiters.values(),
                   *(w for _, w in g.reads), *(w for _, w in g.read_ready), *(w for _, w in g.controls)]:
             w.fail(err)
         return self.log.delete_group(group) if delete else 0
@@ -313,7 +314,9 @@ class NodeDriver:
         g = self._groups[group]
         if not g.raft.is_leader:
             raise NotLeader(g.raft.leader)
-        g.proposals.append((data, _CallbackWaiter(callback)))  # type: ignore[arg-type]
+        # nothing to tell without a callback: no waiter at all (the common publish case)
+        w = _CallbackWaiter(callback) if callback is not None else None
+        g.proposals.append((data, w))  # type: ignore[arg-type]
         self._mark(group)
 
     async def wait_linearizable(self, group: str) -> None:
@@ -449,12 +452,16 @@ class NodeDriver:
                 last = raft.propose_many([d for d, _ in props], now_ms)
             except RaftError as e:
                 for _, w in props:
-                    w.fail(e)
+                    if w is not None:
+                        w.fail(e)
                 return
             first = last - len(props) + 1
+            term = raft.term
+            waiters = g.waiters
             for i, (_, w) in enumerate(props):
-                w.term = raft.term
-                g.waiters[first + i] = w
+                if w is not None:  # None: propose_nowait without a callback
+                    w.term = term
+                    waiters[first + i] = w
 
     async def _persist(self, g: _Group, rd: Ready) -> int:
         """Queue this Ready's durable state in the WAL; returns the token to wait for."""

@@ -78,8 +78,9 @@ def over_limit(q: QueueState) -> bool:
 
 def enforce_limits(q: QueueState, effects: list) -> None:
     """overflow drop-head (and reject-publish-dlx): drop from the head until within limits."""
-    if not q.config.drops_head:
-        return
+    cfg = q.config
+    if (cfg.max_length is None and cfg.max_bytes is None) or not cfg.drops_head:
+        return  # the common case, checked first: no limit at all
     dropped = []
     while over_limit(q):
         m = q.ready.pop()
