@@ -196,18 +196,26 @@ class DriverConsumer:
                 self._cond.notify_all()
 
 
-def queue_message_count(url: str, queue: str, heartbeat: int = 30) -> int | None:
-    """Passive queue.declare on a short-lived connection: the ready count, or None if missing."""
-    conn = pika.BlockingConnection(connection_parameters(url, heartbeat))
-    try:
-        ch = conn.channel()
+def queue_message_count(urls: tuple[str, ...], queue: str, heartbeat: int = 30) -> int | None:
+    """Passive queue.declare on a short-lived connection to the first reachable URL: the ready
+    count, or None if the queue does not exist."""
+    last: Exception | None = None
+    for url in urls:
         try:
-            ok = ch.queue_declare(queue=queue, passive=True)
-        except pika.exceptions.ChannelClosedByBroker as exc:
-            if exc.reply_code == 404:
-                return None
-            raise
-        return ok.method.message_count
-    finally:
-        if conn.is_open:
-            conn.close()
+            conn = pika.BlockingConnection(connection_parameters(url, heartbeat))
+        except pika.exceptions.AMQPConnectionError as exc:
+            last = exc
+            continue
+        try:
+            ch = conn.channel()
+            try:
+                ok = ch.queue_declare(queue=queue, passive=True)
+            except pika.exceptions.ChannelClosedByBroker as exc:
+                if exc.reply_code == 404:
+                    return None
+                raise
+            return ok.method.message_count
+        finally:
+            if conn.is_open:
+                conn.close()
+    raise ConsumerError(f"no broker reachable at {len(urls)} URL(s): {last!r}")

@@ -76,7 +76,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         rt = self._runtime()
         if rt.started:
             return True
-        count = queue_message_count(self._opts.urls[0], self._opts.queue, self._opts.heartbeat)
+        count = queue_message_count(self._opts.urls, self._opts.queue, self._opts.heartbeat)
         if count is None:
             if self._opts.fail_on_missing_queue:
                 raise ConsumerError(f"queue {self._opts.queue!r} does not exist "
@@ -96,7 +96,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         rt = self._runtime()
-        count = queue_message_count(self._opts.urls[0], self._opts.queue, self._opts.heartbeat)
+        count = queue_message_count(self._opts.urls, self._opts.queue, self._opts.heartbeat)
         if count is None and self._opts.fail_on_missing_queue:
             raise ConsumerError(f"queue {self._opts.queue!r} does not exist")
         # Counted before consuming starts, so everything delivered later is within the count.
@@ -117,6 +117,8 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rt.consumer.raise_if_failed()
             if rt.ledger.remaining is not None:
                 want = rt.ledger.wanted(max_rows)
+                if want is not None:  # never more than the prefetch window can hold
+                    want = min(want, self._opts.prefetch - rt.ledger.unacked())
                 if want:
                     # AvailableNow ends on the first empty answer: wait for the prefetch window
                     # to refill after the ack above instead of ending early.

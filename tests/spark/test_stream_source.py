@@ -126,3 +126,13 @@ def test_second_query_on_the_same_queue_is_refused(spark, broker_url, amqp, tmp_
     finally:
         first.stop()
     assert spark.table("excl_1").count() == 5
+
+
+def test_url_list_fails_over_to_a_reachable_broker(spark, broker_url, amqp, tmp_path):
+    from .amqp_util import free_port
+    queue = unique("failover")
+    amqp.declare(queue)
+    ids = amqp.publish(queue, 20)
+    urls = f"amqp://guest:guest@127.0.0.1:{free_port()}/%2F,{broker_url}"  # first one is down
+    _, df = _drain_to_parquet(spark, urls, queue, tmp_path)
+    assert sorted(r.message_id for r in df.select("properties.message_id").collect()) == ids
