@@ -483,18 +483,22 @@ class NodeDriver:
         if not committed or self._groups.get(g.id) is not g:
             return  # nothing, or the group was removed meanwhile (e.g. by an effect)
         machine = g.machine
+        apply, decode = machine.apply, machine.decode
+        normal = EntryKind.NORMAL
         is_leader = g.raft.is_leader
         effects_out: list[Any] = []
         state = g.state
+        waiters = g.waiters
         for e in committed:
             reply = None
-            if e.kind is EntryKind.NORMAL:
-                state, reply, effects = machine.apply(Meta(e.index, e.term, e.timestamp),
-                                                      machine.decode(e.data), state)
-                for eff in effects:
-                    if is_leader or isinstance(eff, LocalEffect):
-                        effects_out.append(eff)
-            w = g.waiters.pop(e.index, None)
+            if e.kind is normal:
+                state, reply, effects = apply(Meta(e.index, e.term, e.timestamp),
+                                              decode(e.data), state)
+                if is_leader:
+                    effects_out += effects
+                else:
+                    effects_out += [eff for eff in effects if isinstance(eff, LocalEffect)]
+            w = waiters.pop(e.index, None) if waiters else None
             if w is not None:
                 if w.term == e.term:
                     w.resolve(reply)
