@@ -228,8 +228,8 @@ class NodeDriver:
             return 0
         err = NotLeader(None)
         for w in [*g.waiters.values(), *(w for _, w in g.proposals if w is not None),
-                  *g.read_waiters.values(),
-                  *(w for _, w in g.reads), *(w for _, w in g.read_ready), *(w for _, w in g.controls)]:
+                  *g.read_waiters.values(), *(w for _, w in g.reads),
+                  *(w for _, w in g.read_ready), *(w for _, w in g.controls)]:
             w.fail(err)
         return self.log.delete_group(group) if delete else 0
 
