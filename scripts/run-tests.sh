@@ -2,8 +2,8 @@
 # The whole test suite, as the README and CI run it.
 #  1. unit, property, simulation and integration tests, plus compat_tests against this broker
 #     (compat_tests/conftest.py starts `amqp-broker` on a free port);
-#  2. compat_tests again against a real RabbitMQ 3.10 on port 5673, to prove every expectation is
-#     RabbitMQ's behaviour (skipped with a message when rabbitmq-server is not installed;
+#  2. compat_tests (and the Spark source/sink tests) again against a real RabbitMQ 3.10 on port
+#     5673, to prove every expectation is RabbitMQ's behaviour (skipped with a message when rabbitmq-server is not installed;
 #     set SKIP_RABBITMQ=1 to skip on purpose).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,8 +14,12 @@ python3 -m pytest tests compat_tests -q -p no:cacheprovider "$@" || status=$?
 if [ "${SKIP_RABBITMQ:-0}" != "1" ]; then
   if command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ]; then
     if bash .ci/rabbitmq.sh start; then
-      python3 -m pytest compat_tests -q -p no:cacheprovider \
+      MGMT_URL=http://127.0.0.1:15673 python3 -m pytest compat_tests -q -p no:cacheprovider \
         --broker-url amqp://guest:guest@127.0.0.1:5673/ "$@" || status=$?
+      # the Spark source and sink speak plain AMQP 0-9-1: same tests against RabbitMQ
+      # (the crash/restart cases, marked slow, run against this broker only)
+      SPARK_BROKER_URL=amqp://guest:guest@127.0.0.1:5673/%2F python3 -m pytest tests/spark \
+        -q -p no:cacheprovider -m "not slow" "$@" || status=$?
       bash .ci/rabbitmq.sh stop || true
     else
       echo "could not start RabbitMQ for the compat run" >&2
