@@ -409,6 +409,8 @@ class NodeDriver:
             for m in rd.messages:
                 send(m.to, g.id, encode_message(m))
         for (g, rd), committed in zip(readies, rest):
+            if self._groups.get(g.id) is not g:
+                continue  # removed during this pass (e.g. by an effect): nothing to finish
             self._apply(g, committed)
             for rs in rd.read_states:
                 w = g.read_waiters.pop(rs.ctx, None)
