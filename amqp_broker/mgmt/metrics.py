@@ -8,7 +8,14 @@ metrics over the node (no labels), `/metrics/per-object` gives one series per qu
 
 Counters the broker does not keep are not exported (no constants pretending to be data). The
 broker may offer `broker.counters`, a mapping of name -> int for any of `_GLOBAL_COUNTERS`
-(and `dead_lettered_<reason>` keys); those are exported when present.
+(and `dead_lettered_<reason>` keys); those are exported when present. Dead letters are labelled
+{queue_type, dead_letter_strategy} from `broker.dead_lettered` ((reason, type, strategy) -> n)
+when the broker keeps it.
+
+Quorum queues add the ra_metrics family (rabbitmq_raft_*, per queue or aggregated: indexes and
+terms summed, commit latency averaged as rabbitmq_prometheus does) from
+`QuorumRuntime.raft_metrics(group)`, and the node's quorum log sizes (our own names:
+rabbitmq_raft_wal_size_bytes, rabbitmq_raft_segment_size_bytes).
 """
 
 from __future__ import annotations
@@ -50,6 +57,24 @@ _GLOBAL_COUNTERS = {
                              "Total number of messages redelivered to consumers"),
 }
 _DEAD_LETTER_REASONS = ("expired", "rejected", "maxlen", "delivery_limit")
+# what Broker.count_dead_lettered is told (no "disabled": drops without a DLX are not counted)
+_DEAD_LETTER_LABELS = (("rabbit_classic_queue", "at_most_once"),
+                       ("rabbit_quorum_queue", "at_most_once"),
+                       ("rabbit_quorum_queue", "at_least_once"))
+
+# QuorumRuntime.raft_metrics key -> (metric name, type, help); RabbitMQ 3.x/4.0 names
+_RAFT = {
+    "term": ("rabbitmq_raft_term_total", "counter", "Current Raft term number"),
+    "snapshot": ("rabbitmq_raft_log_snapshot_index", "gauge", "Raft log snapshot index"),
+    "applied": ("rabbitmq_raft_log_last_applied_index", "gauge", "Raft log last applied index"),
+    "commit": ("rabbitmq_raft_log_commit_index", "gauge", "Raft log commit index"),
+    "last_written": ("rabbitmq_raft_log_last_written_index", "gauge",
+                     "Raft log last written index"),
+    "commit_latency": ("rabbitmq_raft_entry_commit_latency_seconds", "gauge",
+                       "Time taken for a log entry to be committed"),
+    "segment_bytes": ("rabbitmq_raft_segment_size_bytes", "gauge",
+                      "Bytes in the Raft log segment files of quorum queues"),
+}
 
 
 def _esc(v: str) -> str:
@@ -90,6 +115,7 @@ def render_metrics(admin: Any, *, per_object: bool = False) -> str:
                [({"rabbitmq_node": admin.node, "rabbitmq_cluster": s.cluster_name,
                   "rabbitmq_cluster_permanent_id": s.cluster_name}, 1)])
     _queue_metrics(out, queues, per_object)
+    _raft_metrics(out, broker, per_object)
     channels = sum(len(x.channels) for x in broker.sessions)
     out.family("rabbitmq_connections", "gauge", "Connections currently open",
                [({}, len(broker.sessions))])
@@ -102,7 +128,7 @@ def render_metrics(admin: Any, *, per_object: bool = False) -> str:
                "is set to 1 when memory alarm is in effect", [({}, int("memory" in alarms))])
     out.family("rabbitmq_alarms_free_disk_space_watermark", "untyped",
                "is set to 1 when disk alarm is in effect", [({}, int("disk" in alarms))])
-    _counter_metrics(out, getattr(broker, "counters", None))
+    _counter_metrics(out, getattr(broker, "counters", None), getattr(broker, "dead_lettered", None))
     return out.text()
 
 
@@ -124,19 +150,57 @@ def _queue_metrics(out: _Out, queues: list[dict], per_object: bool) -> None:
     out.family("rabbitmq_queue_consumers", "gauge", "Consumers on a queue", per_queue("consumers"))
 
 
-def _counter_metrics(out: _Out, counters: Any) -> None:
-    if not counters:
+def _quorum_groups(broker: Any) -> list[tuple[dict[str, str], dict[str, Any]]]:
+    """({vhost, queue}, raft metrics) of every quorum queue this node leads."""
+    runtime = getattr(broker, "quorum", None)
+    if runtime is None:
+        return []
+    out = []
+    for vhost in list(broker.vhosts.values()):
+        for rt in list(vhost.queues.values()):
+            group = getattr(rt.queue, "group", None)
+            if rt.queue_type != "quorum" or group is None or not runtime.driver.has_group(group):
+                continue
+            out.append(({"vhost": vhost.name, "queue": rt.name}, runtime.raft_metrics(group)))
+    return out
+
+
+def _raft_metrics(out: _Out, broker: Any, per_object: bool) -> None:
+    runtime = getattr(broker, "quorum", None)
+    if runtime is None:
         return
-    for key, (name, help_) in _GLOBAL_COUNTERS.items():
-        if key in counters:
-            out.family(name, "counter", help_, [({}, counters[key])])
+    groups = _quorum_groups(broker)
+    for key, (name, kind, help_) in _RAFT.items():
+        if per_object:
+            samples = [(labels, m[key]) for labels, m in groups]
+        elif key == "commit_latency":  # a mean: a sum of latencies means nothing
+            samples = [({}, sum(m[key] for _, m in groups) / len(groups) if groups else 0)]
+        else:
+            samples = [({}, sum(m[key] for _, m in groups))]
+        out.family(name, kind, help_, samples)
+    out.family("rabbitmq_raft_wal_size_bytes", "gauge",
+               "Bytes in the node's current Raft write-ahead log file", [({}, runtime.wal_bytes())])
+
+
+def _counter_metrics(out: _Out, counters: Any, dead_lettered: Any) -> None:
+    if counters:
+        for key, (name, help_) in _GLOBAL_COUNTERS.items():
+            if key in counters:
+                out.family(name, "counter", help_, [({}, counters[key])])
     for reason in _DEAD_LETTER_REASONS:
-        key = f"dead_lettered_{reason}"
-        if key in counters:
-            out.family(f"rabbitmq_global_messages_dead_lettered_{reason}_total", "counter",
-                       f"Total number of messages dead-lettered due to {reason}",
-                       [({"queue_type": "rabbit_classic_queue",
-                          "dead_letter_strategy": "at_most_once"}, counters[key])])
+        if dead_lettered is not None:
+            samples = [({"queue_type": kind, "dead_letter_strategy": strategy},
+                        dead_lettered.get((reason, kind, strategy), 0))
+                       for kind, strategy in _DEAD_LETTER_LABELS]
+        elif counters and f"dead_lettered_{reason}" in counters:
+            # a broker without labelled counts: what it counted is classic at-most-once
+            samples = [({"queue_type": "rabbit_classic_queue",
+                         "dead_letter_strategy": "at_most_once"},
+                        counters[f"dead_lettered_{reason}"])]
+        else:
+            continue
+        out.family(f"rabbitmq_global_messages_dead_lettered_{reason}_total", "counter",
+                   f"Total number of messages dead-lettered due to {reason}", samples)
 
 
 async def _metrics(request: Request) -> Response:

@@ -75,6 +75,9 @@ class Broker:
         self.queue_factories: dict[str, Any] = {}
         self.quorum: Any = None  # cluster.QuorumRuntime once node.open_broker installed it
         self.counters = Counters()  # message totals for /metrics and the overview
+        # (reason, queue_type, dead_letter_strategy) -> messages: /metrics labels them as
+        # rabbitmq_prometheus does (queue_type rabbit_classic_queue / rabbit_quorum_queue)
+        self.dead_lettered: dict[tuple[str, str, str], int] = {}
         self.admin = Admin(self)
         self.admin.load()  # users, vhosts, permissions, policies (defaults on first start)
 
@@ -167,14 +170,20 @@ class Broker:
                 rt.run()
 
     # -- dead lettering ------------------------------------------------------------------------
+    def count_dead_lettered(self, reason: str, queue_type: str, strategy: str, n: int = 1) -> None:
+        """Count `n` dead-lettered messages (metrics: rabbitmq_global_messages_dead_lettered_*)."""
+        key = (reason, queue_type, strategy)
+        self.dead_lettered[key] = self.dead_lettered.get(key, 0) + n
+        self.counters.dead_lettered(reason, n)
+
     def dead_letter(self, vhost: VHost, dead_letters: list) -> None:
         from . import deadletter
 
-        counters = self.counters
         for dl in dead_letters:
-            # Counted when the queue has a DLX (RabbitMQ's at_most_once strategy).
+            # queues hand over dead letters only when they have a DLX (at_most_once here;
+            # quorum at-least-once ones go through dlx/worker.py and are counted there)
             rt = vhost.queues.get(dl.queue)
-            settings = getattr(getattr(rt, "queue", None), "settings", None)
-            if getattr(settings, "dead_letter_exchange", None) is not None:
-                counters.dead_lettered(dl.reason)
+            kind = "rabbit_quorum_queue" if getattr(rt, "queue_type", "") == "quorum" \
+                else "rabbit_classic_queue"
+            self.count_dead_lettered(dl.reason, kind, "at_most_once")
         deadletter.route_dead_letters(self, vhost, dead_letters)

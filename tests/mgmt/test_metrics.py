@@ -52,17 +52,36 @@ def test_metrics_endpoint(api, node, amqp, name):
 
 def test_counters_exported_only_when_the_broker_keeps_them(node):
     broker = node.admin.broker
-    kept = broker.counters
+    kept, kept_dl = broker.counters, broker.dead_lettered
     try:
         node.call(setattr, broker, "counters", None)
+        node.call(setattr, broker, "dead_lettered", None)
         assert "rabbitmq_global_messages_received_total" not in node.call(render_metrics, node.admin)
         node.call(setattr, broker, "counters", {"messages_received": 7, "dead_lettered_expired": 2})
         s = _samples(node.call(render_metrics, node.admin))
         assert s["rabbitmq_global_messages_received_total"] == 7
+        # without labelled counts, what the broker counted is classic at-most-once
         assert s['rabbitmq_global_messages_dead_lettered_expired_total'
                  '{queue_type="rabbit_classic_queue",dead_letter_strategy="at_most_once"}'] == 2
     finally:
         node.call(setattr, broker, "counters", kept)
+        node.call(setattr, broker, "dead_lettered", kept_dl)
+
+
+def test_dead_letter_counters_labelled_by_queue_type_and_strategy(node):
+    broker = node.admin.broker
+    kept = broker.dead_lettered
+    try:
+        node.call(setattr, broker, "dead_lettered", {})
+        node.call(broker.count_dead_lettered, "rejected", "rabbit_quorum_queue", "at_least_once", 3)
+        node.call(broker.count_dead_lettered, "rejected", "rabbit_classic_queue", "at_most_once")
+        s = _samples(node.call(render_metrics, node.admin))
+        name = "rabbitmq_global_messages_dead_lettered_rejected_total"
+        assert s[name + '{queue_type="rabbit_quorum_queue",dead_letter_strategy="at_least_once"}'] == 3
+        assert s[name + '{queue_type="rabbit_classic_queue",dead_letter_strategy="at_most_once"}'] == 1
+        assert s[name + '{queue_type="rabbit_quorum_queue",dead_letter_strategy="at_most_once"}'] == 0
+    finally:
+        node.call(setattr, broker, "dead_lettered", kept)
 
 
 _DL = '{queue_type="rabbit_classic_queue",dead_letter_strategy="at_most_once"}'
