@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from quorum.log import LogConfig
+
 from .catalog import GroupCatalog
 from .runtime import QuorumRuntime
 
@@ -19,7 +21,8 @@ __all__ = ["install_quorum", "QuorumRuntime", "GroupCatalog"]
 def install_quorum(broker: Any, node: str = "rabbit@localhost") -> QuorumRuntime:
     from amqp_broker.queues.quorum import QuorumQueue
 
-    runtime = QuorumRuntime(str(broker.settings.data_dir / "quorum"), node)
+    runtime = QuorumRuntime(str(broker.settings.data_dir / "quorum"), node,
+                            log_config=_log_config(broker.settings))
 
     def factory(name: str, vhost: str, *, durable: bool, auto_delete: bool, exclusive: bool,
                 arguments: dict, now_ms: int) -> QuorumQueue:
@@ -27,3 +30,12 @@ def install_quorum(broker: Any, node: str = "rabbit@localhost") -> QuorumRuntime
 
     broker.queue_factories["quorum"] = factory
     return runtime
+
+
+def _log_config(settings: Any) -> LogConfig | None:
+    """raft.* from rabbitmq.conf (BrokerSettings); plain Settings have none: the log's defaults."""
+    raft = getattr(settings, "raft", None)
+    if raft is None:
+        return None
+    return LogConfig(wal_max_size_bytes=raft.wal_max_size_bytes,
+                     segment_max_entries=raft.segment_max_entries)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 import weakref
 from typing import Any, Callable
@@ -24,7 +25,7 @@ from typing import Any, Callable
 import trio
 
 from quorum.driver import NodeDriver
-from quorum.log import AsyncLog
+from quorum.log import AsyncLog, LogConfig
 from quorum.raft import RaftOptions
 
 from .catalog import GroupCatalog
@@ -57,12 +58,14 @@ class _NoPeers:
 
 class QuorumRuntime:
     def __init__(self, directory: str, node: str = "rabbit@localhost", *,
-                 tick_interval: float = 0.05, snapshot_every: int = 4096) -> None:
+                 tick_interval: float = 0.05, snapshot_every: int = 4096,
+                 log_config: LogConfig | None = None) -> None:
         os.makedirs(directory, exist_ok=True)
         self.node = node
         self.directory = directory
         self.catalog = GroupCatalog(directory)
-        self.log = AsyncLog.open(os.path.join(directory, "log"))
+        # log_config: raft.wal_max_size_bytes / raft.segment_max_entries from rabbitmq.conf
+        self.log = AsyncLog.open(os.path.join(directory, "log"), log_config)
         # the machine's `compactable` gate keeps compaction from outrunning live bodies
         self.driver = NodeDriver(node, self.log, _NoPeers(), options=RaftOptions(),
                                  tick_interval=tick_interval, snapshot_every=snapshot_every)
@@ -74,6 +77,10 @@ class QuorumRuntime:
         self._nursery: trio.Nursery | None = None
         self._deferred: list[Callable[[], Any]] = []
         self._running = False
+        # commit latency (propose -> apply on this leader): one sampled proposal in flight per
+        # group, a moving average per group; the other proposals stay callback-free
+        self._sampling: dict[str, float] = {}
+        self._latency: dict[str, float] = {}
 
     # -- process ids ----------------------------------------------------------------------------
     def pid_of(self, owner: Any) -> str:
@@ -110,7 +117,27 @@ class QuorumRuntime:
 
     def propose(self, group: str, data: bytes, callback: ProposalCallback | None = None) -> None:
         """Raises `quorum.raft.NotLeader` when this node does not lead the group."""
-        self.driver.propose_nowait(group, data, _guarded(callback) if callback else None)
+        if group not in self._sampling:
+            callback = self._sampled(group, callback)
+        try:
+            self.driver.propose_nowait(group, data, _guarded(callback) if callback else None)
+        except BaseException:
+            self._sampling.pop(group, None)
+            raise
+
+    def _sampled(self, group: str, callback: ProposalCallback | None) -> ProposalCallback:
+        self._sampling[group] = started = time.monotonic()
+
+        def done(reply: Any, error: BaseException | None) -> None:
+            self._sampling.pop(group, None)
+            if error is None:
+                took = time.monotonic() - started
+                old = self._latency.get(group)
+                self._latency[group] = took if old is None else 0.8 * old + 0.2 * took
+            if callback is not None:
+                callback(reply, error)
+
+        return done
 
     def when_ready(self, group: str, on_ready: Callable[[], None]) -> None:
         """Call `on_ready()` once this node leads `group` again and has applied its log."""
@@ -120,6 +147,7 @@ class QuorumRuntime:
         """Stop hosting `group` and delete its durable state (a DELETE record in the WAL;
         its files go once that is durable). Its pending proposals fail with NotLeader."""
         self.driver.remove_group(group, delete=True)
+        self._latency.pop(group, None)
 
     def _spawn(self, fn: Callable[[], Any]) -> None:
         if self._nursery is None:
@@ -150,3 +178,28 @@ class QuorumRuntime:
 
     def statistics(self) -> dict[str, Any]:
         return self.driver.statistics()
+
+    # -- metrics (mgmt/metrics.py) --------------------------------------------------------------
+    def raft_metrics(self, group: str) -> dict[str, Any]:
+        """term, commit, applied, last_written (handed to the WAL), snapshot index, commit
+        latency in seconds (moving average; 0 before the first sample) and segment bytes."""
+        st = self.driver.raft(group).status()
+        g = self.log.store.groups.get(group)
+        return {"term": st["term"], "commit": st["commit"], "applied": st["applied"],
+                "last_written": st["last_index"], "snapshot": st["snapshot_index"],
+                "commit_latency": self._latency.get(group, 0.0),
+                "segment_bytes": _file_bytes(s.path for s in g.segments) if g else 0}
+
+    def wal_bytes(self) -> int:
+        """Size of the node's current WAL file (the log counts what it writes: no stat)."""
+        return self.log.store.statistics()["wal_size"]
+
+
+def _file_bytes(paths: Any) -> int:
+    total = 0
+    for path in paths:
+        try:
+            total += os.path.getsize(path)
+        except OSError:  # removed by a compaction meanwhile
+            pass
+    return total

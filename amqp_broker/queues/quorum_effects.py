@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from amqp_broker.core.fieldtypes import Long
 from amqp_broker.protocol.properties import decode_properties, encode_properties
 from quorum import fifo
 
@@ -36,7 +37,7 @@ def with_delivery_count(msg: Message, count: int) -> Message:
     """The message with header x-delivery-count = count (redeliveries only; slow path)."""
     props = decode_properties(msg.properties)
     headers = dict(props.headers or {})
-    headers["x-delivery-count"] = count
+    headers["x-delivery-count"] = Long(count)  # RabbitMQ sends a long ('l'), not the smallest int
     props.headers = headers
     return Message.from_publish(msg.exchange, msg.routing_key, encode_properties(props), msg.body)
 
@@ -142,9 +143,13 @@ class EffectRunner:
         if dl.at_least_once:
             # held in the replicated state until the DLX worker (dlx/worker.py) settles them
             worker = q.dlx_worker()
+            n = 0
             for m, msg in zip(dl.msgs, eff.messages):
                 if msg is not None and m.dlx_id is not None:
                     worker.add(m.dlx_id, dl.reason, msg)
+                    n += 1
+            if n:  # counted once, here on the leader, as rabbit_fifo's dead-letter effect does
+                q.broker.count_dead_lettered(dl.reason, "rabbit_quorum_queue", "at_least_once", n)
             worker.pump()
             return
         for m, msg in zip(dl.msgs, eff.messages):
