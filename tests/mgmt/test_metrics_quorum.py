@@ -105,3 +105,41 @@ async def test_raft_settings_reach_the_log_and_raft_metrics(tmp_path):
         per_queue["rabbitmq_raft_entry_commit_latency_seconds" + label])
     assert not any(k.startswith("rabbitmq_raft_log_commit_index{") for k in node)
     assert node["rabbitmq_raft_wal_size_bytes"] > 0
+
+
+def _reject_into_dlx(port: int) -> None:
+    """One message rejected from each of two quorum queues: at-most-once and at-least-once."""
+    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port,
+                                                             connection_attempts=1))
+    try:
+        ch = conn.channel()
+        ch.queue_declare("dl.target", durable=True)
+        for name, strategy in (("dl.amo", "at-most-once"), ("dl.alo", "at-least-once")):
+            ch.queue_declare(name, durable=True, arguments={
+                "x-queue-type": "quorum", "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "dl.target", "x-dead-letter-strategy": strategy,
+                "x-overflow": "reject-publish"})
+            ch.basic_publish("", name, b"dead", pika.BasicProperties(delivery_mode=2))
+            method = None
+            while method is None:
+                method, _props, _body = ch.basic_get(name)
+            ch.basic_reject(method.delivery_tag, requeue=False)
+        while ch.queue_declare("dl.target", passive=True).method.message_count < 2:
+            conn.sleep(0.02)  # both dead letters arrived
+    finally:
+        conn.close()
+
+
+@pytest.mark.trio
+async def test_quorum_dead_letters_counted_by_strategy(tmp_path):
+    broker = open_broker(_settings(tmp_path))
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(serve_broker, broker)
+        with trio.fail_after(60):
+            await trio.to_thread.run_sync(_reject_into_dlx, port)
+        s = _samples(render_metrics(Admin(broker)))
+        nursery.cancel_scope.cancel()
+    name = "rabbitmq_global_messages_dead_lettered_rejected_total"
+    assert s[name + '{queue_type="rabbit_quorum_queue",dead_letter_strategy="at_most_once"}'] == 1
+    assert s[name + '{queue_type="rabbit_quorum_queue",dead_letter_strategy="at_least_once"}'] == 1
+    assert s[name + '{queue_type="rabbit_classic_queue",dead_letter_strategy="at_most_once"}'] == 0
