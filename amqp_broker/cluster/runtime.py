@@ -15,6 +15,7 @@ proposals made between two driver passes go into one WAL batch and one fdatasync
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -47,6 +48,21 @@ def _guarded(fn: ProposalCallback) -> ProposalCallback:
             _log.exception("quorum proposal callback failed")
 
     return call
+
+
+# The collector's first generation threshold for a node that runs quorum queues. They keep
+# many small long-lived objects per message (fifo header, body, Raft entry, waiters) and
+# allocate several per publish, so with CPython's default (700) the collector runs every
+# few dozen messages and walks ever more survivors: ~8% of the broker's main thread in a
+# publish+consume benchmark, ~3x less with this threshold. No effect on what is collected.
+_GC_GEN0 = 20000
+
+
+def _tune_gc() -> None:
+    """Raise the first GC threshold to `_GC_GEN0` unless something set it higher already."""
+    gen0, gen1, gen2 = gc.get_threshold()
+    if 0 < gen0 < _GC_GEN0:
+        gc.set_threshold(_GC_GEN0, gen1, gen2)
 
 
 class _NoPeers:
@@ -162,6 +178,7 @@ class QuorumRuntime:
         if self._running:
             raise RuntimeError("QuorumRuntime.run called twice")
         self._running = True
+        _tune_gc()
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.driver.run)

@@ -158,3 +158,22 @@ def test_leader_applies_its_own_enqueue_without_decoding_it_again():
     other = Enqueue(None, None, 1, encode_payload(_msg(99)))
     state, _, _ = machine.apply(Meta(3, 1, 0), machine.decode(fifo.encode_command(other)), state)
     assert state.bodies[3].body == b"body-99" and not machine.outbox
+
+
+def test_running_runtime_raises_the_gc_threshold_but_never_lowers_it():
+    import gc
+
+    from amqp_broker.cluster import runtime as rt_mod
+    saved = gc.get_threshold()
+    try:
+        gc.set_threshold(700, saved[1], saved[2])
+        rt_mod._tune_gc()
+        assert gc.get_threshold() == (rt_mod._GC_GEN0, saved[1], saved[2])
+        gc.set_threshold(rt_mod._GC_GEN0 * 2, saved[1], saved[2])
+        rt_mod._tune_gc()
+        assert gc.get_threshold()[0] == rt_mod._GC_GEN0 * 2
+        gc.set_threshold(0, saved[1], saved[2])  # 0: collection disabled, left alone
+        rt_mod._tune_gc()
+        assert gc.get_threshold()[0] == 0
+    finally:
+        gc.set_threshold(*saved)
