@@ -56,7 +56,8 @@ def test_counters_exported_only_when_the_broker_keeps_them(node):
     try:
         node.call(setattr, broker, "counters", None)
         node.call(setattr, broker, "dead_lettered", None)
-        assert "rabbitmq_global_messages_received_total" not in node.call(render_metrics, node.admin)
+        text = node.call(render_metrics, node.admin)
+        assert "rabbitmq_global_messages_received_total" not in text
         node.call(setattr, broker, "counters", {"messages_received": 7, "dead_lettered_expired": 2})
         s = _samples(node.call(render_metrics, node.admin))
         assert s["rabbitmq_global_messages_received_total"] == 7
@@ -77,9 +78,13 @@ def test_dead_letter_counters_labelled_by_queue_type_and_strategy(node):
         node.call(broker.count_dead_lettered, "rejected", "rabbit_classic_queue", "at_most_once")
         s = _samples(node.call(render_metrics, node.admin))
         name = "rabbitmq_global_messages_dead_lettered_rejected_total"
-        assert s[name + '{queue_type="rabbit_quorum_queue",dead_letter_strategy="at_least_once"}'] == 3
-        assert s[name + '{queue_type="rabbit_classic_queue",dead_letter_strategy="at_most_once"}'] == 1
-        assert s[name + '{queue_type="rabbit_quorum_queue",dead_letter_strategy="at_most_once"}'] == 0
+
+        def count(kind: str, strategy: str) -> float:
+            return s[f'{name}{{queue_type="{kind}",dead_letter_strategy="{strategy}"}}']
+
+        assert count("rabbit_quorum_queue", "at_least_once") == 3
+        assert count("rabbit_classic_queue", "at_most_once") == 1
+        assert count("rabbit_quorum_queue", "at_most_once") == 0
     finally:
         node.call(setattr, broker, "dead_lettered", kept)
 
