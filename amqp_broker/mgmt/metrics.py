@@ -138,7 +138,8 @@ def _queue_metrics(out: _Out, queues: list[dict], per_object: bool) -> None:
             return [({}, sum(q[key] for q in queues))]
         return [({"vhost": q["vhost"], "queue": q["name"]}, q[key]) for q in queues]
 
-    out.family("rabbitmq_queue_messages_ready", "gauge", "Messages ready to be delivered to consumers",
+    out.family("rabbitmq_queue_messages_ready", "gauge",
+               "Messages ready to be delivered to consumers",
                per_queue("messages_ready"))
     out.family("rabbitmq_queue_messages_unacked", "gauge",
                "Messages delivered to consumers but not yet acknowledged",
