@@ -13,9 +13,9 @@ confirmed, the message is settled. A target that refused it (reject-publish, ful
 a missing exchange or a route to no queue keeps the message; it is retried on a short poll
 (`retry_ms`, default 500 ms) and only to the targets that have not confirmed yet, and not
 before the port says the target has room. A confirm that never comes is given up on after
-`confirm_timeout_ms` (dead_letter_worker_publisher_confirm_timeout) and the message resent. Targets dropped because of a dead-letter cycle
-count as done; a message whose every route is a cycle is settled (dropped) as at-most-once
-would.
+`confirm_timeout_ms` (dead_letter_worker_publisher_confirm_timeout) and the message resent.
+Targets dropped because of a dead-letter cycle count as done; a message whose every route is a
+cycle is settled (dropped) as at-most-once would.
 
 Pure: no trio, no clock. The port (`dlx.port.BrokerPort` in the broker, a fake in tests)
 supplies time, routing, publishing, settling and a retry timer:
@@ -23,7 +23,7 @@ supplies time, routing, publishing, settling and a retry timer:
     port.now_ms() -> int
     port.is_held(dlx_id) -> bool                       # still in the queue's dlx state?
     port.prepare(reason, message) -> Prepared | None   # None: no DLX configured now
-    port.route(prepared) -> list[str]                  # raises LookupError-like on no exchange
+    port.route(prepared) -> (targets, dropped as cycles)   # raises when the DLX is missing
     port.has_room(queue_name) -> bool
     port.publish(queue_name, prepared, callback(ok)) -> bool   # False: no such queue
     port.settle(dlx_ids: tuple[int, ...])
