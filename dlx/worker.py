@@ -69,7 +69,7 @@ class _Item:
         self.waiting = 0              # publish confirms outstanding
         self.failed = False           # something refused: retry on the next poll
         self.prepared: Any = None     # the dead-lettered copy (rebuilt until a target has it)
-        self.sent_at = 0
+        self.sent_at: int | None = None   # None: never sent
         self.gen = 0                  # bumped when outstanding confirms are given up on
 
 
@@ -124,28 +124,38 @@ class DlxWorker:
         self._pumping = True
         try:
             self._forget_unheld()
+            blocked = self._pass(retry=True)
+            # confirms that came at once (transient targets) freed slots: keep going, sending
+            # only newly taken messages (refused ones wait for the next poll)
             while self._queued and len(self._taken) < self.prefetch:
-                dlx_id = next(iter(self._queued))
-                reason, message = self._queued.pop(dlx_id)
-                self._taken[dlx_id] = item = _Item(dlx_id, reason, message)
-                item.failed = True   # never sent: send now
-            blocked = False
-            now = self.port.now_ms()
-            for item in list(self._taken.values()):
-                if item.waiting and now - item.sent_at >= self.confirm_timeout_ms:
-                    item.gen += 1       # a confirm never came: late answers are ignored
-                    item.waiting = 0
-                    item.failed = True
-                if item.failed and item.waiting == 0:
-                    item.sent_at = now
-                    self._send(item)
-                if item.failed or item.waiting:
-                    blocked = True     # poll: retries, and confirm timeouts
+                blocked = self._pass(retry=False) or blocked
         finally:
             self._pumping = False
         self._flush()
         if blocked:
             self._arm()
+
+    def _pass(self, retry: bool) -> bool:
+        """Take up to prefetch, send what needs sending; True if something waits or failed."""
+        while self._queued and len(self._taken) < self.prefetch:
+            dlx_id = next(iter(self._queued))
+            reason, message = self._queued.pop(dlx_id)
+            self._taken[dlx_id] = item = _Item(dlx_id, reason, message)
+            item.failed = True   # never sent: send now
+            item.sent_at = None
+        blocked = False
+        now = self.port.now_ms()
+        for item in list(self._taken.values()):
+            if item.waiting and now - (item.sent_at or 0) >= self.confirm_timeout_ms:
+                item.gen += 1       # a confirm never came: late answers are ignored
+                item.waiting = 0
+                item.failed = True
+            if item.failed and item.waiting == 0 and (retry or item.sent_at is None):
+                item.sent_at = now
+                self._send(item)
+            if item.failed or item.waiting:
+                blocked = True     # poll: retries, and confirm timeouts
+        return blocked
 
     def on_timer(self, now_ms: int) -> None:
         """The retry poll is due."""

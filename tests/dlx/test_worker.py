@@ -243,3 +243,30 @@ def test_fallback_to_at_most_once_is_logged(caplog):
         check_strategy(QueueConfig(name="q2", overflow="drop-head", **alo), "q2")
     assert len(caplog.records) == 1 and "falling back to at-most-once" in caplog.text
     assert QueueConfig(name="q2", overflow="drop-head", **alo).at_least_once is False
+
+
+def test_synchronous_confirms_beyond_prefetch_do_not_stall():
+    """Targets that confirm at once (transient classic queues) free slots inside pump."""
+    p = FakePort()
+    w = _worker(p, 7, prefetch=2)
+    assert p.settled == [1, 2, 3, 4, 5, 6, 7] and len(w) == 0
+
+
+def test_refused_ones_are_not_resent_while_fresh_ones_flow():
+    """One target refuses m1 at once, the rest confirm at once: m1 is offered once per poll."""
+    p = FakePort()
+    sent = []
+    publish = p.publish
+
+    def counting(q, prepared, cb):
+        sent.append(prepared[1])
+        if prepared[1] == "m1":
+            cb(False)
+            return True
+        return publish(q, prepared, cb)
+
+    p.publish = counting
+    w = _worker(p, 50, prefetch=2)
+    assert sent.count("m1") == 1 and p.settled == list(range(2, 51))
+    w.on_timer(p.timers[-1])
+    assert sent.count("m1") == 2 and len(w) == 1
