@@ -195,3 +195,17 @@ def test_kill_9_while_the_worker_is_busy_loses_none(fresh_broker):
     assert set(_drain(ch, "kb.tgt", n)) == want
     assert set(_drain(ch, "kb.ctgt", n)) == want
     conn.close()
+
+
+def test_many_to_a_transient_classic_target(ch):
+    """Confirms of a transient classic target come at once: more than prefetch (32) messages
+    must still all move."""
+    ch.queue_declare("alo.tr.tgt")  # not durable: confirms are immediate
+    ch.queue_declare("alo.tr.src", durable=True,
+                     arguments={**ALO, "x-dead-letter-exchange": "",
+                                "x-dead-letter-routing-key": "alo.tr.tgt", "x-message-ttl": 5})
+    ch.confirm_delivery()
+    for i in range(200):
+        ch.basic_publish("", "alo.tr.src", f"m{i}".encode(), pika.BasicProperties(delivery_mode=1))
+    got = _drain(ch, "alo.tr.tgt", 200)
+    assert set(got) == {f"m{i}".encode() for i in range(200)}
