@@ -88,6 +88,7 @@ class DlxWorker:
         self._pumping = False
         self._retry_at: int | None = None
         self.stopped = False
+        self._warned_at: int | None = None
 
     # -- input ---------------------------------------------------------------------------------
     def add(self, dlx_id: int, reason: str, message: Any) -> None:
@@ -185,7 +186,7 @@ class DlxWorker:
                 return
             targets, cycled = port.route(item.prepared)
         except Exception as err:  # missing exchange (NotFound) and the like: keep, retry
-            _log.debug("dlx worker %r: cannot route yet: %s", self.name, err)
+            self._warn(f"cannot route dead letters yet ({err}); will retry")
             item.failed = True
             return
         todo = [t for t in targets if t not in item.done]
@@ -194,6 +195,7 @@ class DlxWorker:
                 self._complete(item)   # every target confirmed, or all routes are cycles
             else:
                 item.failed = True     # routes to no queue: keep until a binding appears
+                self._warn("dead letters route to no queue; will retry")
             return
         item.waiting += 1  # guard: a synchronous confirm must not complete the item mid-loop
         for target in todo:
@@ -205,6 +207,13 @@ class DlxWorker:
                 item.waiting -= 1
                 item.failed = True
         self._answered(item, None, True, item.gen)
+
+    def _warn(self, text: str) -> None:
+        """Like RabbitMQ's worker: say why messages stay, at most once a minute."""
+        now = self.port.now_ms()
+        if self._warned_at is None or now - self._warned_at >= 60_000:
+            self._warned_at = now
+            _log.warning("dead-letter worker of quorum queue %r: %s", self.name, text)
 
     def _answered(self, item: _Item, target: str | None, ok: bool, gen: int) -> None:
         if self.stopped or self._taken.get(item.dlx_id) is not item or gen != item.gen:
