@@ -33,6 +33,7 @@ supplies time, routing, publishing, settling and a retry timer:
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from typing import Any, Protocol
 
 __all__ = ["DlxWorker", "DlxPort", "DEFAULT_PREFETCH", "RETRY_MS", "CONFIRM_TIMEOUT_MS"]
@@ -82,7 +83,8 @@ class DlxWorker:
         self.retry_ms = retry_ms
         self.confirm_timeout_ms = confirm_timeout_ms
         self.name = name
-        self._queued: dict[int, tuple[str, Any]] = {}   # held, not taken yet (discard order)
+        # held, not taken yet, in discard order (OrderedDict: O(1) pops from the front)
+        self._queued: OrderedDict[int, tuple[str, Any]] = OrderedDict()
         self._taken: dict[int, _Item] = {}              # at most `prefetch`
         self._settle: list[int] = []
         self._pumping = False
@@ -138,9 +140,11 @@ class DlxWorker:
 
     def _pass(self, retry: bool) -> bool:
         """Take up to prefetch, send what needs sending; True if something waits or failed."""
+        is_held = self.port.is_held
         while self._queued and len(self._taken) < self.prefetch:
-            dlx_id = next(iter(self._queued))
-            reason, message = self._queued.pop(dlx_id)
+            dlx_id, (reason, message) = self._queued.popitem(last=False)
+            if not is_held(dlx_id):
+                continue
             self._taken[dlx_id] = item = _Item(dlx_id, reason, message)
             item.failed = True   # never sent: send now
             item.sent_at = None
@@ -167,10 +171,9 @@ class DlxWorker:
 
     # -- internals ------------------------------------------------------------------------------
     def _forget_unheld(self) -> None:
-        """Messages the queue no longer holds (strategy switched, purge) are dropped here too."""
+        """Messages the queue no longer holds (strategy switched) are dropped here too; queued
+        ones are checked as they are taken (pump runs per confirm: stay O(prefetch))."""
         is_held = self.port.is_held
-        for d in [i for i in self._queued if not is_held(i)]:
-            del self._queued[d]
         for d in [i for i in self._taken if not is_held(i)]:
             del self._taken[d]
 
