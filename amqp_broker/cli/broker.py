@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import logging
 import signal
 import sys
@@ -70,6 +71,21 @@ async def _stop_on_signal(signals, stop: trio.Event, scope: trio.CancelScope) ->
             return
 
 
+# The collector's first generation threshold for the broker process. Quorum queues keep many
+# small long-lived objects per message (fifo header, body, Raft entry) and allocate several
+# per publish, so with CPython's default (700) the collector runs every few dozen messages and
+# walks ever more survivors: ~8% of the main thread in a publish+consume benchmark, ~3x less
+# with this threshold. A process-wide setting, so it belongs here, not in a library module.
+_GC_GEN0 = 20000
+
+
+def _tune_gc() -> None:
+    """Raise the first GC threshold to `_GC_GEN0` unless it is higher already or disabled (0)."""
+    gen0, gen1, gen2 = gc.get_threshold()
+    if 0 < gen0 < _GC_GEN0:
+        gc.set_threshold(_GC_GEN0, gen1, gen2)
+
+
 def _setup_logging(settings: Settings, flag: str | None) -> None:
     """Console logging (stderr; the start-up line says where the broker listens), plus the
     log.file of the config if it names one."""
@@ -104,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"amqp-broker: {err}", file=sys.stderr)
         return 2
     _setup_logging(settings, level)
+    _tune_gc()
     try:
         trio.run(_run, settings)
     except KeyboardInterrupt:

@@ -15,7 +15,6 @@ proposals made between two driver passes go into one WAL batch and one fdatasync
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import time
@@ -36,33 +35,6 @@ __all__ = ["QuorumRuntime"]
 _log = logging.getLogger(__name__)
 
 ProposalCallback = Callable[[Any, BaseException | None], None]
-
-
-def _guarded(fn: ProposalCallback) -> ProposalCallback:
-    """Callbacks run inside the driver's apply loop: a failing one must not stop the node."""
-
-    def call(reply: Any, error: BaseException | None) -> None:
-        try:
-            fn(reply, error)
-        except Exception:
-            _log.exception("quorum proposal callback failed")
-
-    return call
-
-
-# The collector's first generation threshold for a node that runs quorum queues. They keep
-# many small long-lived objects per message (fifo header, body, Raft entry, waiters) and
-# allocate several per publish, so with CPython's default (700) the collector runs every
-# few dozen messages and walks ever more survivors: ~8% of the broker's main thread in a
-# publish+consume benchmark, ~3x less with this threshold. No effect on what is collected.
-_GC_GEN0 = 20000
-
-
-def _tune_gc() -> None:
-    """Raise the first GC threshold to `_GC_GEN0` unless something set it higher already."""
-    gen0, gen1, gen2 = gc.get_threshold()
-    if 0 < gen0 < _GC_GEN0:
-        gc.set_threshold(_GC_GEN0, gen1, gen2)
 
 
 class _NoPeers:
@@ -136,7 +108,8 @@ class QuorumRuntime:
         if group not in self._sampling:
             callback = self._sampled(group, callback)
         try:
-            self.driver.propose_nowait(group, data, _guarded(callback) if callback else None)
+            # the driver already logs and swallows a failing callback
+            self.driver.propose_nowait(group, data, callback)
         except BaseException:
             self._sampling.pop(group, None)
             raise
@@ -178,7 +151,6 @@ class QuorumRuntime:
         if self._running:
             raise RuntimeError("QuorumRuntime.run called twice")
         self._running = True
-        _tune_gc()
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.driver.run)

@@ -160,10 +160,10 @@ def test_leader_applies_its_own_enqueue_without_decoding_it_again():
     assert state.bodies[3].body == b"body-99" and not machine.outbox
 
 
-def test_running_runtime_raises_the_gc_threshold_but_never_lowers_it():
+def test_broker_entry_point_raises_the_gc_threshold_but_never_lowers_it():
     import gc
 
-    from amqp_broker.cluster import runtime as rt_mod
+    from amqp_broker.cli import broker as rt_mod
     saved = gc.get_threshold()
     try:
         gc.set_threshold(700, saved[1], saved[2])
