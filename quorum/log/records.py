@@ -25,6 +25,7 @@ __all__ = [
     "DeleteRec",
     "Record",
     "encode_entry",
+    "entry_head",
     "encode_hard_state",
     "encode_truncate",
     "encode_snapshot",
@@ -106,10 +107,17 @@ def _group(group: bytes) -> bytes:
     return _GROUP_LEN.pack(len(group)) + group
 
 
+def entry_head(group: bytes, index: int, term: int, payload: bytes) -> bytes:
+    """The bytes of an entry record before its payload: ``entry_head(...) + payload`` is
+    `encode_entry(...)`. The WAL writer queues both pieces, so the payload is copied once
+    (into the batch) instead of three times; the crc runs over the pieces in turn."""
+    head = b"".join((b"\x01", _GROUP_LEN.pack(len(group)), group, _ENTRY.pack(index, term)))
+    return _FRAME.pack(len(head) + len(payload), zlib.crc32(payload, zlib.crc32(head))) + head
+
+
 def encode_entry(group: bytes, index: int, term: int, payload: bytes) -> bytes:
     """`group` is the utf-8 group id (callers cache it: this is the hot path)."""
-    body = b"".join((b"\x01", _group(group), _ENTRY.pack(index, term), payload))
-    return _FRAME.pack(len(body), zlib.crc32(body)) + body
+    return entry_head(group, index, term, payload) + payload
 
 
 def encode_hard_state(group: bytes, term: int, vote: str | None, commit: int) -> bytes:

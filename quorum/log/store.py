@@ -158,8 +158,8 @@ class LogStore:
         self._check()
         g = self._group(group)
         key = g.key
-        enc = R.encode_entry
-        pending = self._pending
+        head = R.entry_head
+        add = self._pending.append
         n = 0
         for index, term, payload in entries:
             if n == 0:
@@ -167,7 +167,9 @@ class LogStore:
             elif index != g.last_index + 1:
                 raise LogError(f"group {group!r}: entries not consecutive at {index}")
             g.put(index, term, payload)
-            pending.append(enc(key, index, term, payload))
+            # two pieces of one record: take_batch joins them (the only copy of the payload)
+            add(head(key, index, term, payload))
+            add(payload)
             n += 1
         self._seq += 1
         return self._seq

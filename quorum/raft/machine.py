@@ -23,7 +23,9 @@ S = TypeVar("S")
 C = TypeVar("C")
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is built per applied entry and a frozen __init__ costs ~3x as much
+# (~0.45 us vs ~0.15 us). Hashable like before; never change one after it was built.
+@dataclass(slots=True, unsafe_hash=True)
 class Meta:
     index: int
     term: int

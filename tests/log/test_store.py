@@ -309,3 +309,15 @@ def test_delete_recorded_in_wal_removes_files_found_at_recovery(tmp_path):
     r = open_store(d, SMALL)
     assert not os.path.exists(gdir)
     assert "q" not in r.group_names()
+
+
+def test_entry_record_in_two_pieces_is_one_scannable_record():
+    from quorum.log.records import EntryRec, encode_entry, entry_head, scan
+
+    payload = b"p" * 1000
+    rec = entry_head(b"grp", 7, 3, payload) + payload
+    assert rec == encode_entry(b"grp", 7, 3, payload)
+    records, end = scan(rec + encode_entry(b"grp", 8, 3, b""))
+    assert end == len(rec) + len(encode_entry(b"grp", 8, 3, b""))
+    assert [(type(r), r.index, r.term, bytes(r.payload)) for r in records] == [
+        (EntryRec, 7, 3, payload), (EntryRec, 8, 3, b"")]
