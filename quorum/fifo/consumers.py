@@ -110,6 +110,13 @@ class ServiceQueue:
     def __len__(self) -> int:
         return sum(len(q) for q in self._levels.values())
 
+    def __bool__(self) -> bool:
+        # asked after every command (deliver's early exit): cheaper than summing lengths
+        for q in self._levels.values():
+            if q:
+                return True
+        return False
+
     def to_wire(self) -> list:
         return [[p, [list(k) for k in self._levels[p]]] for p in self._prios
                 if self._levels[p]]

@@ -26,14 +26,20 @@ def deliver(meta: Meta, q: QueueState, effects: list) -> None:
     """Give ready messages to consumers in service-queue order until either runs out.
 
     Expired messages are only found at the head, as in rabbit_fifo: cost O(1) per
-    delivery.  One `Deliver` per consumer, in the order consumers were first served."""
+    delivery.  One `Deliver` per consumer, in the order consumers were first served.
+    Called after nearly every command: the common "nothing to do" cases return early."""
+    ready, sq = q.ready, q.sq
+    head = ready.peek()
+    if head is None or (head.expiry is None and not sq):
+        return  # nothing ready, or nobody waiting and nothing at the head to expire
     ts = meta.timestamp
-    ready, sq, cons = q.ready, q.sq, q.consumers
-    sends: dict = {}
-    expired: list[Message] = []
+    cons = q.consumers
+    sends: dict | None = None
+    expired: list[Message] | None = None
     while True:
-        head = ready.peek()
         while head is not None and head.expiry is not None and ts >= head.expiry:
+            if expired is None:
+                expired = []
             expired.append(ready.pop())
             head = ready.peek()
         if head is None:
@@ -54,16 +60,20 @@ def deliver(meta: Meta, q: QueueState, effects: list) -> None:
         c.credit -= 1
         c.delivery_count += 1
         q.checked_bytes += msg.size
+        if sends is None:
+            sends = {}
         out = sends.get(key)
         if out is None:
             out = sends[key] = []
         out.append(Delivery(mid, msg.index, msg.size, msg.acquired, msg.delivery_failed))
         if c.credit > 0:
             sq.push(c)
+        head = ready.peek()
     if expired:
         q.dlx.discard(expired, "expired", q.config, q.live, effects)
-    for key, out in sends.items():
-        effects.append(Deliver(key, tuple(out)))
+    if sends:
+        for key, out in sends.items():
+            effects.append(Deliver(key, tuple(out)))
 
 
 def over_limit(q: QueueState) -> bool:
