@@ -244,6 +244,14 @@ class Channel:
             return
         if how == "ack":
             self.counters.messages_acknowledged += len(recs)
+        if len(recs) == 1:  # the common single ack: no grouping by queue
+            rt, msg_id, st, _ = recs[0]
+            if st is not None:
+                st.unacked -= 1
+                self.global_unacked -= 1
+            rt.settle([msg_id], how)
+            self.kick_consumers()
+            return
         by_queue: dict = {}
         for rt, msg_id, st, _ in recs:
             if st is not None:
