@@ -58,13 +58,16 @@ class DeadMsg(NamedTuple):
     dlx_id: int | None   # set for at-least-once: settle with DlxSettle((dlx_id,))
 
 
-@dataclass(frozen=True, slots=True)
+# Built for (nearly) every applied command: not frozen, because a frozen dataclass's
+# __init__ costs ~3x as much (~0.7 vs ~0.25 us). Still hashable; never change one after it
+# was built.
+@dataclass(slots=True, unsafe_hash=True)
 class Applied:
     reply: Any
     effects: list = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Deliver(LocalEffect):
     """Hand `msgs` to `consumer`.  A `LocalEffect`: the driver passes it to every replica;
     `should_run` then keeps it on the consumer's node (or the leader, see below)."""
@@ -77,7 +80,7 @@ class Deliver(LocalEffect):
         return self.consumer.node
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Confirm:
     publisher: str
     seqs: tuple[int, ...]
@@ -105,7 +108,7 @@ class DeadLetter:
     local = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ReleaseCursor:
     """The state at `applied` may be snapshotted; no message body below `smallest_live`
     is referenced any more (None: no message is referenced at all)."""
@@ -114,7 +117,7 @@ class ReleaseCursor:
     local = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class SetTimer:
     """Propose `Tick()` at leader time `at_ms` (None: cancel).  Replaces the last timer."""
     at_ms: int | None
