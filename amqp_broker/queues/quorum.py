@@ -303,6 +303,14 @@ class QuorumQueue:
         """Acks are buffered per consumer and proposed as one Settle per consumer at the end
         of the session's batch (`next_deadline`, which `QueueRuntime.run` calls then), or
         before any other command of this queue."""
+        if type(msg_ids) is list and len(msg_ids) == 1 and msg_ids[0][0] is not PEEK:
+            key, mid = msg_ids[0]  # one consumer ack (the common case): no splitting
+            ids = self._settles.get(key)
+            if ids is None:
+                self._settles[key] = [mid]
+            else:
+                ids.append(mid)
+            return
         msg_ids, peeked = self._take_peeked(msg_ids)
         if peeked:
             self._dequeue_peeked(peeked, discard=False)

@@ -14,7 +14,6 @@ reports the record durable (`broker.durability`); everything else is decided at 
 from __future__ import annotations
 
 import logging
-from functools import partial
 from typing import TYPE_CHECKING, Any, Iterable
 
 from amqp_broker.queues import Consumer, Message
@@ -88,8 +87,7 @@ class QueueRuntime:
         if confirmed is not None and confirm is not None:
             # Queue types that confirm later (Raft commit) call back with ok=True/False.
             tracker, seq = confirm
-            # partial, not a lambda: built for every confirmed publish, and cheaper to call
-            confirmed(msg, now_ms, partial(tracker.settle, seq))
+            confirmed(msg, now_ms, lambda ok: tracker.settle(seq, ok))
             self._mark()
             return
         tap = self._tap
