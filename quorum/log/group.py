@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import records as R
 from .disk import OsDisk
 from .segment import SegmentInfo, read_segment_range
 
@@ -76,6 +77,7 @@ class GroupLog:
     def __init__(self, name: str, directory: str) -> None:
         self.name = name
         self.key = name.encode()
+        self.entry_prefix = R.entry_prefix(self.key)  # per-entry hot path (store.append)
         self.directory = directory
         self.hard = HardState()
         self.snap_index = 0

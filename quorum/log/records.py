@@ -26,6 +26,7 @@ __all__ = [
     "Record",
     "encode_entry",
     "entry_head",
+    "entry_prefix",
     "encode_hard_state",
     "encode_truncate",
     "encode_snapshot",
@@ -107,17 +108,23 @@ def _group(group: bytes) -> bytes:
     return _GROUP_LEN.pack(len(group)) + group
 
 
-def entry_head(group: bytes, index: int, term: int, payload: bytes) -> bytes:
+def entry_prefix(group: bytes) -> bytes:
+    """The constant start of every entry record body of `group` (callers keep it)."""
+    return b"\x01" + _GROUP_LEN.pack(len(group)) + group
+
+
+def entry_head(prefix: bytes, index: int, term: int, payload: bytes) -> bytes:
     """The bytes of an entry record before its payload: ``entry_head(...) + payload`` is
-    `encode_entry(...)`. The WAL writer queues both pieces, so the payload is copied once
-    (into the batch) instead of three times; the crc runs over the pieces in turn."""
-    head = b"".join((b"\x01", _GROUP_LEN.pack(len(group)), group, _ENTRY.pack(index, term)))
+    `encode_entry(...)`; `prefix` is `entry_prefix(group)`. The WAL writer queues both
+    pieces, so the payload is copied once (into the batch) instead of three times; the crc
+    runs over the pieces in turn."""
+    head = prefix + _ENTRY.pack(index, term)
     return _FRAME.pack(len(head) + len(payload), zlib.crc32(payload, zlib.crc32(head))) + head
 
 
 def encode_entry(group: bytes, index: int, term: int, payload: bytes) -> bytes:
     """`group` is the utf-8 group id (callers cache it: this is the hot path)."""
-    return entry_head(group, index, term, payload) + payload
+    return entry_head(entry_prefix(group), index, term, payload) + payload
 
 
 def encode_hard_state(group: bytes, term: int, vote: str | None, commit: int) -> bytes:

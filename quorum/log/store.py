@@ -157,7 +157,7 @@ class LogStore:
         """Write entries (consecutive indexes); the first may overwrite a suffix. Returns a token."""
         self._check()
         g = self._group(group)
-        key = g.key
+        prefix = g.entry_prefix
         head = R.entry_head
         add = self._pending.append
         n = 0
@@ -168,7 +168,7 @@ class LogStore:
                 raise LogError(f"group {group!r}: entries not consecutive at {index}")
             g.put(index, term, payload)
             # two pieces of one record: take_batch joins them (the only copy of the payload)
-            add(head(key, index, term, payload))
+            add(head(prefix, index, term, payload))
             add(payload)
             n += 1
         self._seq += 1

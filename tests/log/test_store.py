@@ -312,10 +312,10 @@ def test_delete_recorded_in_wal_removes_files_found_at_recovery(tmp_path):
 
 
 def test_entry_record_in_two_pieces_is_one_scannable_record():
-    from quorum.log.records import EntryRec, encode_entry, entry_head, scan
+    from quorum.log.records import EntryRec, encode_entry, entry_head, entry_prefix, scan
 
     payload = b"p" * 1000
-    rec = entry_head(b"grp", 7, 3, payload) + payload
+    rec = entry_head(entry_prefix(b"grp"), 7, 3, payload) + payload
     assert rec == encode_entry(b"grp", 7, 3, payload)
     records, end = scan(rec + encode_entry(b"grp", 8, 3, b""))
     assert end == len(rec) + len(encode_entry(b"grp", 8, 3, b""))
