@@ -58,14 +58,16 @@ def _enqueue(meta: Meta, cmd: Enqueue, q: QueueState) -> Applied:
         if seq > enq.next_seq:          # an earlier one is missing: publisher resends
             return Applied(OUT_OF_SEQUENCE, effects)
         enq.next_seq = seq + 1
-    if not q.config.drops_head and over_limit(q):
+    cfg = q.config
+    limited = cfg.max_length is not None or cfg.max_bytes is not None
+    if limited and not cfg.drops_head and over_limit(q):
         # reject-publish: like RabbitMQ the check is "already over", so the queue may
         # hold max-length + 1 (the seed says the limit is not exact)
         if tracked:
             effects.append(RejectPublish(pub, (seq,)))
         finish(meta, q, effects)
         return Applied(REJECTED, effects)
-    ttl = q.config.msg_ttl
+    ttl = cfg.msg_ttl
     if cmd.ttl is not None:
         ttl = cmd.ttl if ttl is None else min(ttl, cmd.ttl)
     # TTL 0: expires unless consumed at once (within the same leader millisecond)
@@ -73,7 +75,8 @@ def _enqueue(meta: Meta, cmd: Enqueue, q: QueueState) -> Applied:
     q.ready.push(Message(meta.index, cmd.size, expiry, is_high(cmd.priority), cmd.persistent))
     q.live.add(meta.index)
     deliver(meta, q, effects)
-    enforce_limits(q, effects)
+    if limited:  # the common unlimited queue skips the call
+        enforce_limits(q, effects)
     if tracked:
         effects.append(Confirm(pub, (seq,)))
     finish(meta, q, effects)
