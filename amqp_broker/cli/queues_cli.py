@@ -1,60 +1,173 @@
 """`amqp-broker-queues`: rabbitmq-queues' verbs for quorum queue membership, over the node's
 management HTTP API.
 
-Entry point `amqp_broker.cli.queues_cli:main`. Quorum queue replication is not wired into the
-node yet, so the membership verbs contact the node (so a stopped node is still reported as
-such), check the queue, and then say clearly that the operation is not supported yet, with exit
-code 69. `check_if_node_is_quorum_critical` asks the node's health check and succeeds when no
-quorum queue would lose its majority, which is trivially so today.
+Entry point `amqp_broker.cli.queues_cli:main`. The node is a cluster of one (every quorum queue
+is a one-member Raft group led by this node), so the membership verbs answer as RabbitMQ does on
+a single-node deployment: adding this node is a no-op ("already a member", idempotent), any other
+node is not running, the last member can never be removed, and `rebalance` reports every leader
+here. Cluster members come from `GET /api/nodes`, queues from `GET /api/queues`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 from typing import TextIO
 
-from amqp_broker.mgmt.cli_common import EX_UNAVAILABLE, add_connection_flags, run_command
+from amqp_broker.mgmt.cli_common import (EX_SOFTWARE, EX_USAGE, add_connection_flags,
+                                         print_table, run_command)
 from amqp_broker.mgmt.client import ApiClient
 
 __all__ = ["main", "build_parser"]
 
-_NOT_YET = "not supported: no quorum queues on this node yet"
+_RESULT_COLUMNS = ["vhost", "name", "size", "result"]
+_LAST_NODE = "error: the last node cannot be removed"
+
+
+def _err(msg: str) -> None:
+    print(f"Error: {msg}", file=sys.stderr)
+
+
+def _cluster_nodes(client: ApiClient) -> list[str]:
+    return [n["name"] for n in client.get("nodes")]
+
+
+def _not_running(node: str) -> int:
+    # rabbit_quorum_queue answers {error, node_not_running} for a node outside the cluster.
+    _err(f"node {node} is not running or not a member of this cluster (node_not_running)")
+    return EX_SOFTWARE
+
+
+def _quorum_queue(client: ApiClient, args) -> dict | None:
+    """The queue (404 -> ApiError) if it is a quorum queue, else print RabbitMQ's refusal."""
+    q = client.get("queues", args.vhost, args.queue)
+    if q.get("type") == "classic":
+        _err(f"{_VERB_NOUN[args.verb]} a classic queue")
+        return None
+    if q.get("type") != "quorum":
+        _err(f"queue '{args.queue}' in vhost '{args.vhost}' is not a quorum queue "
+             f"(type {q.get('type')}) (not_quorum_queue)")
+        return None
+    return q
+
+
+_VERB_NOUN = {"add_member": "Cannot add members to", "delete_member": "Cannot remove members from"}
+
+
+def _quorum_queues(client: ApiClient) -> list[dict]:
+    return [q for q in client.get("queues") if q.get("type") == "quorum"]
+
+
+def _members(q: dict) -> list[str]:
+    return list(q.get("members") or [q.get("node")])
 
 
 def _quorum_status(client: ApiClient, args, out: TextIO) -> int:
     """Members of a quorum queue, from the queue's "members"/"leader"/"online" fields."""
     q = client.get("queues", args.vhost, args.queue)
-    if q.get("type") != "quorum" or "members" not in q:
-        return _membership(client, args, out)
+    if q.get("type") != "quorum":
+        _err(f"queue '{args.queue}' in vhost '{args.vhost}' is not a quorum queue "
+             f"(type {q.get('type')})")
+        return EX_SOFTWARE
     if not args.quiet:
         print(f"Status of quorum queue {args.queue} on node {q.get('node')} ...", file=out)
     print("Node Name\tRaft State\tOnline", file=out)
     online = set(q.get("online") or [])
-    for member in q["members"]:
+    for member in _members(q):
         state = "leader" if member == q.get("leader") else "follower"
         print(f"{member}\t{state}\t{'true' if member in online else 'false'}", file=out)
     return 0
 
 
-def _membership(client: ApiClient, args, out: TextIO) -> int:
-    if getattr(args, "queue", None):
-        q = client.get("queues", args.vhost, args.queue)  # 404 if missing
-        if q.get("type") != "quorum":
-            print(f"Error: queue '{args.queue}' in vhost '{args.vhost}' is not a quorum queue "
-                  f"(type {q.get('type')})", file=sys.stderr)
-            return EX_UNAVAILABLE
-    else:
-        client.get("overview")  # is the node there at all?
-    print(f"Error: {args.verb}: {_NOT_YET}", file=sys.stderr)
-    return EX_UNAVAILABLE
+def _add_member(client: ApiClient, args, out: TextIO) -> int:
+    q = _quorum_queue(client, args)
+    if q is None:
+        return EX_USAGE
+    if not args.quiet:
+        print(f"Adding a replica for queue {args.queue} on node {args.node_arg}...", file=out)
+    if args.node_arg not in _cluster_nodes(client):
+        return _not_running(args.node_arg)
+    # Already a member: RabbitMQ treats this as success (idempotent by design).
+    return 0
+
+
+def _delete_member(client: ApiClient, args, out: TextIO) -> int:
+    q = _quorum_queue(client, args)
+    if q is None:
+        return EX_USAGE
+    if not args.quiet:
+        print(f"Removing a replica for queue {args.queue} on node {args.node_arg}...", file=out)
+    if args.node_arg not in _cluster_nodes(client):
+        return _not_running(args.node_arg)
+    members = _members(q)
+    if args.node_arg in members and len(members) == 1:
+        _err(f"cannot remove the last member of quorum queue '{args.queue}' in vhost "
+             f"'{args.vhost}' (last_node)")
+        return EX_SOFTWARE
+    return 0
+
+
+def _grow(client: ApiClient, args, out: TextIO) -> int:
+    if args.selector not in ("all", "even"):
+        _err(f"strategy must be 'all' or 'even', got '{args.selector}'")
+        return EX_USAGE
+    banner = f"Growing {args.selector} quorum queues on {args.node_arg}..."
+    if args.node_arg not in _cluster_nodes(client):
+        return _not_running(args.node_arg)
+    # The only node already hosts every quorum queue: nothing to add.
+    print_table(args, out, banner, _RESULT_COLUMNS, [])
+    return 0
+
+
+def _shrink(client: ApiClient, args, out: TextIO) -> int:
+    rows = [{"vhost": q["vhost"], "name": q["name"], "size": len(_members(q)),
+             "result": _LAST_NODE}
+            for q in _quorum_queues(client) if args.node_arg in _members(q)]
+    # Every row is an error (the last member), so --errors-only keeps them all.
+    print_table(args, out, f"Shrinking quorum queues on {args.node_arg}...", _RESULT_COLUMNS,
+                rows)
+    return 0
+
+
+def _rebalance(client: ApiClient, args, out: TextIO) -> int:
+    if args.queue_type not in ("all", "quorum", "classic", "stream"):
+        _err(f"queue type must be one of: all, classic, quorum, stream; got '{args.queue_type}'")
+        return EX_USAGE
+    vhost_re, queue_re = re.compile(args.vhost_pattern), re.compile(args.queue_pattern)
+    counts = {n: 0 for n in _cluster_nodes(client)}
+    if args.queue_type in ("all", "quorum"):
+        for q in _quorum_queues(client):
+            if vhost_re.search(q["vhost"]) and queue_re.search(q["name"]):
+                leader = q.get("leader") or q.get("node")
+                counts[leader] = counts.get(leader, 0) + 1
+    rows = [{"Node name": n, "Number of quorum queues": c} for n, c in counts.items()]
+    kind = "all" if args.queue_type == "all" else args.queue_type
+    print_table(args, out, f"Re-balancing leaders of {kind} queues...",
+                ["Node name", "Number of quorum queues"], rows)
+    return 0
 
 
 def _quorum_critical(client: ApiClient, args, out: TextIO) -> int:
     node = client.get("overview")["node"]
-    client.get("health", "checks", "node-is-quorum-critical")
-    if not args.quiet:
-        print(f"Node {node} reported no quorum critical queues", file=out)
+    nodes = _cluster_nodes(client)
+    client.get("health", "checks", "node-is-quorum-critical")  # 503 -> ApiError
+    if nodes == [node]:
+        # RabbitMQ skips the check in a single-node cluster, where it would only mislead.
+        msg = (f"Node {node} seems to be the only one in a single node cluster, "
+               "the check does not apply")
+    else:
+        msg = f"Node {node} reported no quorum queues with minimum quorum"
+    if args.formatter == "json":
+        json.dump({"result": "ok", "message": msg}, out)
+        out.write("\n")
+        return 0
+    if not (args.quiet or args.silent):
+        print(f"Checking if node {node} is critical for quorum of any quorum queues ...",
+              file=out)
+    if not args.silent:
+        print(msg, file=out)
     return 0
 
 
@@ -67,20 +180,26 @@ def build_parser() -> argparse.ArgumentParser:
     add_connection_flags(p)
     p.add_argument("-p", "--vhost", default="/")
     sub = p.add_subparsers(dest="verb", metavar="COMMAND", required=True)
-    for name, help_, positional in (
-        ("quorum_status", "replica status of a quorum queue", ("queue",)),
-        ("add_member", "add a replica on NODE", ("queue", "node_arg")),
-        ("delete_member", "remove the replica on NODE", ("queue", "node_arg")),
-        ("grow", "add replicas on NODE to queues", ("node_arg", "selector")),
-        ("shrink", "remove replicas on NODE", ("node_arg",)),
-        ("rebalance", "rebalance quorum queue leaders", ("queue_type",)),
-    ):
+    verbs = {"quorum_status": ("replica status of a quorum queue", ("queue",), _quorum_status),
+             "add_member": ("add a replica on NODE", ("queue", "node_arg"), _add_member),
+             "delete_member": ("remove the replica on NODE", ("queue", "node_arg"),
+                               _delete_member),
+             "grow": ("add replicas on NODE to queues", ("node_arg", "selector"), _grow),
+             "shrink": ("remove replicas on NODE", ("node_arg",), _shrink),
+             "rebalance": ("rebalance quorum queue leaders", ("queue_type",), _rebalance)}
+    for name, (help_, positional, fn) in verbs.items():
         sp = sub.add_parser(name, help=help_, parents=[common])
         for arg in positional:
             sp.add_argument(arg, metavar=arg.removesuffix("_arg"))
-        sp.set_defaults(fn=_quorum_status if name == "quorum_status" else _membership)
+        if name in ("grow", "rebalance"):
+            sp.add_argument("--vhost-pattern", default=".*")
+            sp.add_argument("--queue-pattern", default=".*")
+        if name in ("grow", "shrink"):
+            sp.add_argument("--errors-only", action="store_true")
+        sp.set_defaults(fn=fn)
     sp = sub.add_parser("check_if_node_is_quorum_critical", parents=[common],
-                        help="fail if stopping this node would make a quorum queue lose its majority")
+                        help="fail if stopping this node would make a quorum queue lose "
+                             "its majority")
     sp.set_defaults(fn=_quorum_critical)
     return p
 

@@ -27,6 +27,9 @@ def queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
         value = getattr(rt, key, None)
         if value is not None:
             row[key] = list(value) if isinstance(value, (list, tuple, set)) else value
+    if row.get("type") == "quorum" and "members" not in row:
+        # Every quorum queue is a one-member Raft group on this node: it leads, and is online.
+        row.update(leader=node, members=[node], online=[node])
     return row
 
 

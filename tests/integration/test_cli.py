@@ -162,13 +162,94 @@ def test_vhost_flag_before_or_after_the_verb(run, node):
     assert "only-here" not in run("list_queues", "-q")[1]
 
 
-def test_queues_tool(run):
+@pytest.fixture
+def qq(node):
+    """A quorum queue on the node (a one-member group led by this node)."""
+    node.call(node.admin.declare_queue, "/", "cli-qq", durable=True,
+              arguments={"x-queue-type": "quorum"})
+    return node.admin.node
+
+
+def test_queues_tool_quorum_status(run, qq):
     code, _, err = run("quorum_status", "nosuch", tool=queues_cli)
     assert code != 0 and "Error:" in err
+    code, out, _ = run("quorum_status", "cli-qq", tool=queues_cli)
+    assert code == 0
+    assert out.splitlines()[1:] == ["Node Name\tRaft State\tOnline", f"{qq}\tleader\ttrue"]
+
+
+def test_queues_tool_add_member(run, qq, node):
+    code, out, err = run("add_member", "cli-qq", "rabbit@elsewhere", tool=queues_cli)
+    assert code == 70 and "rabbit@elsewhere" in err and "node_not_running" in err
+    # This node is already the member: a no-op that succeeds, as in RabbitMQ.
+    code, out, err = run("add_member", "cli-qq", qq, tool=queues_cli)
+    assert code == 0 and err == ""
+    assert out == f"Adding a replica for queue cli-qq on node {qq}...\n"
+    node.call(node.admin.declare_queue, "/", "cli-classic")
+    code, _, err = run("add_member", "cli-classic", qq, tool=queues_cli)
+    assert code == 64 and "Cannot add members to a classic queue" in err
+
+
+def test_queues_tool_delete_member(run, qq):
+    code, _, err = run("delete_member", "cli-qq", qq, tool=queues_cli)
+    assert code == 70 and "last member" in err and "last_node" in err
+    code, _, err = run("delete_member", "cli-qq", "rabbit@elsewhere", tool=queues_cli)
+    assert code == 70 and "rabbit@elsewhere" in err
+    code, _, err = run("delete_member", "-p", "/", "nosuch", qq, tool=queues_cli)
+    assert code != 0 and "Error:" in err
+
+
+def test_queues_tool_grow(run, qq):
     code, _, err = run("grow", "n@h", "all", tool=queues_cli)
-    assert code == 69 and "not supported: no quorum queues on this node yet" in err
+    assert code == 70 and "n@h" in err
+    code, out, _ = run("grow", qq, "all", "--vhost-pattern", ".*", "--queue-pattern", "cli-.*",
+                       tool=queues_cli)
+    assert code == 0
+    assert out.splitlines() == [f"Growing all quorum queues on {qq}...",
+                                "vhost\tname\tsize\tresult"]
+    code, out, _ = run("grow", qq, "even", "--errors-only", "--formatter", "json",
+                       tool=queues_cli)
+    assert code == 0 and json.loads(out) == []
+    code, _, err = run("grow", qq, "some", tool=queues_cli)
+    assert code == 64
+
+
+def test_queues_tool_shrink(run, qq):
+    code, out, _ = run("shrink", qq, tool=queues_cli)
+    lines = out.splitlines()
+    assert code == 0 and lines[:2] == [f"Shrinking quorum queues on {qq}...",
+                                       "vhost\tname\tsize\tresult"]
+    assert "/\tcli-qq\t1\terror: the last node cannot be removed" in lines
+    assert all(line.endswith("error: the last node cannot be removed") for line in lines[2:])
+    code, out, _ = run("shrink", qq, "--errors-only", "--formatter", "json", tool=queues_cli)
+    assert {"vhost": "/", "name": "cli-qq", "size": 1,
+            "result": "error: the last node cannot be removed"} in json.loads(out)
+    code, out, _ = run("shrink", "rabbit@elsewhere", "-q", tool=queues_cli)
+    assert code == 0 and out.splitlines() == ["vhost\tname\tsize\tresult"]
+
+
+def test_queues_tool_rebalance(run, qq, node):
+    code, out, _ = run("rebalance", "quorum", tool=queues_cli)
+    lines = out.splitlines()
+    assert code == 0 and lines[:2] == ["Re-balancing leaders of quorum queues...",
+                                       "Node name\tNumber of quorum queues"]
+    (row,) = lines[2:]
+    name, count = row.split("\t")
+    assert name == qq and int(count) >= 1
+    code, out, _ = run("rebalance", "all", "--queue-pattern", "^cli-qq$", "--formatter", "json",
+                       tool=queues_cli)
+    assert json.loads(out) == [{"Node name": qq, "Number of quorum queues": 1}]
+    assert run("rebalance", "bogus", tool=queues_cli)[0] == 64
+
+
+def test_queues_tool_quorum_critical(run, qq):
     code, out, _ = run("check_if_node_is_quorum_critical", tool=queues_cli)
-    assert code == 0 and "no quorum critical queues" in out
+    assert code == 0 and out.splitlines() == [
+        f"Checking if node {qq} is critical for quorum of any quorum queues ...",
+        f"Node {qq} seems to be the only one in a single node cluster, the check does not apply"]
+    code, out, _ = run("check_if_node_is_quorum_critical", "--formatter", "json",
+                       tool=queues_cli)
+    assert json.loads(out)["result"] == "ok"
 
 
 def test_wrong_credentials(node, capsys):

@@ -105,6 +105,10 @@ def test_queue_row_lists_members_when_the_queue_has_them():
     assert row["messages"] == 3 and row["type"] == "quorum"
     assert (row["leader"], row["members"], row["online"]) == ("a@h", ["a@h", "b@h"], ["a@h"])
     del rt.leader, rt.members, rt.online
+    # A quorum queue without its own membership is a one-member group on this node.
+    row = queue_row(rt, "a@h", None, {})
+    assert (row["leader"], row["members"], row["online"]) == ("a@h", ["a@h"], ["a@h"])
+    rt.queue_type = "classic"
     assert "members" not in queue_row(rt, "a@h", None, {})
 
 
