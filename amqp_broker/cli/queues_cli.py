@@ -24,6 +24,9 @@ __all__ = ["main", "build_parser"]
 
 _RESULT_COLUMNS = ["vhost", "name", "size", "result"]
 _LAST_NODE = "error: the last node cannot be removed"
+# What RabbitMQ answers when a membership verb names a classic queue.
+_CLASSIC_REFUSAL = {"add_member": "Cannot add members to a classic queue",
+                    "delete_member": "Cannot remove members from a classic queue"}
 
 
 def _err(msg: str) -> None:
@@ -44,16 +47,13 @@ def _quorum_queue(client: ApiClient, args) -> dict | None:
     """The queue (404 -> ApiError) if it is a quorum queue, else print RabbitMQ's refusal."""
     q = client.get("queues", args.vhost, args.queue)
     if q.get("type") == "classic":
-        _err(f"{_VERB_NOUN[args.verb]} a classic queue")
+        _err(_CLASSIC_REFUSAL[args.verb])
         return None
     if q.get("type") != "quorum":
         _err(f"queue '{args.queue}' in vhost '{args.vhost}' is not a quorum queue "
              f"(type {q.get('type')}) (not_quorum_queue)")
         return None
     return q
-
-
-_VERB_NOUN = {"add_member": "Cannot add members to", "delete_member": "Cannot remove members from"}
 
 
 def _quorum_queues(client: ApiClient) -> list[dict]:
