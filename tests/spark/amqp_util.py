@@ -1,4 +1,4 @@
-"""AMQP helpers for the Spark tests: start our broker, declare/publish/inspect queues with pika.
+"""AMQP helpers for the Spark tests: declare/publish/inspect queues with pika.
 
 Used by tests/spark/conftest.py and the S tests.  Only AMQP 0-9-1 is used, so the same helpers work
 against a real RabbitMQ (SPARK_BROKER_URL).
@@ -6,72 +6,19 @@ against a real RabbitMQ (SPARK_BROKER_URL).
 
 from __future__ import annotations
 
-import shutil
 import socket
-import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import pika
 import pika.exceptions
 
 
 def free_port() -> int:
+    """A loopback port nothing listens on (for a "broker is down" URL)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _accepts(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-        return True
-    except OSError:
-        return False
-
-
-class OurBroker:
-    """`amqp-broker --port P --data-dir D` as a subprocess."""
-
-    def __init__(self, work: Path) -> None:
-        exe = shutil.which("amqp-broker")
-        if exe is None:
-            raise RuntimeError("amqp-broker is not installed (pip install -e .)")
-        self.port = free_port()
-        data = work / "data"
-        data.mkdir(parents=True, exist_ok=True)
-        self.log_path = work / "broker.log"
-        # HTTP endpoints on free loopback ports: other brokers on this machine hold the defaults.
-        config = work / "rabbitmq.conf"
-        config.write_text(f"management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = {free_port()}\n"
-                          f"prometheus.tcp.ip = 127.0.0.1\nprometheus.tcp.port = {free_port()}\n")
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen([exe, "--host", "127.0.0.1", "--port", str(self.port),
-                                          "--data-dir", str(data), "--config", str(config)],
-                                         stdout=log, stderr=subprocess.STDOUT)
-        self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
-        deadline = time.monotonic() + 60
-        while not _accepts(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("amqp-broker did not start:\n" + self.log_tail())
-            time.sleep(0.1)
-
-    def log_tail(self, n: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
 
 
 def unique(prefix: str) -> str:

@@ -13,7 +13,9 @@ import sys
 
 import pytest
 
-from .amqp_util import Amqp, OurBroker
+from compat_tests.support.launcher import launch_our_broker
+
+from .amqp_util import Amqp
 
 SPARK_CONF = {
     "spark.ui.enabled": "false",
@@ -57,7 +59,7 @@ def broker_url(tmp_path_factory):
     if url:
         yield url
         return
-    broker = OurBroker(tmp_path_factory.mktemp("broker"))
+    broker = launch_our_broker(tmp_path_factory.mktemp("broker"))
     try:
         yield broker.url
     finally:
