@@ -29,7 +29,11 @@ say() { echo "fresh-install-check: $*" >&2; }
 
 say "installing the project alone into a new virtual environment"
 python3 -m venv "$work/venv"
-if ! "$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$root" \
+# from a copy of the tree, so no build/ directory is left in (or reused from) the checkout
+mkdir "$work/src"
+tar -C "$root" --exclude=./.git --exclude=./build --exclude='*.egg-info' --exclude=__pycache__ \
+    -cf - . | tar -C "$work/src" -xf -
+if ! "$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$work/src" \
         >"$work/pip.log" 2>&1; then
     cat "$work/pip.log" >&2
     exit 1
