@@ -1,5 +1,5 @@
 """Quorum queues (single node) as clients see them: declare rules (406 invalid property / arg),
-equivalence against classic declarations (strict in 3.10, relaxed in 4.x), x-delivery-count,
+equivalence against classic declarations (strict unless the node opts in to relaxed checks), x-delivery-count,
 delivery-limit, global QoS refusal, max-length, single active consumer."""
 
 import pika
@@ -52,21 +52,13 @@ def test_quorum_queue_max_priority_rabbitmq3_is_406(conn, names, server_info):
         conn.channel().queue_declare(names.queue(), durable=True, arguments={**QQ, "x-max-priority": 5})
 
 
-def test_redeclare_quorum_as_implicit_classic_rabbitmq3_is_406(conn, ch, names, server_info):
-    if not server_info.is_rabbitmq3:
-        pytest.skip("RabbitMQ 3.10 checks x-queue-type strictly; 3.11.16+ relaxed it")
+def test_redeclare_quorum_as_implicit_classic_is_406(conn, ch, names):
+    # Strict by default in 3.10 and 4.x alike; quorum_queue.property_equivalence.
+    # relaxed_checks_on_redeclaration (3.11.16+, opt-in) relaxes it (tests/integration).
     q = names.queue()
     _declare(ch, q)
     with channel_closed(406, f"PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue '{q}'"):
         conn.channel().queue_declare(q, durable=True)
-
-
-@pytest.mark.rabbitmq4
-def test_redeclare_quorum_as_implicit_classic_rabbitmq4_is_ok(conn, ch, names):
-    q = names.queue()
-    _declare(ch, q)
-    ok = conn.channel().queue_declare(q, durable=True).method
-    assert ok.queue == q
 
 
 def test_redeclare_classic_as_quorum_is_406(conn, ch, names):

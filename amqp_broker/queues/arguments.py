@@ -49,6 +49,9 @@ class QueueSettings:
     single_active_consumer: bool = False
     dead_letter_exchange: str | None = None
     dead_letter_routing_key: str | None = None
+    # x-consumer-timeout / policy consumer-timeout (ms, the lower wins); None: the node's
+    # consumer_timeout applies. Read by the channel's consumer-timeout check.
+    consumer_timeout: int | None = None
 
 
 def _type_name(value: Any) -> str:
@@ -150,6 +153,7 @@ _VALIDATORS = (
     ("x-overflow", _check_overflow),
     ("x-single-active-consumer", _check_bool),
     ("x-queue-type", _check_queue_type),
+    ("x-consumer-timeout", _check_non_neg),
 )
 
 
@@ -178,6 +182,7 @@ def parse_queue_arguments(name: str, vhost: str, arguments: dict[str, Any] | Non
         single_active_consumer=bool(args.get("x-single-active-consumer", False)),
         dead_letter_exchange=_as_str(args.get("x-dead-letter-exchange")),
         dead_letter_routing_key=_as_str(args.get("x-dead-letter-routing-key")),
+        consumer_timeout=args.get("x-consumer-timeout"),
     )
 
 
@@ -228,6 +233,7 @@ def apply_policy(settings: QueueSettings, policy: dict[str, Any] | None) -> Queu
         max_length_bytes=_lower(settings.max_length_bytes, policy.get("max-length-bytes")),
         message_ttl=_lower(settings.message_ttl, policy.get("message-ttl")),
         expires=_lower(settings.expires, policy.get("expires")),
+        consumer_timeout=_lower(settings.consumer_timeout, policy.get("consumer-timeout")),
         overflow=overflow if overflow in _OVERFLOW_MODES else settings.overflow,
         dead_letter_exchange=settings.dead_letter_exchange
         if settings.dead_letter_exchange is not None

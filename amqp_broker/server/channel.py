@@ -367,17 +367,25 @@ class Channel:
         return self._released
 
     # -- timers and teardown -------------------------------------------------------------------
-    def check_consumer_timeout(self, now: float, timeout: float) -> None:
-        """Raise 406 if the oldest unacked delivery is older than `timeout` seconds."""
-        if not self.unacked:
-            return
-        first = next(iter(self.unacked.values()))
-        if now - first[3] > timeout:
-            raise PreconditionFailed(
-                f"delivery acknowledgement on channel {self.number} timed out. Timeout value used: "
-                f"{int(timeout * 1000)} ms. This timeout value can be configured, see consumers "
-                "doc guide to learn more"
-            )
+    def check_consumer_timeout(self, now: float, timeout: float | None) -> None:
+        """Raise 406 if an unacked delivery is older than its queue's consumer timeout
+        (x-consumer-timeout / policy consumer-timeout in ms, the lower wins) or, for queues
+        without one, the node's `timeout` (seconds; None: no node-wide limit).
+        Called about once a second; O(unacked) with one settings lookup per queue."""
+        limits: dict[int, float | None] = {}  # id(runtime) -> seconds
+        for runtime, _msg_id, _st, at in self.unacked.values():
+            key = id(runtime)
+            if key in limits:
+                limit = limits[key]
+            else:
+                queue_ms = getattr(getattr(runtime.queue, "settings", None), "consumer_timeout", None)
+                limit = limits[key] = timeout if queue_ms is None else queue_ms / 1000.0
+            if limit is not None and now - at > limit:
+                raise PreconditionFailed(
+                    f"delivery acknowledgement on channel {self.number} timed out. Timeout value "
+                    f"used: {int(limit * 1000)} ms. This timeout value can be configured, see "
+                    "consumers doc guide to learn more"
+                )
 
     def release(self) -> None:
         """The channel is gone: drop consumers and requeue unacked (redelivered). Pending

@@ -187,11 +187,11 @@ class Session:
             await trio.sleep(1.0)
             self.conn.tick(trio.current_time())
             self._handle_events()
-            if timeout is not None and self.opened:
+            if self.opened:
                 self._check_consumer_timeouts(timeout)
             self.wake()
 
-    def _check_consumer_timeouts(self, timeout: float) -> None:
+    def _check_consumer_timeouts(self, timeout: float | None) -> None:
         now = time.monotonic()
         for number, ch in list(self.channels.items()):
             try:

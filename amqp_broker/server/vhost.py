@@ -98,7 +98,7 @@ class VHost:
         rt = self.queues.get(name)
         if rt is not None:
             self._check_owner(rt, session, exclusive)
-            if rt.queue_type == "quorum" and "x-queue-type" not in arguments:
+            if self._relaxed_applies(rt, arguments):
                 self._check_relaxed(rt, arguments)
             else:
                 self._check_equivalent(rt, durable, exclusive, auto_delete, arguments)
@@ -146,8 +146,17 @@ class VHost:
                 raise PreconditionFailed(
                     f"invalid property '{prop}' for queue '{name}' in vhost '{self.name}'")
 
+    def _relaxed_applies(self, rt: QueueRuntime, arguments: dict) -> bool:
+        """quorum_queue.property_equivalence.relaxed_checks_on_redeclaration (RabbitMQ 3.11.16+,
+        opt-in): a quorum queue redeclared as classic (x-queue-type absent or "classic") is
+        compared on the shared arguments only. Off (the default), x-queue-type must match."""
+        if rt.queue_type != "quorum" or arguments.get("x-queue-type", "classic") not in ("classic", b"classic"):
+            return False
+        quorum = getattr(self.broker.settings, "quorum_queue", None)
+        return bool(getattr(quorum, "relaxed_checks_on_redeclaration", False))
+
     def _check_relaxed(self, rt: QueueRuntime, arguments: dict) -> None:
-        # RabbitMQ 3.11.16+/4.x: a classic-looking redeclare of a quorum queue compares only these.
+        # Only these are compared; durable, auto-delete and classic-only arguments are not.
         saved = {k: rt.arguments.get(k) for k in _RELAXED_ARGS}
         probe = {k: arguments.get(k) for k in _RELAXED_ARGS}
         for key in _RELAXED_ARGS:

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from amqp_broker.config import KEYS, BrokerSettings, parse_text
+from amqp_broker.config import KEYS, BrokerSettings, ConfigError, parse_text
+from amqp_broker.config.build import REFUSED_KEYS
 
 _EXAMPLE = Path(__file__).resolve().parents[2] / "rabbitmq.conf.example"
 _SETTING = re.compile(r"# ([a-z_]+(?:\.[a-z0-9_]+)*) = (\S+)")
@@ -24,9 +25,17 @@ def _pattern(key: str) -> re.Pattern:
     return re.compile("^" + re.sub(r"\\\$[a-z]+", r"[^.]+", re.escape(key)) + "$")
 
 
-@pytest.mark.parametrize("key", [k for k in KEYS if k != "listeners.tcp"])  # 'none' is refused on purpose
-def test_every_key_is_documented(key):
+@pytest.mark.parametrize("key", [k for k in KEYS if k != "listeners.tcp" and k not in REFUSED_KEYS])
+def test_every_key_is_documented(key):  # listeners.tcp = none is refused on purpose
     assert any(_pattern(key).match(k) for k, _ in _documented()), key
+
+
+@pytest.mark.parametrize("key", REFUSED_KEYS)
+def test_refused_keys_are_named_in_the_example_and_refused_at_start(key):
+    text = _EXAMPLE.read_text()
+    assert key.rsplit(".", 1)[-1] in text
+    with pytest.raises(ConfigError, match="not supported"):
+        parse_text(f"{key} = {'true' if key.endswith('auto_remove') else '1'}\n")
 
 
 @pytest.mark.parametrize("key, value", _documented())
@@ -36,8 +45,7 @@ def test_every_documented_line_parses(key, value):
 
 def test_the_example_with_only_defaults_uncommented_equals_the_defaults():
     not_defaults = {"listeners.tcp.local", "listeners.tcp.local_v6", "loopback_users", "data_dir",
-                    "vm_memory_high_watermark.absolute", "disk_free_limit.absolute",
-                    "quorum_queue.continuous_membership_reconciliation.target_group_size"}
+                    "vm_memory_high_watermark.absolute", "disk_free_limit.absolute"}
     lines = [f"{k} = {v}" for k, v in _documented()
              if k not in not_defaults and not k.startswith("cluster_formation.classic_config.nodes")]
     s = parse_text("\n".join(lines) + "\n")

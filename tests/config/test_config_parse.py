@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from amqp_broker.config import BrokerSettings, Listener, parse_text
+from amqp_broker.config import BrokerSettings, ConfigError, Listener, parse_text
 from amqp_broker.settings import Settings
 
 
@@ -155,17 +155,24 @@ def test_queue_leader_locator(value, expected):
 def test_quorum_queue_keys():
     p = "quorum_queue.continuous_membership_reconciliation."
     s = parse_text(
-        "quorum_queue.initial_cluster_size = 5\nquorum_queue.commands_soft_limit = 64\n"
+        "quorum_queue.initial_cluster_size = 5\n"
         "quorum_queue.property_equivalence.relaxed_checks_on_redeclaration = true\n"
-        f"{p}enabled = true\n{p}auto_remove = true\n{p}interval = 60000\n"
-        f"{p}trigger_interval = 2000\n{p}target_group_size = 3\n")
+        f"{p}enabled = false\n")
     q = s.quorum_queue
-    assert (q.initial_cluster_size, q.commands_soft_limit, q.relaxed_checks_on_redeclaration) == (5, 64, True)
-    r = q.reconciliation
-    assert (r.enabled, r.auto_remove, r.interval, r.trigger_interval, r.target_group_size) == (
-        True, True, 60.0, 2.0, 3)
+    assert (q.initial_cluster_size, q.relaxed_checks_on_redeclaration, q.reconciliation.enabled) == (5, True, False)
     d = BrokerSettings().quorum_queue
-    assert (d.initial_cluster_size, d.commands_soft_limit, d.reconciliation.interval) == (3, 32, 3600.0)
+    assert (d.initial_cluster_size, d.relaxed_checks_on_redeclaration) == (3, False)
+
+
+def test_keys_that_would_change_nothing_on_one_node_are_refused_with_their_line():
+    p = "quorum_queue.continuous_membership_reconciliation."
+    with pytest.raises(ConfigError) as info:
+        parse_text("heartbeat = 30\nquorum_queue.commands_soft_limit = 64\n"
+                   f"{p}enabled = true\n{p}interval = 60000\n")
+    text = str(info.value)
+    assert "rabbitmq.conf:2: quorum_queue.commands_soft_limit: not supported" in text
+    assert f"rabbitmq.conf:3: {p}enabled: not supported: membership reconciliation needs a cluster" in text
+    assert f"rabbitmq.conf:4: {p}interval: not supported" in text
 
 
 def test_raft_and_dead_letter_keys():
@@ -178,15 +185,24 @@ def test_raft_and_dead_letter_keys():
     assert BrokerSettings().raft.wal_max_size_bytes == 536870912  # 512 MiB
 
 
-def test_cluster_nodes_in_file_order():
+def test_cluster_nodes_naming_this_node_only():
     s = parse_text(
+        "node_name = rabbit@host1\n"
         "cluster_formation.peer_discovery_backend = classic_config\n"
-        "cluster_formation.classic_config.nodes.1 = rabbit@host1\n"
-        "cluster_formation.classic_config.nodes.2 = rabbit@host2\n"
-        "cluster_formation.classic_config.nodes.3 = rabbit@host3\n")
-    assert s.cluster.nodes == ("rabbit@host1", "rabbit@host2", "rabbit@host3")
+        "cluster_formation.classic_config.nodes.1 = rabbit@host1\n")
+    assert s.cluster.nodes == ("rabbit@host1",)
     assert parse_text("cluster_formation.peer_discovery_backend = classic\n").cluster.peer_discovery_backend == \
         "classic_config"
+
+
+def test_cluster_nodes_naming_another_node_are_refused():
+    with pytest.raises(ConfigError) as info:
+        parse_text("cluster_formation.classic_config.nodes.1 = rabbit@localhost\n"
+                   "cluster_formation.classic_config.nodes.2 = rabbit@host2\n")
+    assert str(info.value) == (
+        "rabbitmq.conf:2: cluster_formation.classic_config.nodes.2: cannot join rabbit@host2: this broker "
+        "runs as a single node (clustering is not available yet); list only this node (rabbit@localhost) "
+        "or remove the key")
 
 
 def test_resource_alarm_keys():
