@@ -82,7 +82,6 @@ class QueueRuntime:
         self.deleted = False
         self.dirty = False
         self.timer_deadline: int | None = None
-        self.policy: str | None = None  # name of the policy that applies (admin.py)
 
     # -- publish -------------------------------------------------------------------------------
     def publish(self, msg: Message, now_ms: int, confirm: tuple | None) -> None:
