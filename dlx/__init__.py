@@ -1,10 +1,13 @@
-"""Dead lettering: x-death headers (``deaths``), cycle detection (``cycles``), the at-least-once
-worker (``worker``, pure; ``port`` binds it to a quorum queue of the broker).
+"""Dead lettering, the pure layer: x-death headers (``deaths``), cycle detection (``cycles``) and
+the at-least-once worker (``worker``), which reaches the broker only through the ``DlxPort``
+interface it defines.
 
-``deaths`` and ``cycles`` are pure: queue implementations call ``dead_letter`` to build the
-republished message's headers and routing keys, route it on the DLX with
-``amqp_broker.core.Topology.route(..., internal_ok=True)``, then drop looping targets with
-``split_cycles``.
+Imports point down only: nothing here imports the broker, trio or ``quorum``; ``deaths`` uses
+``amqp_broker.core.fieldtypes.Long`` (core is a bottom layer too) so counts encode as AMQP longs.
+Callers: the broker's ``amqp_broker.server.deadletter`` builds the republished copy with
+``dead_letter``, routes it on the DLX (``internal_ok=True``) and drops looping targets with
+``split_cycles``, for at-most-once and (through ``server.dlx_port.BrokerDlxPort``, the
+``DlxPort`` of a quorum queue) for at-least-once.
 """
 
 from .cycles import is_death_cycle, split_cycles

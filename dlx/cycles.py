@@ -1,8 +1,8 @@
 """Dead-letter cycle detection (pure): may a dead-lettered message enter a target queue?
 
-Called by whoever republishes a dead-lettered message (``dlx`` workers, classic queues), after
-routing it on the DLX and *after* ``deaths.dead_letter`` has recorded the current death in
-its ``x-death`` header.
+Called by the broker's ``amqp_broker.server.deadletter.find_targets`` (at-most-once and the
+at-least-once worker's port alike), after routing a dead-lettered message on the DLX and
+*after* ``deaths.dead_letter`` has recorded the current death in its ``x-death`` header.
 
 The rule (seed 002): messages can loop, e.g. a queue that dead-letters to the default
 exchange without a dead-letter routing key sends them back to itself. A message that would

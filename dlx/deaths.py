@@ -1,9 +1,10 @@
 """x-death and x-first/last-death-* headers for a message being dead-lettered (pure).
 
-Called by the queue implementations (classic queues, the quorum fifo's dead-letter effects and
-the at-least-once worker) when a message is rejected without requeue, expires, is dropped by a
-length limit, or exceeds the delivery limit. Input: the message's headers and a few facts
-about the death; output: the new headers and the exchange/routing keys to republish with.
+Called by the broker's `amqp_broker.server.deadletter.prepare_copy` (for at-most-once and
+at-least-once dead letters of every queue type) when a message is rejected without requeue,
+expires, is dropped by a length limit, or exceeds the delivery limit. Input: the message's
+headers and a few facts about the death; output: the new headers and the exchange/routing keys
+to republish with.
 Time is passed in (seconds since the epoch); nothing here reads a clock.
 
 Rules (seed 002, RabbitMQ 4.2 ``mc:record_death`` / ``mc_amqpl``):
@@ -31,6 +32,7 @@ import datetime
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+# core is a bottom layer like this one: Long makes counts encode as AMQP longs ('l')
 from amqp_broker.core.fieldtypes import Long
 
 __all__ = ["REASONS", "DeadLettered", "dead_letter", "x_death_entries"]

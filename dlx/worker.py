@@ -17,8 +17,9 @@ before the port says the target has room. A confirm that never comes is given up
 Targets dropped because of a dead-letter cycle count as done; a message whose every route is a
 cycle is settled (dropped) as at-most-once would.
 
-Pure: no trio, no clock. The port (`dlx.port.BrokerPort` in the broker, a fake in tests)
-supplies time, routing, publishing, settling and a retry timer:
+Pure: no trio, no clock, no broker imports. `DlxPort` below is the whole interface to the
+outside; the broker implements it in `amqp_broker.server.dlx_port.BrokerDlxPort`, tests with a
+fake. It supplies time, routing, publishing, settling and a retry timer:
 
     port.now_ms() -> int
     port.is_held(dlx_id) -> bool                       # still in the queue's dlx state?
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from functools import partial
 from typing import Any, Protocol
 
 __all__ = ["DlxWorker", "DlxPort", "DEFAULT_PREFETCH", "RETRY_MS", "CONFIRM_TIMEOUT_MS"]
@@ -46,6 +48,8 @@ CONFIRM_TIMEOUT_MS = 180_000  # dead_letter_worker_publisher_confirm_timeout: re
 
 
 class DlxPort(Protocol):
+    """What the worker needs from the broker (see the module docstring for each call)."""
+
     def now_ms(self) -> int: ...
     def is_held(self, dlx_id: int) -> bool: ...
     def prepare(self, reason: str, message: Any) -> Any: ...
@@ -206,7 +210,8 @@ class DlxWorker:
                 item.failed = True
                 continue
             item.waiting += 1
-            if not port.publish(target, item.prepared, _Answer(self, item, target, item.gen)):
+            answer = partial(self._answered, item, target, gen=item.gen)  # callback(ok)
+            if not port.publish(target, item.prepared, answer):
                 item.waiting -= 1
                 item.failed = True
         self._answered(item, None, True, item.gen)
@@ -251,17 +256,3 @@ class DlxWorker:
             self._retry_at = self.port.now_ms() + self.retry_ms
             self.port.schedule(self._retry_at)
 
-
-class _Answer:
-    """Confirm callback for one (message, target) publish."""
-
-    __slots__ = ("worker", "item", "target", "gen")
-
-    def __init__(self, worker: DlxWorker, item: _Item, target: str, gen: int) -> None:
-        self.worker = worker
-        self.item = item
-        self.target = target
-        self.gen = gen
-
-    def __call__(self, ok: bool) -> None:
-        self.worker._answered(self.item, self.target, ok, self.gen)

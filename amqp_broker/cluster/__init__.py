@@ -1,14 +1,16 @@
 """Node-level quorum runtime: one Raft driver and one shared WAL per broker node.
 
-`install_quorum(broker)` is called by `server.node.open_broker` before durable queues are
-recovered: it opens ``<data_dir>/quorum``, registers the quorum queue type
+`install_quorum(broker, dlx_worker_factory=...)` is called by `server.node.open_broker` before
+durable queues are recovered: it opens ``<data_dir>/quorum``, registers the quorum queue type
 (x-queue-type=quorum -> `amqp_broker.queues.quorum.QuorumQueue`) and returns the
-`QuorumRuntime`, whose `run` the node starts in its nursery.
+`QuorumRuntime`, whose `run` the node starts in its nursery. The dead-letter worker factory
+comes from the server (`server.dlx_port.start_dlx_worker`), so neither this package nor the
+queue layer imports the server.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from quorum.log import LogConfig
 
@@ -18,7 +20,10 @@ from .runtime import QuorumRuntime
 __all__ = ["install_quorum", "QuorumRuntime", "GroupCatalog"]
 
 
-def install_quorum(broker: Any, node: str = "rabbit@localhost") -> QuorumRuntime:
+def install_quorum(broker: Any, *, dlx_worker_factory: Callable[[Any], Any],
+                   node: str = "rabbit@localhost") -> QuorumRuntime:
+    """Register x-queue-type=quorum on `broker`; `dlx_worker_factory(queue)` builds a quorum
+    queue's at-least-once dead-letter worker (a `dlx.DlxWorker`)."""
     from amqp_broker.queues.quorum import QuorumQueue
 
     runtime = QuorumRuntime(str(broker.settings.data_dir / "quorum"), node,
@@ -26,7 +31,8 @@ def install_quorum(broker: Any, node: str = "rabbit@localhost") -> QuorumRuntime
 
     def factory(name: str, vhost: str, *, durable: bool, auto_delete: bool, exclusive: bool,
                 arguments: dict, now_ms: int) -> QuorumQueue:
-        return QuorumQueue(runtime, broker, name, vhost, arguments=arguments, now_ms=now_ms)
+        return QuorumQueue(runtime, broker, name, vhost, arguments=arguments, now_ms=now_ms,
+                           dlx_worker_factory=dlx_worker_factory)
 
     broker.queue_factories["quorum"] = factory
     return runtime

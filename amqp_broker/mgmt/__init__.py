@@ -1,8 +1,13 @@
 """Management: the `Admin` facade over a node, the RabbitMQ-compatible management HTTP API,
-Prometheus metrics, and the HTTP client the CLI tools use.
+Prometheus metrics, and the HTTP client and table output the CLI tools use.
 
-Node startup calls `await nursery.start(serve_node_management, broker, settings)` (or
-`serve_management` / `serve_metrics` with its own `Admin`); the CLIs use `ApiClient`.
+Who calls what: a node (`server.node._start_http`, when rabbitmq.conf configures management)
+builds one `Admin(broker)` and starts `serve_management(admin, ports)` and
+`serve_metrics(admin, ports)` in its nursery; `local_node.LocalNode` (tests, trying the API)
+uses `serve_node_management(broker, settings)`, which does both and reports a
+`ManagementService`. `amqp-brokerctl` and `amqp-broker-queues` never touch a broker: they talk
+HTTP through `ApiClient` (`client.py`) and `cli_common.py`. Persisted mutations of users,
+vhosts, permissions and policies go through the server's `broker.admin` (`server/admin.py`).
 """
 
 from .admin import Admin

@@ -88,8 +88,7 @@ class TopologyOps:
         rt = v.queues.get(name)
         if rt is None:
             raise NotFoundError()
-        n = rt.queue.purge()
-        rt._mark()
+        n = rt.purge()
         self.broker.run_pending()
         return n
 

@@ -90,7 +90,7 @@ class Message:
 
     __slots__ = (
         "exchange", "routing_key", "properties", "body",
-        "persistent", "priority", "expiration_ms", "_headers_offset", "_headers",
+        "persistent", "priority", "expiration_ms", "headers_offset", "_headers",
     )
 
     exchange: str
@@ -100,6 +100,7 @@ class Message:
     persistent: bool
     priority: int
     expiration_ms: int | None
+    headers_offset: int  # where the headers table starts in `properties`; -1: no headers
 
     def __init__(
         self,
@@ -119,7 +120,7 @@ class Message:
         self.persistent = persistent
         self.priority = priority
         self.expiration_ms = expiration_ms
-        self._headers_offset = headers_offset
+        self.headers_offset = headers_offset
         self._headers: dict[str, Any] | None = None
 
     @classmethod
@@ -138,14 +139,20 @@ class Message:
     def headers(self) -> dict[str, Any]:
         """The headers table, decoded on first access (empty dict when absent)."""
         if self._headers is None:
-            if self._headers_offset < 0:
+            if self.headers_offset < 0:
                 self._headers = {}
             else:
                 from pamqp import decode  # lazy: only dead-lettering/headers routing need it
 
-                _, table = decode.field_table(self.properties[self._headers_offset :])
+                _, table = decode.field_table(self.properties[self.headers_offset :])
                 self._headers = dict(table)
         return self._headers
+
+    def route_with_headers(self, headers: dict[str, Any]) -> None:
+        """Make routing see `headers` rather than the table in `properties`. For BCC stripping
+        (`server.channel`): the delivered copy loses BCC, routing still needs its keys. Call
+        only on a new message, before it is shared."""
+        self._headers = headers
 
     def __repr__(self) -> str:
         return (

@@ -1,12 +1,14 @@
 """The quorum queue type: the broker's `QueueType` on top of a Raft group running `quorum.fifo`.
 
 Registered for x-queue-type=quorum by `amqp_broker.cluster.install_quorum`; the server's
-`QueueRuntime` drives it like any queue. Every change is a fifo command proposed to the queue's
+`QueueRuntime` drives it like any queue. The at-least-once dead-letter worker comes from a
+factory passed in from above (`server.dlx_port.start_dlx_worker`): this layer does not import
+the server. Every change is a fifo command proposed to the queue's
 Raft group through the node's `QuorumRuntime` (one shared WAL, group commit); nothing here
 changes queue state directly. What comes back:
 - replies of proposals that need one (basic.get -> Dequeue, Tick) through callbacks;
-- effects (`quorum_effects.py`): deliveries, publisher confirms/nacks, dead letters, timers,
-  monitors of dead processes, queue expiry.
+- effects (`quorum_effects.py`, through the `EffectHost` methods below): deliveries, publisher
+  confirms/nacks, dead letters, timers, monitors of dead processes, queue expiry.
 
 Identities: a consumer is ConsumerKey(tag, pid of its channel, node); the queue publishes on
 behalf of all channels as one fifo publisher with its own sequence (the channel's confirm
@@ -27,12 +29,11 @@ from amqp_broker.core.errors import AccessRefused, vhost_resource
 from quorum import fifo
 from quorum.fifo import encode_command
 from quorum.raft import NotLeader
-import dlx.port as _dlx  # a module, not its names: dlx.port imports this package
 
 from .arguments import OVERFLOW_REJECT_PUBLISH_DLX, apply_policy, parse_queue_arguments
 from .base import REASON_REJECTED, Consumer, DeadLetter, queue_key
 from .message import Entry, Message
-from .quorum_config import quorum_config
+from .quorum_config import quorum_config, warn_dead_letter_strategy
 from .quorum_effects import EffectRunner, delivery_entry
 from .quorum_machine import QuorumMachine, encode_payload
 
@@ -51,7 +52,8 @@ class QuorumQueue:
     queue_type = "quorum"
 
     def __init__(self, runtime: Any, broker: Any, name: str, vhost: str, *,
-                 arguments: dict, now_ms: int) -> None:
+                 arguments: dict, now_ms: int,
+                 dlx_worker_factory: Callable[["QuorumQueue"], Any]) -> None:
         self.name = name
         self.vhost = vhost
         self.arguments = arguments
@@ -79,8 +81,6 @@ class QuorumQueue:
         # held nothing needs no ConsumerDown)
         self.pids: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._exclusive = False
-        self.dead_letters: list[DeadLetter] = []
-        self.timer_at: int | None = None
         self._tick_inflight = False
         self._proposed_enqueues = 0
         self._enqueue_base = 0
@@ -89,9 +89,11 @@ class QuorumQueue:
         self._gets: dict[int, Callable] = {}  # basic.get replies waiting for their Dequeue
         self._get_seq = 0
         self._peeked = 0  # messages the management get has looked at (see `get`)
-        self._effects = EffectRunner(self)
-        self._dlx_worker = None  # dlx.DlxWorker, created on first at-least-once dead letter
-        _dlx.check_strategy(self.config, name)
+        self._effects = EffectRunner(self, self.node, runtime.is_current)
+        # factory(queue) -> dlx.DlxWorker, called on the first at-least-once dead letter
+        self._dlx_worker_factory = dlx_worker_factory
+        self._dlx_worker = None
+        warn_dead_letter_strategy(self.config, name)
         runtime.add_group(self.group, self.machine, self._effects.run, self._on_ready)
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -144,13 +146,73 @@ class QuorumQueue:
     def dlx_worker(self):
         """The at-least-once dead-letter worker beside this (leader) queue."""
         if self._dlx_worker is None:
-            self._dlx_worker = _dlx.start_worker(self)
+            self._dlx_worker = self._dlx_worker_factory(self)
         return self._dlx_worker
 
     def queue_runtime(self):
+        """The server's `QueueRuntime` of this queue (None once it is gone)."""
         vhost = self.broker.vhosts.get(self.vhost)
         rt = vhost.queues.get(self.name) if vhost is not None else None
         return rt if rt is not None and rt.queue is self else None
+
+    # -- the dead-letter worker's source (server.dlx_port.DeadLetterSource) ---------------------
+    def dead_letter_exchange(self) -> tuple[str | None, str | None]:
+        """(DLX, dead-letter routing key) as configured now."""
+        return self.config.dead_letter_exchange, self.config.dead_letter_routing_key
+
+    def holds_dead_letter(self, dlx_id: int) -> bool:
+        """Is `dlx_id` still held in the replicated state for at-least-once?"""
+        return not self.deleted and dlx_id in self.state.fifo.dlx.held
+
+    def settle_dead_letters(self, dlx_ids: tuple[int, ...]) -> None:
+        """Every target confirmed these dead letters: release them (a `DlxSettle` command)."""
+        self.propose(fifo.DlxSettle(dlx_ids))
+
+    # -- the effect runner's host (quorum_effects.EffectHost) -----------------------------------
+    def accepts_effects(self, force: bool) -> bool:
+        return not self.deleted and (self.ready or force)
+
+    def applied_bodies(self) -> dict[int, Message]:
+        return self.state.bodies
+
+    def live_channel(self, pid: str) -> Any | None:
+        channel = self.pids.get(pid)
+        return None if channel is None or channel.released else channel
+
+    def local_consumer(self, key: fifo.ConsumerKey) -> Consumer | None:
+        return self.consumers.get(key)
+
+    def answer_confirms(self, publisher: str, seqs: tuple, ok: bool) -> None:
+        if publisher != self.publisher:
+            return
+        confirms = self.confirms
+        for s in seqs:
+            cb = confirms.pop(s, None)
+            if cb is not None:
+                cb(ok)
+
+    def hold_dead_letters(self, reason: str, held: list[tuple[int, Message]]) -> None:
+        worker = self.dlx_worker()
+        for dlx_id, msg in held:
+            worker.add(dlx_id, reason, msg)
+        if held:  # counted once, here on the leader, as rabbit_fifo's dead-letter effect does
+            self.broker.count_dead_lettered(reason, "rabbit_quorum_queue", "at_least_once",
+                                            len(held))
+        worker.pump()
+
+    def after_effects(self, touched: bool) -> None:
+        rt = self.queue_runtime()
+        if rt is None:
+            return
+        if touched:
+            rt.mark_dirty()  # re-arm the timer, hand dead letters over
+        self.broker.run_pending()
+
+    def expire_now(self) -> None:
+        rt = self.queue_runtime()
+        if rt is not None:
+            rt.expired()
+            self.broker.run_pending()
 
     def consumer_key(self, channel: Any, tag: str) -> fifo.ConsumerKey:
         pid = self.runtime.pid_of(channel)
@@ -212,7 +274,7 @@ class QuorumQueue:
             return None
         if consumer.exclusive:
             self._exclusive = False
-        if getattr(channel, "_released", False):
+        if channel.released:
             self.channel_down(key.pid)
         else:
             self.propose(fifo.Cancel(key))
@@ -333,7 +395,7 @@ class QuorumQueue:
             channel = self.pids.get(key.pid)
             if channel is None:
                 continue  # its ConsumerDown already returns them
-            if getattr(channel, "_released", False):
+            if channel.released:
                 self.channel_down(key.pid)
                 continue
             cmd = fifo.Return(key, tuple(ids))
@@ -351,8 +413,7 @@ class QuorumQueue:
             self.propose(fifo.Discard(key, tuple(ids)))
 
     def take_dead_letters(self) -> list[DeadLetter]:
-        out, self.dead_letters = self.dead_letters, []
-        return out
+        return self._effects.take_dead_letters()
 
     # -- whole queue ---------------------------------------------------------------------------
     def purge(self) -> int:
@@ -399,18 +460,18 @@ class QuorumQueue:
         config = quorum_config(self.name, self.settings, self.arguments, policy)
         if config != self.config:
             self.config = config
-            _dlx.check_strategy(config, self.name)
+            warn_dead_letter_strategy(config, self.name)
             self.propose(fifo.UpdateConfig(config))
 
     # -- timers --------------------------------------------------------------------------------
     def next_deadline(self, now_ms: int) -> int | None:
         if self._settles:
             self._flush_settles()  # the batch-end hook: QueueRuntime.run always calls this
-        return None if self._tick_inflight else self.timer_at
+        return None if self._tick_inflight else self._effects.timer_at
 
     def expire(self, now_ms: int) -> bool:
         """The fifo's timer is due: propose a Tick (expiry happens when it applies)."""
-        if self.timer_at is None or self._tick_inflight or self.deleted:
+        if self._effects.timer_at is None or self._tick_inflight or self.deleted:
             return False
         self._tick_inflight = True
 
@@ -418,8 +479,7 @@ class QuorumQueue:
             self._tick_inflight = False
             rt = self.queue_runtime()
             if rt is not None:
-                rt.timer_deadline = None  # re-arm from the (possibly unchanged) timer_at
-                rt._mark()
+                rt.rearm_timer()  # from the (possibly unchanged) timer_at
 
         self.propose(fifo.Tick(), done)
         return False

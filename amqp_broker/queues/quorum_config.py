@@ -4,18 +4,22 @@ Called by `quorum.QuorumQueue` at declaration and on every policy change (the re
 proposed as `UpdateConfig` when it changed). The common arguments are validated and merged by
 `arguments.py` exactly as for classic queues; this adds what only quorum queues have:
 x-delivery-limit / policy delivery-limit (default 20, negative = unlimited, the lower of
-argument and policy wins) and x-dead-letter-strategy / dead-letter-strategy.
+argument and policy wins) and x-dead-letter-strategy / dead-letter-strategy, and
+`warn_dead_letter_strategy` for a strategy the queue cannot honour.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from quorum.fifo import AT_LEAST_ONCE, AT_MOST_ONCE, QueueConfig
 
 from .arguments import QueueSettings
 
-__all__ = ["quorum_config", "DEFAULT_DELIVERY_LIMIT"]
+__all__ = ["quorum_config", "warn_dead_letter_strategy", "DEFAULT_DELIVERY_LIMIT"]
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_DELIVERY_LIMIT = 20  # RabbitMQ 4.x
 
@@ -60,3 +64,17 @@ def quorum_config(name: str, settings: QueueSettings, arguments: dict,
         dead_letter_strategy=_strategy(arguments, policy),
         single_active_consumer=settings.single_active_consumer,
     ).normalise()
+
+
+def warn_dead_letter_strategy(config: QueueConfig, name: str) -> None:
+    """at-least-once needs overflow reject-publish (and a DLX); otherwise it falls back to
+    at-most-once, as documented, with a warning. Called on declare and on policy changes."""
+    if config.dead_letter_strategy != AT_LEAST_ONCE:
+        return
+    if config.dead_letter_exchange is None:
+        _log.warning("quorum queue %r: dead-letter-strategy at-least-once without a dead-letter "
+                     "exchange: messages are dropped", name)
+    elif config.overflow != "reject-publish":
+        _log.warning("quorum queue %r: dead-letter-strategy at-least-once needs overflow "
+                     "reject-publish (have %s): falling back to at-most-once", name,
+                     config.overflow)

@@ -1,12 +1,17 @@
 """Runs the effects of a quorum queue's state machine on the broker (leader side, one node).
 
-Called by the node's Raft driver (`on_effects`) after each batch of applied entries, in the
-driver's trio task, with the effects of that batch in order. `EffectRunner.run` hands
-deliveries to channels, answers publisher confirms, collects dead letters for the broker's
-dead-letter routing (at-most-once) or hands held ones to the queue's DLX worker
-(at-least-once), re-arms the queue's timer, turns monitors of processes that died with an
-earlier run into ConsumerDown, and deletes an expired queue. It ends with
-`broker.run_pending()` so dead letters and other queues touched by them are processed at once.
+Built by `quorum.QuorumQueue`, whose `run` it hands to the node's Raft driver as `on_effects`:
+called after each batch of applied entries, in the driver's trio task, with the effects of that
+batch in order. `EffectRunner.run` hands deliveries to channels, answers publisher confirms,
+collects at-most-once dead letters (`take_dead_letters`, read by the queue for the broker's
+dead-letter routing) or hands at-least-once ones back to the queue for its DLX worker, keeps
+the fifo's next timer (`timer_at`), turns monitors of processes that died with an earlier run
+into ConsumerDown, and expires the queue. It ends with the queue's `after_effects` so dead
+letters and other queues touched by them are processed at once.
+
+It knows the queue only through `EffectHost` (below): the queue layer's arrow points one way,
+quorum.py -> quorum_effects.py. Channels are the server's, used duck-typed: `released`,
+`deliver`, `count_granted`, `session.wake`.
 
 Effects of entries replayed at start-up (before the group is ready) are not run: they were
 run before the restart, and running them again would duplicate deliveries and dead letters.
@@ -15,22 +20,65 @@ run before the restart, and running them again would duplicate deliveries and de
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable, Protocol
 
 from amqp_broker.core.fieldtypes import Long
 from amqp_broker.protocol.properties import decode_properties, encode_properties
 from quorum import fifo
 
-from .base import DeadLetter
+from .base import Consumer, DeadLetter
 from .message import Entry, Message
 from .quorum_machine import DeadLettered
 
-if TYPE_CHECKING:
-    from .quorum import QuorumQueue
-
-__all__ = ["EffectRunner", "delivery_entry"]
+__all__ = ["EffectHost", "EffectRunner", "delivery_entry"]
 
 _log = logging.getLogger(__name__)
+
+
+class EffectHost(Protocol):
+    """What the effect runner needs from its quorum queue (`QuorumQueue` implements it)."""
+
+    name: str
+
+    def accepts_effects(self, force: bool) -> bool:
+        """False once deleted, or before the group is ready unless `force`."""
+        ...
+
+    def applied_bodies(self) -> dict[int, Message]:
+        """Message bodies of the applied state, by log index."""
+        ...
+
+    def queue_runtime(self) -> Any | None:
+        """The server's runtime of this queue (passed to `channel.deliver`), None if gone."""
+        ...
+
+    def live_channel(self, pid: str) -> Any | None:
+        """The channel behind consumer pid `pid`, None if it is gone or released."""
+        ...
+
+    def local_consumer(self, key: fifo.ConsumerKey) -> Consumer | None:
+        """The consumer `key` if it is still subscribed here."""
+        ...
+
+    def propose(self, cmd: Any) -> None:
+        """Propose a fifo command to the queue's Raft group."""
+        ...
+
+    def answer_confirms(self, publisher: str, seqs: tuple, ok: bool) -> None:
+        """Answer the publisher confirms (`ok`) or nacks of the queue's own enqueues."""
+        ...
+
+    def hold_dead_letters(self, reason: str, held: list[tuple[int, Message]]) -> None:
+        """At-least-once: (dlx id, message) pairs now held for the DLX worker."""
+        ...
+
+    def after_effects(self, touched: bool) -> None:
+        """The batch ran; `touched`: the timer or dead letters changed (a dispatch pass is due)."""
+        ...
+
+    def expire_now(self) -> None:
+        """The fifo expired the queue (x-expires): delete it."""
+        ...
 
 
 def with_delivery_count(msg: Message, count: int) -> Message:
@@ -50,128 +98,111 @@ def delivery_entry(key: fifo.ConsumerKey, d: fifo.Delivery, msg: Message) -> Ent
 
 
 class EffectRunner:
-    def __init__(self, queue: "QuorumQueue") -> None:
-        self.q = queue
+    """Runs effect batches for one queue (`run`); owns the fifo's timer and at-most-once dead
+    letters until the queue reads them."""
+
+    def __init__(self, host: EffectHost, node: str,
+                 is_current_pid: Callable[[str], bool]) -> None:
+        self.host = host
+        self.node = node
+        self.is_current_pid = is_current_pid  # False: a process of an earlier run of the node
+        self.timer_at: int | None = None      # the fifo's next SetTimer deadline
+        self._dead_letters: list[DeadLetter] = []
         self._downed: set[str] = set()  # old pids already sent ConsumerDown (str: never iterated)
 
+    def take_dead_letters(self) -> list[DeadLetter]:
+        """At-most-once dead letters collected since the last call."""
+        out, self._dead_letters = self._dead_letters, []
+        return out
+
     def run(self, group: str, effects: list, force: bool = False) -> None:
-        q = self.q
-        if q.deleted or not (q.ready or force):
+        host = self.host
+        if not host.accepts_effects(force):
             return
         try:
             self._run(effects)
         except Exception:  # an effect must never take the node's Raft driver down
-            _log.exception("quorum queue %r: effect failed", q.name)
+            _log.exception("quorum queue %r: effect failed", host.name)
 
     def _run(self, effects: list) -> None:
-        q = self.q
-        node = q.node
+        host = self.host
+        node = self.node
         touched = False
-        batch = _Batch(q.queue_runtime(), q.state.bodies)
+        batch = _Batch(host.queue_runtime(), host.applied_bodies())
         for eff in effects:
             t = type(eff)
             if t is fifo.Deliver:
                 if fifo.should_run(eff, node, True, (node,)):
                     self._deliver(eff, batch)
             elif t is fifo.Confirm:
-                self._confirm(eff.publisher, eff.seqs, True)
+                host.answer_confirms(eff.publisher, eff.seqs, True)
             elif t is fifo.RejectPublish:
-                self._confirm(eff.publisher, eff.seqs, False)
+                host.answer_confirms(eff.publisher, eff.seqs, False)
             elif t is DeadLettered:
                 self._dead_letter(eff)
                 touched = True
             elif t is fifo.SetTimer:
-                q.timer_at = eff.at_ms
+                self.timer_at = eff.at_ms
                 touched = True
             elif t is fifo.Monitor:
                 self._monitor(eff)
             elif t is fifo.QueueExpired:
-                batch.finish(q)
-                self._expired()
+                batch.finish(host)
+                host.expire_now()
                 return
-        batch.finish(q)
-        rt = batch.rt
-        if rt is not None:
-            if touched:
-                rt._mark()
-            q.broker.run_pending()
-
-    def _confirm(self, publisher: str, seqs: tuple, ok: bool) -> None:
-        q = self.q
-        if publisher != q.publisher:
-            return
-        confirms = q.confirms
-        for s in seqs:
-            cb = confirms.pop(s, None)
-            if cb is not None:
-                cb(ok)
+        batch.finish(host)
+        host.after_effects(touched)
 
     def _deliver(self, eff: fifo.Deliver, batch: "_Batch") -> None:
-        q = self.q
+        host = self.host
         key = eff.consumer
-        channel = q.pids.get(key.pid)
-        if channel is None or channel._released:
+        channel = host.live_channel(key.pid)
+        if channel is None:
             return  # the channel is gone; its ConsumerDown returns these
-        consumer = q.consumers.get(key)
+        consumer = host.local_consumer(key)
         if consumer is None:
             # cancelled meanwhile on a live channel: give them back
-            q.propose(fifo.Return(key, tuple(d.msg_id for d in eff.msgs)))
+            host.propose(fifo.Return(key, tuple(d.msg_id for d in eff.msgs)))
             return
         rt = batch.rt
         if rt is None:
             return
         bodies = batch.bodies
-        st = channel.consumers.get(key.tag)
-        no_ack = consumer.no_ack
+        sent = 0
         for d in eff.msgs:
             msg = bodies.get(d.index)
             if msg is None:
-                _log.warning("quorum queue %r: no body for index %d", q.name, d.index)
+                _log.warning("quorum queue %r: no body for index %d", host.name, d.index)
                 continue
-            if not no_ack and st is not None:
-                # the fifo enforces prefetch; keep the channel's counters in step with its acks
-                st.unacked += 1
-                channel.global_unacked += 1
             channel.deliver(rt, consumer, delivery_entry(key, d, msg))
-        if no_ack:
+            sent += 1
+        if consumer.no_ack:
             batch.settle(key, eff.msgs)
+        elif sent:
+            # the fifo enforces prefetch; keep the channel's counters in step with its acks
+            channel.count_granted(key.tag, sent)
         batch.sessions[channel.session] = None
 
     def _dead_letter(self, eff: DeadLettered) -> None:
-        q = self.q
         dl = eff.effect
         if dl.at_least_once:
             # held in the replicated state until the DLX worker (dlx/worker.py) settles them
-            worker = q.dlx_worker()
-            n = 0
-            for m, msg in zip(dl.msgs, eff.messages):
-                if msg is not None and m.dlx_id is not None:
-                    worker.add(m.dlx_id, dl.reason, msg)
-                    n += 1
-            if n:  # counted once, here on the leader, as rabbit_fifo's dead-letter effect does
-                q.broker.count_dead_lettered(dl.reason, "rabbit_quorum_queue", "at_least_once", n)
-            worker.pump()
+            held = [(m.dlx_id, msg) for m, msg in zip(dl.msgs, eff.messages)
+                    if msg is not None and m.dlx_id is not None]
+            self.host.hold_dead_letters(dl.reason, held)
             return
+        name = self.host.name
         for m, msg in zip(dl.msgs, eff.messages):
             if msg is not None:
-                q.dead_letters.append(DeadLetter(msg, dl.reason, q.name, m.acquired > 0))
+                self._dead_letters.append(DeadLetter(msg, dl.reason, name, m.acquired > 0))
 
     def _monitor(self, eff: fifo.Monitor) -> None:
         pid = eff.pid
-        q = self.q
-        if pid is None or q.runtime.is_current(pid) or pid in self._downed:
+        if pid is None or self.is_current_pid(pid) or pid in self._downed:
             return
         # a process of an earlier run of this node: it is dead
         self._downed.add(pid)
-        q.propose(fifo.ConsumerDown(pid))
-
-    def _expired(self) -> None:
-        q = self.q
-        rt = q.queue_runtime()
-        if rt is not None:
-            _log.info("quorum queue %r in vhost %r expired", q.name, q.vhost)
-            rt.vhost.delete_queue_now(rt)
-            q.broker.run_pending()
+        self.host.propose(fifo.ConsumerDown(pid))
 
 
 class _Batch:
@@ -190,8 +221,8 @@ class _Batch:
         ids = self.settles.setdefault(key, [])
         ids.extend(d.msg_id for d in msgs)
 
-    def finish(self, q: "QuorumQueue") -> None:
+    def finish(self, host: EffectHost) -> None:
         for key, ids in self.settles.items():
-            q.propose(fifo.Settle(key, tuple(ids)))
+            host.propose(fifo.Settle(key, tuple(ids)))
         for session in self.sessions:
             session.wake()

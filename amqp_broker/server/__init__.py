@@ -4,7 +4,7 @@
   equivalently `serve_broker(open_broker(settings))`, which lets a caller (tests, tools) reach the
   `Broker` before serving. Both report the bound AMQP port through `task_status`.
 - `Broker`: the node's state (vhosts, sessions, queue runtimes, timers, confirms after fsync);
-  `broker.admin` (`Admin`) manages users, permissions, vhosts and policies and lists entities;
+  `broker.admin` (`Admin`) keeps users, permissions, vhosts and policies (persisted);
   `broker.queue_factories[x_queue_type]` plugs in queue types (quorum).
 
 Module map: listener -> session (reader/writer/heartbeat) -> channel (publish, acks, confirms,

@@ -1,12 +1,15 @@
-"""Administration of a running node: users, permissions, vhosts, policies, and listings.
+"""Persisted node administration: users, permissions, vhosts and policies.
 
-`Admin` is reached as `broker.admin`; the management HTTP API and `amqp-brokerctl` (same process)
-call it. Changes are validated by the pure cores (`core.users`, `core.policies`), applied to the
-live broker and written to the metadata store so they survive a restart. Listings return plain
-dicts with RabbitMQ's field names (rabbitmqctl list_queues / management API shapes).
+`Admin` is the node's `broker.admin`, built by `Broker`; `load()` reads everything back from the
+metadata store at start (and creates the default user and vhost on a first start). Every
+mutation is validated by the pure cores (`core.users`, `core.policies`), applied to the live
+broker and written to the metadata store so it survives a restart.
 
-Permissions: stored per (vhost, user) as configure/write/read regexes; today only vhost access is
-enforced (at connection.open); per-resource checks are not implemented yet.
+Callers: the management facade `mgmt.admin.Admin` (HTTP API and, through it, `amqp-brokerctl`)
+for every mutation; `Session` reads `permissions` at connection.open (per-resource checks in
+`server/permissions.py`) and `Broker.open_vhost` calls `can_access_vhost`; `VHost` calls
+`apply_queue_policy` for a new queue and reads `policies` for exchanges; `node.open_broker`
+calls `apply_policies` after recovery. Listings (RabbitMQ's JSON rows) are `mgmt`'s, not here.
 """
 
 from __future__ import annotations
@@ -163,6 +166,7 @@ class Admin:
         return out
 
     def apply_policies(self, vhost_name: str) -> None:
+        """Re-apply the vhost's policies to all its queues and exchanges (after a change)."""
         vhost = self.broker.vhosts.get(vhost_name)
         if vhost is None:
             return
@@ -174,72 +178,12 @@ class Admin:
         self.broker.run_pending()
 
     def apply_queue_policy(self, vhost_name: str, rt) -> None:
+        """Give queue runtime `rt` the arguments of the policy (and operator policy) matching it."""
         store = self.policies.get(vhost_name)
         if store is None:
             return
         policy, op = store.for_queue(rt.name, rt.queue_type)
-        rt.policy = policy.name if policy else None
         apply = getattr(rt.queue, "apply_policy", None)
         if apply is not None:
             apply(effective_definition(policy, op) if (policy or op) else None)
             rt.kick()
-
-    # -- listings -------------------------------------------------------------------------------
-    def list_queues(self, vhost: str | None = None) -> list[dict]:
-        out = []
-        for vname, v in self.broker.vhosts.items():
-            if vhost is not None and vname != vhost:
-                continue
-            for rt in v.queues.values():
-                q = rt.queue
-                ready, unacked = q.message_count, q.unacked_count
-                out.append({
-                    "name": rt.name, "vhost": vname, "type": rt.queue_type,
-                    "durable": rt.durable, "auto_delete": rt.auto_delete,
-                    "exclusive": rt.exclusive, "arguments": dict(rt.arguments),
-                    "policy": getattr(rt, "policy", None),
-                    "messages": ready + unacked, "messages_ready": ready,
-                    "messages_unacknowledged": unacked,
-                    "message_bytes": getattr(q, "message_bytes", 0),
-                    "consumers": q.consumer_count,
-                    "state": "running",
-                })
-        return out
-
-    def list_exchanges(self, vhost: str | None = None) -> list[dict]:
-        out = []
-        for vname, v in self.broker.vhosts.items():
-            if vhost is None or vname == vhost:
-                out.extend({"name": x.name, "vhost": vname, "type": x.type, "durable": x.durable,
-                            "auto_delete": x.auto_delete, "internal": x.internal,
-                            "arguments": dict(x.arguments)} for x in v.topology.exchanges())
-        return out
-
-    def list_bindings(self, vhost: str | None = None) -> list[dict]:
-        out = []
-        for vname, v in self.broker.vhosts.items():
-            if vhost is None or vname == vhost:
-                for name in v.queues:  # the default exchange's implicit bindings first
-                    out.append({"source": "", "vhost": vname, "destination": name,
-                                "destination_type": "queue", "routing_key": name, "arguments": {}})
-                out.extend({"source": b.source, "vhost": vname, "destination": b.dest.name,
-                            "destination_type": b.dest.kind, "routing_key": b.routing_key,
-                            "arguments": dict(b.arguments)}
-                           for b in v.topology.bindings() if b.source)
-        return out
-
-    def list_connections(self) -> list[dict]:
-        return [s.info() for s in self.broker.sessions]
-
-    def list_consumers(self, vhost: str | None = None) -> list[dict]:
-        out = []
-        for vname, v in self.broker.vhosts.items():
-            if vhost is not None and vname != vhost:
-                continue
-            for rt in v.queues.values():
-                for c in rt.consumers.values():
-                    out.append({"queue": rt.name, "vhost": vname, "consumer_tag": c.tag,
-                                "channel": c.channel.number, "ack_required": not c.no_ack,
-                                "exclusive": c.exclusive, "priority": c.priority,
-                                "connection": c.channel.session.name})
-        return out

@@ -101,7 +101,7 @@ class Channel:
                 f"invalid expiration '{peek_expiration(props)}': no_integer").with_method(*_PUBLISH)
         if props and props[1] & 0x10:  # user_id flag: must match the authenticated user
             self._check_user_id(props)
-        if msg._headers_offset >= 0 and "BCC" in msg.headers:
+        if msg.headers_offset >= 0 and "BCC" in msg.headers:
             msg = self._strip_bcc(msg)
         if not self.perms.allowed(WRITE, ev.exchange or "amq.default"):
             self.perms.check(WRITE, "exchange", ev.exchange)
@@ -156,7 +156,7 @@ class Channel:
         headers.pop("BCC", None)
         decoded.headers = headers
         out = Message.from_publish(msg.exchange, msg.routing_key, encode_properties(decoded), msg.body)
-        out._headers = routing_headers
+        out.route_with_headers(routing_headers)
         return out
 
     def _rewrite_reply_to(self, props: bytes) -> bytes:
@@ -185,6 +185,14 @@ class Channel:
             counters.messages_redelivered += 1
         self.conn.send_deliver(self.number, consumer.tag, tag, entry.redelivered, m.exchange,
                                m.routing_key, m.properties, m.body)
+
+    def count_granted(self, tag: str, n: int) -> None:
+        """`n` deliveries to consumer `tag` whose prefetch the queue enforced itself (quorum
+        fifo, not `take_credit`): count them so the consumer's acks give back what they took."""
+        st = self.consumers.get(tag)
+        if st is not None and not st.no_ack:
+            st.unacked += n
+            self.global_unacked += n
 
     def deliver_direct(self, consumer_tag: str, msg: Message) -> None:
         """Direct reply-to: a no-ack delivery that never sat in a queue."""

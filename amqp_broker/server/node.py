@@ -7,6 +7,7 @@ connection.close 320 CONNECTION_FORCED and the journal is flushed before returni
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from amqp_broker.settings import Settings
 
 from .alarms import run_alarms
 from .broker import Broker
+from .dlx_port import start_dlx_worker
 from .listener import serve_amqp
 from .persistence import Store
 from .recovery import recover
@@ -37,7 +39,10 @@ def open_broker(settings: Settings) -> Broker:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = _open_store(settings)
     broker = Broker(settings, store)
-    broker.quorum = install_quorum(broker)  # x-queue-type=quorum; before recovery
+    # x-queue-type=quorum, before recovery; the queue layer gets the server's DLX worker
+    # factory passed down instead of importing it
+    broker.quorum = install_quorum(broker,
+                                   dlx_worker_factory=functools.partial(start_dlx_worker, broker))
     recover(broker, store)
     for name in list(broker.vhosts):
         broker.admin.apply_policies(name)

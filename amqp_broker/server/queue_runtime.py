@@ -1,11 +1,14 @@
 """The trio-side owner of one queue: runs a pure `QueueType` and performs what it asks for.
 
-Created by `broker.VHost` when a queue is declared (or recovered). Channels call `publish`,
-`settle`, `get`, `add_consumer`, `remove_consumer`; none of these deliver directly. Instead the
-runtime marks itself dirty and the broker's `run_pending()` (called once after each batch of
-events a session handles, and by timer/journal tasks) calls `dispatch()`, which hands deliveries
-to the consumers' channels, drains dead letters and re-arms the queue's timer. So a burst of
-publishes costs one dispatch pass, not one per message.
+Created by `vhost.VHost` when a queue is declared (or recovered). Channels call `publish`,
+`settle`, `get`, `add_consumer`, `remove_consumer`, `kick`; `VHost` and the management API call
+`purge` and `delete`; the quorum queue type, whose state changes arrive from its Raft group
+rather than from these calls, calls `mark_dirty`, `rearm_timer` and `expired`. None of these
+deliver directly. Instead the runtime marks itself dirty (`mark_dirty`) and the broker's
+`run_pending()` (called once after each batch of events a session handles, and by timer/journal
+tasks) calls `run()`, which hands deliveries to the consumers' channels, drains dead letters
+and re-arms the queue's timer. So a burst of publishes costs one dispatch pass, not one per
+message.
 
 Confirms: a persistent message accepted by a durable queue is confirmed only once the journal
 reports the record durable (`broker.durability`); everything else is decided at publish time.
@@ -79,7 +82,6 @@ class QueueRuntime:
         self.deleted = False
         self.dirty = False
         self.timer_deadline: int | None = None
-        self.policy: str | None = None  # name of the policy that applies (admin.py)
 
     # -- publish -------------------------------------------------------------------------------
     def publish(self, msg: Message, now_ms: int, confirm: tuple | None) -> None:
@@ -88,13 +90,13 @@ class QueueRuntime:
             # Queue types that confirm later (Raft commit) call back with ok=True/False.
             tracker, seq = confirm
             confirmed(msg, now_ms, lambda ok: tracker.settle(seq, ok))
-            self._mark()
+            self.mark_dirty()
             return
         tap = self._tap
         if tap is not None:
             before = tap.last
         ok = self.queue.publish(msg, now_ms)
-        self._mark()
+        self.mark_dirty()
         if confirm is None:
             return
         tracker, seq = confirm
@@ -111,14 +113,14 @@ class QueueRuntime:
         self.queue.add_consumer(consumer, self.broker.now_ms)
         self.consumers[(id(consumer.channel), consumer.tag)] = consumer
         self.had_consumer = True
-        self._mark()
+        self.mark_dirty()
 
     def remove_consumer(self, channel: Any, tag: str) -> None:
         if self.consumers.pop((id(channel), tag), None) is None:
             return
         if not self.deleted:
             self.queue.remove_consumer(channel, tag, self.broker.now_ms)
-            self._mark()
+            self.mark_dirty()
             if self.auto_delete and not self.consumers:
                 # Auto-delete fires when the last consumer goes, never before the first one.
                 self.vhost.delete_queue_now(self)
@@ -126,7 +128,7 @@ class QueueRuntime:
     def kick(self) -> None:
         """A consumer of this queue got credit back: dispatch at the end of the batch."""
         if not self.dirty:  # every ack lands here: usually marked already
-            self._mark()
+            self.mark_dirty()
 
     # -- settlement ----------------------------------------------------------------------------
     def settle(self, msg_ids: list[int], how: str) -> None:
@@ -138,19 +140,27 @@ class QueueRuntime:
             self.queue.requeue(msg_ids)
         else:
             self.queue.discard(msg_ids)
-        self._mark()
+        self.mark_dirty()
 
     def get(self, no_ack: bool):
         """basic.get: (entry or None, messages left)."""
         entry = self.queue.get(self.broker.now_ms, no_ack)
-        self._mark()
+        self.mark_dirty()
         return entry, self.queue.message_count
 
     # -- batch end ------------------------------------------------------------------------------
-    def _mark(self) -> None:
+    def mark_dirty(self) -> None:
+        """Ask for a `run` pass at the end of the current batch (`Broker.run_pending`): queue
+        state changed, so dispatch, dead letters or the timer may be due. Cheap: a flag test."""
         if not self.dirty:
             self.dirty = True
             self.broker.pending.append(self)
+
+    def rearm_timer(self) -> None:
+        """The queue's deadline may have changed outside a `run` (a quorum Tick applied):
+        schedule it afresh at the end of the batch, even if it equals the old one."""
+        self.timer_deadline = None
+        self.mark_dirty()
 
     def run(self) -> None:
         """Dispatch, dead-letter and re-arm the timer (called by `Broker.run_pending`)."""
@@ -179,10 +189,21 @@ class QueueRuntime:
             return
         self.timer_deadline = None
         if self.queue.expire(now_ms):
-            _log.info("queue %r in vhost %r expired", self.name, self.vhost.name)
-            self.vhost.delete_queue_now(self)
+            self.expired()
             return
-        self._mark()
+        self.mark_dirty()
+
+    def expired(self) -> None:
+        """The queue expired (x-expires, decided by the queue itself): delete it now."""
+        _log.info("%s queue %r in vhost %r expired", self.queue_type, self.name, self.vhost.name)
+        self.vhost.delete_queue_now(self)
+
+    # -- whole queue ---------------------------------------------------------------------------
+    def purge(self) -> int:
+        """queue.purge (channel or management API): ready messages dropped, count returned."""
+        n = self.queue.purge()
+        self.mark_dirty()
+        return n
 
     # -- deletion ------------------------------------------------------------------------------
     def delete(self) -> int:

@@ -63,7 +63,7 @@ class VHost:
 
     # -- hot path ------------------------------------------------------------------------------
     def route(self, exchange: str, routing_key: str, msg: "Message") -> list[QueueRuntime]:
-        headers = msg.headers if msg._headers_offset >= 0 else None
+        headers = msg.headers if msg.headers_offset >= 0 else None
         if exchange == "" and not headers:
             rt = self.queues.get(routing_key)
             return [rt] if rt is not None else []
@@ -135,7 +135,7 @@ class VHost:
         self.broker.admin.apply_queue_policy(self.name, rt)
         if durable and not exclusive and persist:
             self._store("queue_declared", self.name, name, durable, auto_delete, dict(arguments))
-        rt._mark()  # arm x-expires
+        rt.mark_dirty()  # arm x-expires
         return rt
 
     def _check_quorum_properties(self, name: str, durable: bool, exclusive: bool,
@@ -213,10 +213,7 @@ class VHost:
         return count
 
     def purge_queue(self, session: "Session", name: str) -> int:
-        rt = self.get_queue(name, session)
-        n = rt.queue.purge()
-        rt._mark()
-        return n
+        return self.get_queue(name, session).purge()
 
     def drop_exclusive(self, session: "Session") -> None:
         """The owner connection closed: its exclusive queues go, even durable ones."""

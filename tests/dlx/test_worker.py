@@ -232,19 +232,6 @@ def test_confirm_that_never_comes_is_resent_after_the_timeout():
     assert p.settled == [1]
 
 
-def test_fallback_to_at_most_once_is_logged(caplog):
-    from dlx.port import check_strategy
-    from quorum.fifo import QueueConfig
-
-    alo = dict(dead_letter_strategy="at-least-once", dead_letter_exchange="dlx")
-    with caplog.at_level("WARNING", logger="dlx.port"):
-        check_strategy(QueueConfig(name="q1", overflow="reject-publish", **alo), "q1")
-        assert caplog.records == []
-        check_strategy(QueueConfig(name="q2", overflow="drop-head", **alo), "q2")
-    assert len(caplog.records) == 1 and "falling back to at-most-once" in caplog.text
-    assert QueueConfig(name="q2", overflow="drop-head", **alo).at_least_once is False
-
-
 def test_synchronous_confirms_beyond_prefetch_do_not_stall():
     """Targets that confirm at once (transient classic queues) free slots inside pump."""
     p = FakePort()

@@ -1,10 +1,11 @@
-"""The in-process admin API (broker.admin): users, vhost access, policies, listings, persistence."""
+"""The in-process admin API (broker.admin): users, vhost access, policies, persistence."""
 
 from __future__ import annotations
 
 import pytest
 
 from amqp_broker.core.errors import NotAllowed
+from amqp_broker.mgmt import Admin as ManagementAdmin
 from amqp_broker.queues import Message
 from amqp_broker.server import Broker
 from amqp_broker.server.persistence import Store
@@ -62,7 +63,7 @@ def test_policy_applies_max_length_to_matching_queues(tmp_path):
     b.admin.set_policy("/", "cap", "^pol\\.", {"max-length": 2}, apply_to="queues")
     for i in range(5):
         rt.publish(Message.from_publish("", "pol.q", b"\x00\x00", str(i).encode()), 0, None)
-    row, = [q for q in b.admin.list_queues("/") if q["name"] == "pol.q"]
+    row = ManagementAdmin(b).get_queue("/", "pol.q")
     assert (row["messages_ready"], row["policy"]) == (2, "cap")
     b.admin.clear_policy("/", "cap")
     assert b.admin.list_policies() == []

@@ -126,7 +126,8 @@ def test_quorum_queue_is_exported_whatever_the_import_order():
     import amqp_broker.queues as queues
     from amqp_broker.queues.quorum import QuorumQueue
     assert queues.QuorumQueue is QuorumQueue and "QuorumQueue" in queues.__all__
-    for first in ("dlx.port", "amqp_broker.queues.quorum", "amqp_broker.cluster"):
+    for first in ("dlx", "amqp_broker.server.dlx_port", "amqp_broker.queues.quorum",
+                  "amqp_broker.cluster"):
         code = (f"import {first}; from amqp_broker.queues import QuorumQueue; "
                 "print(QuorumQueue.queue_type)")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
