@@ -139,3 +139,15 @@ def test_client_close_is_clean(pika_connect):
     conn.channel()
     conn.close()
     assert conn.is_closed
+
+
+def test_update_secret_is_answered_and_the_connection_carries_on(broker_url):
+    # connection.update-secret (OAuth token refresh): the internal user database accepts the
+    # new secret as it is (its credentials never expire) and replies update-secret-ok.
+    from pamqp import commands
+
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.send(0, commands.Connection.UpdateSecret(new_secret="guest", reason="refresh"))
+        assert raw.read_method().name == "Connection.UpdateSecretOk"
+        raw.open_channel(1)

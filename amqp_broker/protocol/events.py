@@ -66,8 +66,7 @@ class MethodReceived:
     Basic.Cancel, Basic.CancelOk, Basic.Get, Basic.Recover, Channel.Flow, Channel.FlowOk.
     Channel open/close methods never appear here (they have their own events). On channel 0
     only Connection.UpdateSecret appears (once the connection is open); the server's session
-    looks channel 0 up among its channels, finds none and ignores it: no UpdateSecretOk is
-    sent today (RabbitMQ sends one).
+    answers it with UpdateSecretOk, as RabbitMQ's internal user database does.
     Arguments are decoded, not validated: names, flags and values are the server's to check.
     """
 

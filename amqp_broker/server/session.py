@@ -238,6 +238,8 @@ class Session:
                 ch = self.channels.get(ev.channel)
                 if ch is not None:
                     ch.on_method(ev.method)
+                elif ev.channel == 0:
+                    self._on_update_secret()
             case Nack():
                 ch = self.channels.get(ev.channel)
                 if ch is not None:
@@ -264,6 +266,12 @@ class Session:
             case HeartbeatTimeout():
                 _log.info("%s: missed heartbeats from client, closing", self.name)
                 self._cleanup()
+
+    def _on_update_secret(self) -> None:
+        # connection.update-secret (the only channel-0 method after open). The internal user
+        # database's credentials do not expire, so, as RabbitMQ's internal backend, the new
+        # secret is accepted as it is and the connection carries on.
+        self.conn.send_method(0, C.Connection.UpdateSecretOk())
 
     def _on_login(self, ev: LoginRequest) -> None:
         self.client_properties = ev.client_properties or {}
