@@ -5,8 +5,8 @@ call it. Changes are validated by the pure cores (`core.users`, `core.policies`)
 live broker and written to the metadata store so they survive a restart. Listings return plain
 dicts with RabbitMQ's field names (rabbitmqctl list_queues / management API shapes).
 
-Permissions: stored per (vhost, user) as configure/write/read regexes; today only vhost access is
-enforced (at connection.open); per-resource checks are not implemented yet.
+Permissions live in one `core.permissions.PermissionStore` (`admin.permissions`): the broker
+checks vhost access with it at connection.open and each connection's `AccessChecker` reads it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from amqp_broker.core.errors import NotFound
+from amqp_broker.core.permissions import Permission, PermissionError_, PermissionStore
 from amqp_broker.core.policies import PolicyStore, effective_definition, make_policy
 from amqp_broker.core.users import User, UserStore
 from amqp_broker.store import POLICY, USER, VHOST
@@ -33,8 +34,7 @@ class Admin:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.users = UserStore()
-        # (vhost, user) -> (configure, write, read)
-        self.permissions: dict[tuple[str, str], tuple[str, str, str]] = {}
+        self.permissions = PermissionStore()
         self.policies: dict[str, PolicyStore] = {}
 
     # -- start-up -------------------------------------------------------------------------------
@@ -47,8 +47,11 @@ class Admin:
                 self.broker.add_vhost(name)
             for _, d in meta.items(USER):
                 self.users.put(User.from_definition(d))
-            for (vhost, user), p in meta.items(PERMISSION):
-                self.permissions[(vhost, user)] = tuple(p)  # type: ignore[assignment]
+            for (vhost, user), (configure, write, read) in meta.items(PERMISSION):
+                try:
+                    self.permissions.set(user, vhost, configure, write, read)
+                except PermissionError_ as err:  # stored before regexes were validated
+                    _log.warning("ignoring permissions of %r in vhost %r: %s", user, vhost, err)
             for (vhost, name), d in meta.items(POLICY):
                 self._policy_store(vhost).set(make_policy(name, vhost, d["pattern"], d["definition"],
                                                           d["priority"], d["apply-to"]))
@@ -85,8 +88,8 @@ class Admin:
     def delete_user(self, name: str) -> None:
         self.users.delete(name)
         self._delete(USER, name)
-        for key in [k for k in self.permissions if k[1] == name]:
-            self.clear_permissions(*key)
+        for p in self.permissions.for_user(name):
+            self.clear_permissions(p.vhost, p.user)
 
     def change_password(self, name: str, password: str) -> None:
         user = self.users.change_password(name, password)
@@ -96,19 +99,21 @@ class Admin:
         user = self.users.set_tags(name, tags)
         self._put(USER, name, user.as_definition())
 
-    def set_permissions(self, vhost: str, user: str, configure: str, write: str, read: str) -> None:
+    def set_permissions(self, vhost: str, user: str, configure: str, write: str, read: str) -> Permission:
+        """Raises NotFound, NoSuchUser, or PermissionError_ for a bad regular expression."""
         if vhost not in self.broker.vhosts:
             raise NotFound(f"vhost '{vhost}' not found")
         self.users[user]  # raises NoSuchUser
-        self.permissions[(vhost, user)] = (configure, write, read)
+        p = self.permissions.set(user, vhost, configure, write, read)
         self._put(PERMISSION, [vhost, user], [configure, write, read])
+        return p
 
     def clear_permissions(self, vhost: str, user: str) -> None:
-        self.permissions.pop((vhost, user), None)
+        self.permissions.clear(user, vhost)
         self._delete(PERMISSION, [vhost, user])
 
     def can_access_vhost(self, user: str, vhost: str) -> bool:
-        return (vhost, user) in self.permissions
+        return self.permissions.get(user, vhost) is not None
 
     # -- vhosts ---------------------------------------------------------------------------------
     def add_vhost(self, name: str) -> "VHost":
@@ -129,8 +134,8 @@ class Admin:
             if x.name and not x.name.startswith("amq."):
                 vhost.delete_exchange(x.name, False)
         self._delete(VHOST, name)
-        for key in [k for k in self.permissions if k[0] == name]:
-            self.clear_permissions(*key)
+        for p in self.permissions.for_vhost(name):
+            self.clear_permissions(p.vhost, p.user)
 
     # -- policies -------------------------------------------------------------------------------
     def _policy_store(self, vhost: str) -> PolicyStore:

@@ -34,6 +34,7 @@ def _client(port: int) -> list[tuple[int, str]]:
     attempt(lambda ch: ch.basic_publish("", "lim.q1", b"x"))
     attempt(lambda ch: ch.queue_bind("lim.q1", "amq.direct", "k"))
     attempt(lambda ch: ch.queue_declare("other.q", passive=True))
+    attempt(lambda ch: ch.exchange_declare("lim.x", arguments={"alternate-exchange": "other.ae"}))
     conn.close()
     return errors
 
@@ -53,4 +54,5 @@ async def test_resource_permissions(tmp_path):
         (403, "ACCESS_REFUSED - access to exchange 'amq.default' in vhost '/' refused for user 'lim'"),
         (403, "ACCESS_REFUSED - access to exchange 'amq.direct' in vhost '/' refused for user 'lim'"),
         (403, "ACCESS_REFUSED - access to queue 'other.q' in vhost '/' refused for user 'lim'"),
+        (403, "ACCESS_REFUSED - access to exchange 'other.ae' in vhost '/' refused for user 'lim'"),
     ]
