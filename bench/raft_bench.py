@@ -25,7 +25,9 @@ import time
 
 import trio
 
-from quorum.demo_node import DemoClient
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
+from tests.quorum_integration import demo_node  # noqa: E402
+from tests.quorum_integration.demo_node import DemoClient  # noqa: E402
 
 NAMES = ["n1", "n2", "n3"]
 
@@ -46,7 +48,7 @@ def spawn_cluster(root: str, extra: list[str]) -> tuple[list[subprocess.Popen], 
     addrs = {n: ("127.0.0.1", p) for n, p in zip(NAMES, ports[3:])}
     procs = []
     for n in NAMES:
-        cmd = [sys.executable, "-m", "quorum.demo_node", "--id", n, "--data", os.path.join(root, n),
+        cmd = [sys.executable, demo_node.__file__, "--id", n, "--data", os.path.join(root, n),
                "--peers", peers, "--client-port", str(addrs[n][1]), "--machine", "count",
                "--tick", "0.05", "--wal-max-bytes", str(64 * 1024 * 1024), *extra]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL))

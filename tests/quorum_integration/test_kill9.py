@@ -2,7 +2,7 @@
 
 Every proposal a client saw committed must be applied on the survivors and on the restarted
 node, in the same order everywhere, exactly once. Each node is its own OS process
-(`python -m quorum.demo_node`) with its own data directory, small WAL and frequent snapshots
+(`demo_node.py`, run as a script) with its own data directory, small WAL and frequent snapshots
 so that rollover, segments and snapshot installation all take part.
 """
 
@@ -17,7 +17,8 @@ import sys
 import pytest
 import trio
 
-from quorum.demo_node import DemoClient
+from . import demo_node
+from .demo_node import DemoClient
 
 pytestmark = pytest.mark.trio
 
@@ -44,7 +45,7 @@ class Cluster:
 
     def spawn(self, name: str) -> None:
         peers = ",".join(f"{n}=127.0.0.1:{p}" for n, p in self.raft_ports.items())
-        cmd = [sys.executable, "-m", "quorum.demo_node", "--id", name,
+        cmd = [sys.executable, demo_node.__file__, "--id", name,
                "--data", str(self.root / name), "--peers", peers,
                "--client-port", str(self.client_addrs[name][1]), "--secret", "kill9-cookie",
                "--tick", "0.05", "--snapshot-every", "60", "--wal-max-bytes", "12000",
