@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -18,21 +17,11 @@ import pytest
 import trio
 
 from . import demo_node
-from .demo_node import DemoClient
+from .demo_node import DemoClient, free_ports
 
 pytestmark = pytest.mark.trio
 
 NAMES = ["n1", "n2", "n3"]
-
-
-def free_ports(k: int) -> list[int]:
-    socks = [socket.socket() for _ in range(k)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class Cluster:
