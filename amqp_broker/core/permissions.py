@@ -247,7 +247,7 @@ class AccessChecker:
     ``passive_needs_any``: RabbitMQ 4.3.1's rule for passive declares (compat profile 4.3).
     ``name_permission``: the 4.x text that names the permission ("write access to ...").
 
-    Results are cached per (permission, name) until the store changes, so an operation on a
+    Results are cached per (permission kind, name) until the store changes, so an operation on a
     name already seen costs a version compare and one dict lookup (``basic_publish`` relies
     on it). The cache lives as long as the checker: one connection.
     """
