@@ -1,12 +1,15 @@
-"""Administration of a running node: users, permissions, vhosts, policies, and listings.
+"""Persisted node administration: users, permissions, vhosts and policies.
 
-`Admin` is reached as `broker.admin`; the management HTTP API and `amqp-brokerctl` (same process)
-call it. Changes are validated by the pure cores (`core.users`, `core.policies`), applied to the
-live broker and written to the metadata store so they survive a restart. Listings return plain
-dicts with RabbitMQ's field names (rabbitmqctl list_queues / management API shapes).
+`Admin` is the node's `broker.admin`, built by `Broker`; `load()` reads everything back from the
+metadata store at start (and creates the default user and vhost on a first start). Every
+mutation is validated by the pure cores (`core.users`, `core.permissions`, `core.policies`),
+applied to the live broker and written to the metadata store so it survives a restart.
 
-Permissions live in one `core.permissions.PermissionStore` (`admin.permissions`): the broker
-checks vhost access with it at connection.open and each connection's `AccessChecker` reads it.
+Callers: the management facade `mgmt.admin.Admin` (HTTP API and, through it, `amqp-brokerctl`)
+for every mutation; `permissions` is the node's one `core.permissions.PermissionStore`:
+`Broker.open_vhost` calls its `check_vhost_access` and `Session` builds its `AccessChecker` from
+it at connection.open; `VHost` calls `apply_queue_policy` for a new queue and reads `policies`
+for exchanges; `node.open_broker` calls `apply_policies` after recovery.
 """
 
 from __future__ import annotations
