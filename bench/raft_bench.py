@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,19 +24,11 @@ import time
 
 import trio
 
-from quorum.demo_node import DemoClient
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
+from tests.quorum_integration import demo_node  # noqa: E402
+from tests.quorum_integration.demo_node import DemoClient, free_ports  # noqa: E402
 
 NAMES = ["n1", "n2", "n3"]
-
-
-def free_ports(k: int) -> list[int]:
-    socks = [socket.socket() for _ in range(k)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def spawn_cluster(root: str, extra: list[str]) -> tuple[list[subprocess.Popen], dict[str, tuple[str, int]]]:
@@ -46,7 +37,7 @@ def spawn_cluster(root: str, extra: list[str]) -> tuple[list[subprocess.Popen], 
     addrs = {n: ("127.0.0.1", p) for n, p in zip(NAMES, ports[3:])}
     procs = []
     for n in NAMES:
-        cmd = [sys.executable, "-m", "quorum.demo_node", "--id", n, "--data", os.path.join(root, n),
+        cmd = [sys.executable, demo_node.__file__, "--id", n, "--data", os.path.join(root, n),
                "--peers", peers, "--client-port", str(addrs[n][1]), "--machine", "count",
                "--tick", "0.05", "--wal-max-bytes", str(64 * 1024 * 1024), *extra]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL))

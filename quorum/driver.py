@@ -1,9 +1,9 @@
 """`NodeDriver`: the trio loop that runs every Raft group hosted on one node.
 
-Used by the queue adapters and `quorum.demo_node`. It owns nothing but glue: the IO-free
-`quorum.raft.RaftNode` per group, the node's shared `quorum.log.AsyncLog` and a transport
-(anything with ``send(peer, group, data) -> bool``, normally `quorum.transport.Transport`,
-whose `on_frame` is `NodeDriver.deliver`).
+Used by the queue adapters and the test suite's demo node (`tests/quorum_integration/`). It
+owns nothing but glue: the IO-free `quorum.raft.RaftNode` per group, the node's shared
+`quorum.log.AsyncLog` and a transport (anything with ``send(peer, group, data) -> bool``,
+normally `quorum.transport.Transport`, whose `on_frame` is `NodeDriver.deliver`).
 
 One loop iteration, for all groups with work at once (see `quorum.raft.ready`):
   1. take the inputs queued since the last iteration: peer messages, proposals, ticks;

@@ -12,13 +12,14 @@ import json
 import os
 import uuid
 
+from quorum.log.disk import OsDisk
+
 __all__ = ["GroupCatalog"]
 
 
 class GroupCatalog:
     def __init__(self, directory: str) -> None:
         self._path = os.path.join(directory, "queues.json")
-        self._dir = directory
         self._groups: dict[str, str] = {}
         if os.path.exists(self._path):
             with open(self._path, "rb") as f:
@@ -47,14 +48,4 @@ class GroupCatalog:
         return dict(self._groups)
 
     def _save(self) -> None:
-        tmp = self._path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(json.dumps(self._groups, sort_keys=True).encode())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
-        fd = os.open(self._dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        OsDisk().replace_file(self._path, (json.dumps(self._groups, sort_keys=True).encode(),))

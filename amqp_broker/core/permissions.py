@@ -25,9 +25,13 @@ basic.consume / get    read on the queue
 =====================  ==========================================================
 
 Topic permissions (per-exchange routing-key patterns) are not implemented: every routing key
-is allowed once write on the exchange is. Callers: the server's channel calls an
-``AccessChecker`` (built per channel with ``PermissionStore.checker``) before each operation
-and ``check_vhost_access`` on connection.open; the CLI and management API edit the store.
+is allowed once write on the exchange is.
+
+Callers: ``server/admin.py`` owns the node's ``PermissionStore`` (persisting every change; the
+management API and CLI edit it through there) and ``server/broker.py`` calls
+``check_vhost_access`` on connection.open. ``server/session.py`` then builds one
+``AccessChecker`` per connection with ``PermissionStore.checker``; its channels
+(``channel.py``, ``declares.py``, ``consumers.py``) call it before each operation.
 Pure: no IO.
 """
 
@@ -55,6 +59,8 @@ class PermissionError_(ValueError):  # trailing _ : do not shadow the builtin
 
 
 def _compile(pattern: str, kind: str) -> re.Pattern[str]:
+    if not isinstance(pattern, str):  # e.g. a number in a management API body
+        raise PermissionError_(f"invalid {kind} regular expression {pattern!r}: not a string")
     try:
         return re.compile(pattern or "^$")
     except re.error as exc:
@@ -181,20 +187,24 @@ class PermissionStore:
 
     def __init__(self, permissions: Iterable[Permission] = ()) -> None:
         self._perms: dict[tuple[str, str], Permission] = {}
+        # Bumped on every change, so checkers know when their per-name cache is stale.
+        self.version = 0
         for p in permissions:
-            self._perms[(p.user, p.vhost)] = p
+            self.put(p)
 
     def set(self, user: str, vhost: str, configure: str, write: str, read: str) -> Permission:
         """rabbitmqctl set_permissions -p VHOST USER CONF WRITE READ (validates the regexes)."""
         p = Permission(user, vhost, configure, write, read)
-        self._perms[(user, vhost)] = p
+        self.put(p)
         return p
 
     def put(self, permission: Permission) -> None:
         self._perms[(permission.user, permission.vhost)] = permission
+        self.version += 1
 
     def clear(self, user: str, vhost: str) -> bool:
         """rabbitmqctl clear_permissions; True if there was something to clear."""
+        self.version += 1
         return self._perms.pop((user, vhost), None) is not None
 
     def get(self, user: str, vhost: str) -> Permission | None:
@@ -212,11 +222,11 @@ class PermissionStore:
 
     def delete_user(self, user: str) -> None:
         for key in [k for k in self._perms if k[0] == user]:
-            del self._perms[key]
+            self.clear(*key)
 
     def delete_vhost(self, vhost: str) -> None:
         for key in [k for k in self._perms if k[1] == vhost]:
-            del self._perms[key]
+            self.clear(*key)
 
     def check_vhost_access(self, user: str, vhost: str, vhosts: Container[str] | None = None) -> None:
         """connection.open: 530 if the vhost does not exist or the user has no permissions in it."""
@@ -227,36 +237,53 @@ class PermissionStore:
 
     def checker(self, user: str, vhost: str, *, passive_needs_any: bool = False,
                 name_permission: bool = False) -> "AccessChecker":
-        """Checks for one channel. The checker reads the store live, so later changes apply."""
+        """Checks for one connection (or channel). Later changes to the store apply to it."""
         return AccessChecker(self, user, vhost, passive_needs_any, name_permission)
 
 
-def _allowed(perm: Permission | None, req: Requirement) -> bool:
-    if perm is None or (req.resource == "exchange" and req.name == ""):
-        return False
-    return perm.allows_any(req.name) if req.kind == "" else perm.allows(req.kind, req.name)
-
-
-@dataclass(frozen=True, slots=True)
 class AccessChecker:
     """Raises ``AccessRefused`` (403, closes the channel) when ``user`` may not do an operation.
 
     ``passive_needs_any``: RabbitMQ 4.3.1's rule for passive declares (compat profile 4.3).
     ``name_permission``: the 4.x text that names the permission ("write access to ...").
+
+    Results are cached per (permission kind, name) until the store changes, so an operation on a
+    name already seen costs a version compare and one dict lookup (``basic_publish`` relies
+    on it). The cache lives as long as the checker: one connection.
     """
 
-    store: PermissionStore
-    user: str
-    vhost: str
-    passive_needs_any: bool = False
-    name_permission: bool = False
+    __slots__ = ("store", "user", "vhost", "passive_needs_any", "name_permission", "_version", "_cache")
+
+    def __init__(self, store: PermissionStore, user: str, vhost: str, passive_needs_any: bool = False,
+                 name_permission: bool = False) -> None:
+        self.store = store
+        self.user = user
+        self.vhost = vhost
+        self.passive_needs_any = passive_needs_any
+        self.name_permission = name_permission
+        self._version = -1  # never a store version: the first check fills the cache
+        self._cache: dict[tuple[str, str], bool] = {}  # (kind, name) -> allowed; kind "" = any
 
     def check(self, operation: str, **names: Any) -> None:
         """``check("queue.bind", queue="q", exchange="x")``; see ``requirements`` for names."""
-        perm = self.store.get(self.user, self.vhost)
         for req in requirements(operation, passive_needs_any=self.passive_needs_any, **names):
-            if not _allowed(perm, req):
+            if not self._allows(req):
                 raise access_refused(req, self.vhost, self.user, self.name_permission)
+
+    def _allows(self, req: Requirement) -> bool:
+        if req.resource == "exchange" and req.name == "":
+            return False  # RabbitMQ's check_not_default_exchange
+        if self._version != self.store.version:
+            self._cache.clear()
+            self._version = self.store.version
+        key = (req.kind, req.name)
+        allowed = self._cache.get(key)
+        if allowed is None:
+            perm = self.store.get(self.user, self.vhost)
+            allowed = perm is not None and (perm.allows(req.kind, req.name) if req.kind
+                                            else perm.allows_any(req.name))
+            self._cache[key] = allowed
+        return allowed
 
     # One method per AMQP operation, for readable call sites in the channel.
     def queue_declare(self, queue: str, arguments: Mapping[str, Any] | None = None, passive: bool = False) -> None:
@@ -288,7 +315,9 @@ class AccessChecker:
         self.check("exchange.unbind", destination=destination, source=source)
 
     def basic_publish(self, exchange: str) -> None:
-        self.check("basic.publish", exchange=exchange)
+        # Every publish comes here: answer from the cache when the name was allowed before.
+        if self._version != self.store.version or not self._cache.get(("write", exchange or "amq.default")):
+            self.check("basic.publish", exchange=exchange)
 
     def basic_consume(self, queue: str) -> None:
         self.check("basic.consume", queue=queue)

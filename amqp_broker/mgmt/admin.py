@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from amqp_broker.core.errors import AMQPError
+from amqp_broker.core.permissions import PermissionError_
 from amqp_broker.core.policies import PolicyError, PolicyStore
 from amqp_broker.core.users import User, UserError
 from amqp_broker.store import USER
@@ -224,9 +225,8 @@ class Admin(TopologyOps, DefinitionsOps):
         return self._srv.can_access_vhost(user, vhost)
 
     def list_permissions(self, vhost: str | None = None, user: str | None = None) -> list[dict]:
-        return [{"user": u, "vhost": v, "configure": c, "write": w, "read": r}
-                for (v, u), (c, w, r) in sorted(self._srv.permissions.items())
-                if (vhost is None or v == vhost) and (user is None or u == user)]
+        return [p.as_definition() for p in self._srv.permissions.list()
+                if (vhost is None or p.vhost == vhost) and (user is None or p.user == user)]
 
     def get_permission(self, vhost: str, user: str) -> dict:
         found = self.list_permissions(vhost, user)
@@ -237,17 +237,15 @@ class Admin(TopologyOps, DefinitionsOps):
     def set_permissions(self, vhost: str, user: str, configure: str, write: str, read: str) -> bool:
         if vhost not in self.broker.vhosts or not self.user_exists(user):
             raise BadRequest("vhost_or_user_not_found")
-        for rx in (configure, write, read):
-            try:
-                re.compile(rx)
-            except (re.error, TypeError) as e:
-                raise BadRequest(f"invalid regular expression '{rx}': {e}") from None
-        created = (vhost, user) not in self._srv.permissions
-        self._srv.set_permissions(vhost, user, configure, write, read)
+        created = self._srv.permissions.get(user, vhost) is None
+        try:
+            self._srv.set_permissions(vhost, user, configure, write, read)
+        except PermissionError_ as e:
+            raise BadRequest(str(e)) from None
         return created
 
     def clear_permissions(self, vhost: str, user: str) -> None:
-        if (vhost, user) not in self._srv.permissions:
+        if self._srv.permissions.get(user, vhost) is None:
             raise NotFoundError()
         self._srv.clear_permissions(vhost, user)
 

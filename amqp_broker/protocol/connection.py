@@ -57,7 +57,6 @@ __all__ = ["ServerConnection"]
 
 _FRAME_HDR = struct.Struct(">BHI")
 _I = struct.Struct(">I")
-_QB = struct.Struct(">QB")
 _OPEN_OK = struct.Struct(">BHIIIB")
 _CHANNEL_OPEN = commands.Channel.Open.index
 _CHANNEL_CLOSE = commands.Channel.Close.index
@@ -292,10 +291,13 @@ class ServerConnection(Handshake, Liveness):
                         continue
                     if ftype == 1 and expect == EXPECT_METHOD and size >= 9:
                         mid = _I.unpack_from(buf, start)[0]
-                        if mid == _fp.ACK and size >= 13:
-                            tag, bits = _QB.unpack_from(buf, start + 4)
-                            events.append(Ack(number, tag, bool(bits & 1)))
-                            continue
+                        if mid == _fp.ACK:
+                            try:
+                                tag, multiple = _fp.decode_ack(buf, start, end)
+                                events.append(Ack(number, tag, multiple))
+                                continue
+                            except ValueError:
+                                pass  # the slow path below reports the error
                         if mid == _fp.PUBLISH:
                             try:
                                 ch.start_publish(_fp.decode_publish(bytes(view[start:end])))

@@ -75,11 +75,15 @@ def decode_publish(payload: bytes) -> tuple[str, str, bool, bool]:
     return exchange, routing_key, bool(bits & 1), bool(bits & 2)
 
 
-def decode_ack(payload: bytes) -> tuple[int, bool]:
-    """basic.ack arguments -> (delivery_tag, multiple)."""
-    if len(payload) < 13:
+def decode_ack(payload: bytes | bytearray, start: int = 0, end: int | None = None) -> tuple[int, bool]:
+    """basic.ack arguments -> (delivery_tag, multiple).
+
+    The method payload is ``payload[start:end]`` (default: all of it), so the connection's
+    frame loop can decode straight from its receive buffer without copying the frame.
+    """
+    if (len(payload) if end is None else end) - start < 13:
         raise ValueError("basic.ack truncated")
-    tag, bits = _QB.unpack_from(payload, 4)
+    tag, bits = _QB.unpack_from(payload, start + 4)
     return tag, bool(bits & 1)
 
 

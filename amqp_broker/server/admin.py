@@ -2,14 +2,14 @@
 
 `Admin` is the node's `broker.admin`, built by `Broker`; `load()` reads everything back from the
 metadata store at start (and creates the default user and vhost on a first start). Every
-mutation is validated by the pure cores (`core.users`, `core.policies`), applied to the live
-broker and written to the metadata store so it survives a restart.
+mutation is validated by the pure cores (`core.users`, `core.permissions`, `core.policies`),
+applied to the live broker and written to the metadata store so it survives a restart.
 
 Callers: the management facade `mgmt.admin.Admin` (HTTP API and, through it, `amqp-brokerctl`)
-for every mutation; `Session` reads `permissions` at connection.open (per-resource checks in
-`server/permissions.py`) and `Broker.open_vhost` calls `can_access_vhost`; `VHost` calls
-`apply_queue_policy` for a new queue and reads `policies` for exchanges; `node.open_broker`
-calls `apply_policies` after recovery. Listings (RabbitMQ's JSON rows) are `mgmt`'s, not here.
+for every mutation; `permissions` is the node's one `core.permissions.PermissionStore`:
+`Broker.open_vhost` calls its `check_vhost_access` and `Session` builds its `AccessChecker` from
+it at connection.open; `VHost` calls `apply_queue_policy` for a new queue and reads `policies`
+for exchanges; `node.open_broker` calls `apply_policies` after recovery. Listings (RabbitMQ's JSON rows) are `mgmt`'s, not here.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from amqp_broker.core.errors import NotFound
+from amqp_broker.core.permissions import Permission, PermissionError_, PermissionStore
 from amqp_broker.core.policies import PolicyStore, effective_definition, make_policy
 from amqp_broker.core.users import User, UserStore
 from amqp_broker.store import POLICY, USER, VHOST
@@ -36,8 +37,7 @@ class Admin:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.users = UserStore()
-        # (vhost, user) -> (configure, write, read)
-        self.permissions: dict[tuple[str, str], tuple[str, str, str]] = {}
+        self.permissions = PermissionStore()
         self.policies: dict[str, PolicyStore] = {}
 
     # -- start-up -------------------------------------------------------------------------------
@@ -50,8 +50,11 @@ class Admin:
                 self.broker.add_vhost(name)
             for _, d in meta.items(USER):
                 self.users.put(User.from_definition(d))
-            for (vhost, user), p in meta.items(PERMISSION):
-                self.permissions[(vhost, user)] = tuple(p)  # type: ignore[assignment]
+            for (vhost, user), (configure, write, read) in meta.items(PERMISSION):
+                try:
+                    self.permissions.set(user, vhost, configure, write, read)
+                except PermissionError_ as err:  # stored before regexes were validated
+                    _log.warning("ignoring permissions of %r in vhost %r: %s", user, vhost, err)
             for (vhost, name), d in meta.items(POLICY):
                 self._policy_store(vhost).set(make_policy(name, vhost, d["pattern"], d["definition"],
                                                           d["priority"], d["apply-to"]))
@@ -88,8 +91,8 @@ class Admin:
     def delete_user(self, name: str) -> None:
         self.users.delete(name)
         self._delete(USER, name)
-        for key in [k for k in self.permissions if k[1] == name]:
-            self.clear_permissions(*key)
+        for p in self.permissions.for_user(name):
+            self.clear_permissions(p.vhost, p.user)
 
     def change_password(self, name: str, password: str) -> None:
         user = self.users.change_password(name, password)
@@ -99,19 +102,21 @@ class Admin:
         user = self.users.set_tags(name, tags)
         self._put(USER, name, user.as_definition())
 
-    def set_permissions(self, vhost: str, user: str, configure: str, write: str, read: str) -> None:
+    def set_permissions(self, vhost: str, user: str, configure: str, write: str, read: str) -> Permission:
+        """Raises NotFound, NoSuchUser, or PermissionError_ for a bad regular expression."""
         if vhost not in self.broker.vhosts:
             raise NotFound(f"vhost '{vhost}' not found")
         self.users[user]  # raises NoSuchUser
-        self.permissions[(vhost, user)] = (configure, write, read)
+        p = self.permissions.set(user, vhost, configure, write, read)
         self._put(PERMISSION, [vhost, user], [configure, write, read])
+        return p
 
     def clear_permissions(self, vhost: str, user: str) -> None:
-        self.permissions.pop((vhost, user), None)
+        self.permissions.clear(user, vhost)
         self._delete(PERMISSION, [vhost, user])
 
     def can_access_vhost(self, user: str, vhost: str) -> bool:
-        return (vhost, user) in self.permissions
+        return self.permissions.get(user, vhost) is not None
 
     # -- vhosts ---------------------------------------------------------------------------------
     def add_vhost(self, name: str) -> "VHost":
@@ -132,8 +137,8 @@ class Admin:
             if x.name and not x.name.startswith("amq."):
                 vhost.delete_exchange(x.name, False)
         self._delete(VHOST, name)
-        for key in [k for k in self.permissions if k[0] == name]:
-            self.clear_permissions(*key)
+        for p in self.permissions.for_vhost(name):
+            self.clear_permissions(p.vhost, p.user)
 
     # -- policies -------------------------------------------------------------------------------
     def _policy_store(self, vhost: str) -> PolicyStore:

@@ -98,11 +98,8 @@ class Broker:
         return loopback_allowed(username, peer, self.settings.loopback_users)
 
     def open_vhost(self, username: str, name: str) -> VHost:
-        vhost = self.vhosts.get(name)
-        if vhost is None:
-            raise NotAllowed(f"vhost {name} not found")
-        if not self.admin.can_access_vhost(username, name):
-            raise NotAllowed(f"access to vhost '{name}' refused for user '{username}'")
+        self.admin.permissions.check_vhost_access(username, name, self.vhosts)
+        vhost = self.vhosts[name]
         limit = self.settings.connection_max
         if limit is not None and len(self.sessions) >= limit:
             raise NotAllowed(f"connection refused: node connection limit ({limit}) is reached")

@@ -33,7 +33,6 @@ from amqp_broker.queues import Consumer, Message
 from . import consumers, declares
 from .confirms import ConfirmTracker
 from .consumers import ConsumerState
-from .permissions import WRITE
 from .reply_to import REPLY_TO
 
 if TYPE_CHECKING:
@@ -68,7 +67,7 @@ class Channel:
         self._confirms: ConfirmTracker | None = None
         self._tx: list | None = None
         self._released = False
-        self.perms = session.permissions
+        self.access = session.access  # permission checks (core.permissions.AccessChecker)
         self.last_queue = ""  # the channel's last declared queue (an empty name means it)
 
     # -- publish -------------------------------------------------------------------------------
@@ -103,8 +102,7 @@ class Channel:
             self._check_user_id(props)
         if msg.headers_offset >= 0 and "BCC" in msg.headers:
             msg = self._strip_bcc(msg)
-        if not self.perms.allowed(WRITE, ev.exchange or "amq.default"):
-            self.perms.check(WRITE, "exchange", ev.exchange)
+        self.access.basic_publish(ev.exchange)
         vhost = self.vhost
         try:
             targets = vhost.route(ev.exchange, ev.routing_key, msg)

@@ -16,7 +16,6 @@ from pamqp import commands as C
 from amqp_broker.core.errors import NotAllowed, NotFound, NotImplemented_, PreconditionFailed
 from amqp_broker.queues import Consumer
 
-from .permissions import READ
 from .reply_to import REPLY_TO
 
 if TYPE_CHECKING:
@@ -79,7 +78,7 @@ def _consume(ch: "Channel", m: C.Basic.Consume) -> None:
         _consume_reply_to(ch, m, tag)
         return
     name = m.queue or _default_queue(ch)
-    ch.perms.check(READ, "queue", name)
+    ch.access.basic_consume(name)
     rt = ch.vhost.get_queue(name, ch.session)
     if rt.queue_type == "quorum" and ch.global_prefetch:
         raise NotImplemented_(
@@ -133,7 +132,7 @@ def _cancel(ch: "Channel", m: C.Basic.Cancel) -> None:
 
 def _get(ch: "Channel", m: C.Basic.Get) -> None:
     name = m.queue or _default_queue(ch)
-    ch.perms.check(READ, "queue", name)
+    ch.access.basic_get(name)
     rt = ch.vhost.get_queue(name, ch.session)
     get_async = getattr(rt.queue, "get_async", None)
     if get_async is not None:

@@ -1,7 +1,8 @@
 """exchange.* and queue.* methods of a channel: argument unpacking and the -ok replies.
 
 Called through `HANDLERS` by `Channel.on_method`; the semantics (equivalence checks, exclusive
-ownership, idempotent deletes, persistence) live in `vhost.VHost` and `core.router.Topology`.
+ownership, idempotent deletes, persistence) live in `vhost.VHost` and `core.router.Topology`,
+the permission checks (first, as rabbit_channel does) in `core.permissions.AccessChecker`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from typing import TYPE_CHECKING
 from pamqp import commands as C
 
 from amqp_broker.core.bindings import Dest
-from .permissions import CONFIGURE, READ, WRITE
 from .reply_to import REPLY_TO
 
 if TYPE_CHECKING:
@@ -20,18 +20,8 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS"]
 
 
-def _check_passive(ch: "Channel", kind: str, name: str) -> None:
-    # RabbitMQ 4.3.1+: a passive declare needs some permission on the name (no existence leak).
-    perms = ch.session.permissions
-    if not perms.any_on(name):
-        perms.check(CONFIGURE, kind, name)
-
-
 def _exchange_declare(ch: "Channel", m: C.Exchange.Declare) -> None:
-    if m.passive:
-        _check_passive(ch, "exchange", m.exchange)
-    else:
-        ch.session.permissions.check(CONFIGURE, "exchange", m.exchange)
+    ch.access.exchange_declare(m.exchange, m.arguments, m.passive)
     ch.vhost.declare_exchange(m.exchange, m.exchange_type or "direct", passive=m.passive,
                               durable=m.durable, auto_delete=m.auto_delete, internal=m.internal,
                               arguments=dict(m.arguments or {}))
@@ -40,20 +30,14 @@ def _exchange_declare(ch: "Channel", m: C.Exchange.Declare) -> None:
 
 
 def _exchange_delete(ch: "Channel", m: C.Exchange.Delete) -> None:
-    ch.session.permissions.check(CONFIGURE, "exchange", m.exchange)
+    ch.access.exchange_delete(m.exchange)
     ch.vhost.delete_exchange(m.exchange, m.if_unused)
     if not m.nowait:
         ch.reply(C.Exchange.DeleteOk())
 
 
-def _check_bind(ch: "Channel", source: str, kind: str, dest: str) -> None:
-    perms = ch.session.permissions
-    perms.check(WRITE, kind, dest)
-    perms.check(READ, "exchange", source)
-
-
 def _exchange_bind(ch: "Channel", m: C.Exchange.Bind) -> None:
-    _check_bind(ch, m.source, "exchange", m.destination)
+    ch.access.exchange_bind(m.destination, m.source)
     ch.vhost.bind(ch.session, m.source, Dest.exchange(m.destination), m.routing_key,
                   dict(m.arguments or {}))
     if not m.nowait:
@@ -61,7 +45,7 @@ def _exchange_bind(ch: "Channel", m: C.Exchange.Bind) -> None:
 
 
 def _exchange_unbind(ch: "Channel", m: C.Exchange.Unbind) -> None:
-    _check_bind(ch, m.source, "exchange", m.destination)
+    ch.access.exchange_unbind(m.destination, m.source)
     ch.vhost.unbind(ch.session, m.source, Dest.exchange(m.destination), m.routing_key,
                     dict(m.arguments or {}))
     if not m.nowait:
@@ -85,16 +69,7 @@ def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
         name = ch.broker.new_name("amq.gen-")
     elif not name:
         name = _queue_name(ch, name)
-    if m.passive:
-        _check_passive(ch, "queue", name)
-    else:
-        ch.session.permissions.check(CONFIGURE, "queue", name)
-        dlx = (m.arguments or {}).get("x-dead-letter-exchange")
-        if isinstance(dlx, (str, bytes)):
-            # seed 002: a DLX also needs read on the queue and write on the exchange
-            ch.session.permissions.check(READ, "queue", name)
-            ch.session.permissions.check(
-                WRITE, "exchange", dlx.decode() if isinstance(dlx, bytes) else dlx)
+    ch.access.queue_declare(name, m.arguments, m.passive)  # a DLX needs more (seed 002)
     rt = ch.vhost.declare_queue(ch.session, name, passive=m.passive, durable=m.durable,
                                 exclusive=m.exclusive, auto_delete=m.auto_delete,
                                 arguments=dict(m.arguments or {}), server_named=server_named)
@@ -106,7 +81,7 @@ def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
 
 def _queue_bind(ch: "Channel", m: C.Queue.Bind) -> None:
     queue = _queue_name(ch, m.queue)
-    _check_bind(ch, m.exchange, "queue", queue)
+    ch.access.queue_bind(queue, m.exchange)
     ch.vhost.bind(ch.session, m.exchange, Dest.queue(queue), m.routing_key,
                   dict(m.arguments or {}))
     if not m.nowait:
@@ -115,7 +90,7 @@ def _queue_bind(ch: "Channel", m: C.Queue.Bind) -> None:
 
 def _queue_unbind(ch: "Channel", m: C.Queue.Unbind) -> None:
     queue = _queue_name(ch, m.queue)
-    _check_bind(ch, m.exchange, "queue", queue)
+    ch.access.queue_unbind(queue, m.exchange)
     ch.vhost.unbind(ch.session, m.exchange, Dest.queue(queue), m.routing_key,
                     dict(m.arguments or {}))
     ch.reply(C.Queue.UnbindOk())
@@ -123,7 +98,7 @@ def _queue_unbind(ch: "Channel", m: C.Queue.Unbind) -> None:
 
 def _queue_purge(ch: "Channel", m: C.Queue.Purge) -> None:
     queue = _queue_name(ch, m.queue)
-    ch.session.permissions.check(READ, "queue", queue)
+    ch.access.queue_purge(queue)
     n = ch.vhost.purge_queue(ch.session, queue)
     if not m.nowait:
         ch.reply(C.Queue.PurgeOk(message_count=n))
@@ -131,7 +106,7 @@ def _queue_purge(ch: "Channel", m: C.Queue.Purge) -> None:
 
 def _queue_delete(ch: "Channel", m: C.Queue.Delete) -> None:
     queue = _queue_name(ch, m.queue)
-    ch.session.permissions.check(CONFIGURE, "queue", queue)
+    ch.access.queue_delete(queue)
     n = ch.vhost.delete_queue(ch.session, queue, m.if_unused, m.if_empty)
     if not m.nowait:
         ch.reply(C.Queue.DeleteOk(message_count=n))

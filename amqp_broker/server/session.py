@@ -19,6 +19,7 @@ import trio
 from pamqp import commands as C
 
 from amqp_broker.core.errors import AMQPError, InternalError
+from amqp_broker.core.permissions import AccessChecker
 from amqp_broker.protocol.states import OPEN
 from amqp_broker.protocol import (
     Ack,
@@ -38,7 +39,6 @@ from amqp_broker.protocol import (
 )
 
 from .channel import Channel
-from .permissions import Permissions
 
 if TYPE_CHECKING:
     from .broker import Broker, VHost
@@ -62,7 +62,7 @@ class Session:
         self.conn = ServerConnection(broker.protocol_config)
         self.channels: dict[int, Channel] = {}
         self.vhost: VHost | None = None
-        self.permissions: Permissions | None = None  # set at connection.open
+        self.access: AccessChecker | None = None  # set at connection.open; channels share it
         self.exclusive_queues: list = []  # QueueRuntimes this connection owns (vhost.py)
         self.user: str | None = None
         self.client_properties: dict = {}
@@ -290,8 +290,10 @@ class Session:
         except AMQPError as err:
             self.conn.refuse_open(err.message)
             return
-        perms = self.broker.admin.permissions.get((ev.virtual_host, self.user or ""), ("", "", ""))
-        self.permissions = Permissions(self.user or "", ev.virtual_host, perms)
+        # RabbitMQ 3.10's texts ("access to ...") whatever the compat profile, and 4.3.1's
+        # passive-declare rule (no existence leak): what PROTOCOL-ERRORS.md rows 32-35 pin.
+        self.access = self.broker.admin.permissions.checker(self.user or "", ev.virtual_host,
+                                                            passive_needs_any=True)
         self.opened = True
         self.conn.accept_open()
         self.broker.register_session(self)

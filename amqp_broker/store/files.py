@@ -1,7 +1,8 @@
 """Small durable-file helpers used by the metadata store and the journal.
 
 Who calls it: `metadata.py`, `journal.py`. These run in a worker thread or at startup, never on
-the trio thread's hot path. Every failure becomes `StoreFatalError`.
+the trio thread's hot path. Every failure becomes `StoreFatalError`. The file operations are
+`quorum.log.disk.OsDisk`'s (one atomic replace for the whole node), with the store's fsync.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 from typing import Callable
 
 from amqp_broker.store.errors import StoreFatalError
+from quorum.log.disk import OsDisk
 
 __all__ = ["FsyncFn", "fsync_dir", "atomic_replace", "read_file", "truncate", "append"]
 
@@ -19,11 +21,7 @@ FsyncFn = Callable[[int], None]
 def fsync_dir(directory: str) -> None:
     """Make a create/rename in `directory` durable."""
     try:
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        OsDisk().fsync_dir(directory)
     except OSError as exc:
         raise StoreFatalError(f"fsync of directory {directory} failed") from exc
 
@@ -33,36 +31,18 @@ def atomic_replace(path: str, chunks: list[bytes], fsync: FsyncFn) -> int:
 
     A crash at any point leaves either the old or the new file whole. Returns the size written.
     """
-    tmp = path + ".tmp"
-    size = 0
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            for chunk in chunks:
-                _write_all(fd, chunk)
-                size += len(chunk)
-            fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        return OsDisk(fsync).replace_file(path, chunks)
     except OSError as exc:
         raise StoreFatalError(f"rewriting {path} failed") from exc
-    fsync_dir(os.path.dirname(path) or ".")
-    return size
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
 
 
 def append(fd: int, data: bytes, fsync: FsyncFn) -> None:
     """Append `data` and make it durable (one write, one fsync)."""
     try:
-        _write_all(fd, data)
-        fsync(fd)
+        disk = OsDisk(fsync)
+        disk.write(fd, data)
+        disk.fdatasync(fd)
     except OSError as exc:
         raise StoreFatalError("append/fsync failed") from exc
 

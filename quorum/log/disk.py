@@ -1,7 +1,9 @@
 """The file operations the durable log uses, behind one small object so tests can inject faults.
 
-`quorum.log.store` and `quorum.log.recover` do all their IO through a `Disk`. `OsDisk` is the
-real thing. `CrashDisk` is the test hook from the design: it remembers how much of each file
+`quorum.log.store`, `segment`, `snapshot` and `recover` do all their IO through a `Disk`.
+`OsDisk` is the real thing. Its `replace_file` is the node's one atomic write-and-fsync: the
+broker's metadata store and journal (`amqp_broker/store/files.py`) and its quorum queue catalog
+(`amqp_broker/cluster/catalog.py`) use it too, through a plain `OsDisk`. `CrashDisk` is the test hook from the design: it remembers how much of each file
 has been fsynced and which new names have not had their directory fsynced, so
 `simulate_crash()` can throw away exactly what a power cut would; it also has fault points
 (fsync raises EIO, fails after N more fsyncs, slow fsync). All of it is off unless a test
@@ -15,7 +17,7 @@ import os
 import random
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterable
 
 __all__ = ["Disk", "OsDisk", "CrashDisk"]
 
@@ -52,6 +54,29 @@ class OsDisk:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def replace_file(self, path: str, chunks: Iterable[bytes], sync_dir: bool = True) -> int:
+        """Make `path` hold `chunks`, atomically: write ``path.tmp``, fdatasync, rename over
+        `path`, fsync the directory. A crash leaves the old or the new file whole, never a mix.
+
+        `sync_dir=False` leaves the rename undurable until the caller fsyncs the directory
+        (one fsync for several files). Returns the bytes written. Raises OSError.
+        """
+        tmp = path + ".tmp"
+        self.remove(tmp)  # a crash may have left one; never append to it
+        size = 0
+        fd = self.open_append(tmp)
+        try:
+            for chunk in chunks:
+                self.write(fd, chunk)
+                size += len(chunk)
+            self.fdatasync(fd)
+        finally:
+            self.close(fd)
+        self.rename(tmp, path)
+        if sync_dir:
+            self.fsync_dir(os.path.dirname(path) or ".")
+        return size
 
     # -- names ------------------------------------------------------------------------------
     def rename(self, src: str, dst: str) -> None:

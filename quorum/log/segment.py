@@ -86,17 +86,8 @@ def write_segment(disk: OsDisk, directory: str, counter: int,
     """Write, fsync and rename one segment into place. Runs in the WAL writer's thread."""
     first, last = entries[0][0], entries[-1][0]
     final = os.path.join(directory, segment_name(counter, first, last))
-    tmp = final + ".tmp"
     blob, offsets = encode_segment(entries)
-    fd = disk.open_append(tmp)
-    try:
-        disk.write(fd, blob)
-        disk.fdatasync(fd)
-    finally:
-        disk.close(fd)
-    disk.rename(tmp, final)
-    if sync_dir:
-        disk.fsync_dir(directory)
+    disk.replace_file(final, (blob,), sync_dir)
     return SegmentInfo(final, counter, first, last, offsets, [e[1] for e in entries])
 
 

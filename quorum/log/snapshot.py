@@ -36,17 +36,7 @@ def write_snapshot(disk: OsDisk, directory: str, snap: StoredSnapshot) -> None:
     body = struct.pack("<QQ", snap.index, snap.term) + snap.meta + snap.data
     crc = zlib.crc32(body)
     blob = b"".join((_MAGIC, _HEAD.pack(snap.index, snap.term, crc, len(snap.meta)), snap.meta, snap.data))
-    final = os.path.join(directory, SNAPSHOT_FILE)
-    tmp = final + ".tmp"
-    disk.remove(tmp)
-    fd = disk.open_append(tmp)
-    try:
-        disk.write(fd, blob)
-        disk.fdatasync(fd)
-    finally:
-        disk.close(fd)
-    disk.rename(tmp, final)
-    disk.fsync_dir(directory)
+    disk.replace_file(os.path.join(directory, SNAPSHOT_FILE), (blob,))
 
 
 def read_snapshot(disk: OsDisk, directory: str) -> StoredSnapshot | None:

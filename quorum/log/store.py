@@ -366,16 +366,7 @@ class LogStore:
     def _start_wal(self, seq: int, head: bytes) -> None:
         """Create WAL `seq` holding `head`, atomically: tmp, fsync, rename, fsync dir."""
         final = os.path.join(self.wal_dir, wal_name(seq))
-        tmp = final + ".tmp"
-        self.disk.remove(tmp)
-        fd = self.disk.open_append(tmp)
-        try:
-            self.disk.write(fd, R.WAL_MAGIC + head)
-            self.disk.fdatasync(fd)
-        finally:
-            self.disk.close(fd)
-        self.disk.rename(tmp, final)
-        self.disk.fsync_dir(self.wal_dir)
+        self.disk.replace_file(final, (R.WAL_MAGIC, head))
         self._wal_fd = self.disk.open_append(final)
         self._wal_path, self._wal_seq = final, seq
         self._wal_size = len(R.WAL_MAGIC) + len(head)

@@ -203,6 +203,19 @@ def test_checker_sees_later_changes():
     _refused(lambda: c.basic_get("q"))
 
 
+def test_publish_answer_is_cached_until_the_store_changes():
+    store = PermissionStore()
+    store.set("u", "/", "", ".*", "")
+    c = store.checker("u", "/")
+    c.basic_publish("x")
+    c.basic_publish("x")  # from the cache
+    store.set("u", "/", "", "^y$", "")
+    assert _refused(lambda: c.basic_publish("x")) == _text("exchange", "x", "u")
+    c.basic_publish("y")
+    store.delete_user("u")
+    _refused(lambda: c.basic_publish("y"))
+
+
 def test_newer_text_names_the_permission():
     store = PermissionStore()
     store.set("u", "/", "", "", "")

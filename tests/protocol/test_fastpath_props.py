@@ -1,5 +1,6 @@
 """Property tests: the struct fast path is byte-for-byte equal to pamqp, both directions."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pamqp import body as pbody
@@ -40,6 +41,18 @@ def test_decode_ack_nack_reject_equal_pamqp(delivery_tag, multiple, requeue):
         delivery_tag, multiple, requeue)
     assert fp.decode_reject(_payload(c.Basic.Reject(delivery_tag, requeue))) == (
         delivery_tag, requeue)
+
+
+@SETTINGS
+@given(tag, st.booleans(), st.binary(max_size=20), st.binary(max_size=20))
+def test_decode_ack_inside_a_receive_buffer(delivery_tag, multiple, before, after):
+    # The connection's frame loop decodes acks in place: payload = buf[start:end].
+    payload = _payload(c.Basic.Ack(delivery_tag, multiple))
+    buf = bytearray(before + payload + after)
+    start, end = len(before), len(before) + len(payload)
+    assert fp.decode_ack(buf, start, end) == (delivery_tag, multiple)
+    with pytest.raises(ValueError):
+        fp.decode_ack(buf, start, end - 1)  # truncated even though buf goes on
 
 
 @SETTINGS

@@ -12,6 +12,8 @@ from quorum.log import AsyncLog, LogConfig
 from quorum.raft import KvDelete, KvMachine, KvSet, LocalEffect, NotLeader, RaftOptions
 from quorum.transport import Transport
 
+from .demo_node import free_ports
+
 pytestmark = pytest.mark.trio
 
 NAMES = ["n1", "n2", "n3"]
@@ -50,17 +52,6 @@ class Node:
                 await n.start(self.driver.run)
                 task_status.started()
         self.log.close()
-
-
-def free_ports(k: int) -> list[int]:
-    import socket
-    socks = [socket.socket() for _ in range(k)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 async def wait_leader(nodes: dict[str, Node], group: str) -> str:

@@ -2,7 +2,7 @@
 
 Every proposal a client saw committed must be applied on the survivors and on the restarted
 node, in the same order everywhere, exactly once. Each node is its own OS process
-(`python -m quorum.demo_node`) with its own data directory, small WAL and frequent snapshots
+(`demo_node.py`, run as a script) with its own data directory, small WAL and frequent snapshots
 so that rollover, segments and snapshot installation all take part.
 """
 
@@ -10,28 +10,18 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 
 import pytest
 import trio
 
-from quorum.demo_node import DemoClient
+from . import demo_node
+from .demo_node import DemoClient, free_ports
 
 pytestmark = pytest.mark.trio
 
 NAMES = ["n1", "n2", "n3"]
-
-
-def free_ports(k: int) -> list[int]:
-    socks = [socket.socket() for _ in range(k)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class Cluster:
@@ -44,7 +34,7 @@ class Cluster:
 
     def spawn(self, name: str) -> None:
         peers = ",".join(f"{n}=127.0.0.1:{p}" for n, p in self.raft_ports.items())
-        cmd = [sys.executable, "-m", "quorum.demo_node", "--id", name,
+        cmd = [sys.executable, demo_node.__file__, "--id", name,
                "--data", str(self.root / name), "--peers", peers,
                "--client-port", str(self.client_addrs[name][1]), "--secret", "kill9-cookie",
                "--tick", "0.05", "--snapshot-every", "60", "--wal-max-bytes", "12000",

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 from pamqp import commands as c
 
+from amqp_broker.core.permissions import Permission, PermissionStore
 from amqp_broker.protocol import ProtocolConfig
 from amqp_broker.server.session import Session
 from tests.protocol.peer import HEADER, method, parse, start_ok
@@ -14,7 +15,7 @@ class _FakeBroker:
     def __init__(self) -> None:
         self.settings = SimpleNamespace(consumer_timeout=None)
         self.protocol_config = ProtocolConfig()
-        self.admin = SimpleNamespace(permissions={("/", "guest"): (".*", ".*", ".*")})
+        self.admin = SimpleNamespace(permissions=PermissionStore([Permission("guest", "/")]))
         self.registered = []
 
     def authenticate(self, user, password, peer):

@@ -1,9 +1,10 @@
 """A stand-alone node process hosting Raft groups with a tiny append-only state machine.
 
-Used by the real-process kill test (`tests/quorum_integration/test_kill9.py`) and by
-`bench/raft_bench.py`; not part of the broker. Run:
+Used by the real-process kill test (`test_kill9.py` next to it) and by `bench/raft_bench.py`;
+test code, not part of the broker or of the `quorum` package. They run it as a script (so
+it needs only `quorum` importable, not this directory) and talk to it with `DemoClient`:
 
-    python -m quorum.demo_node --id n1 --data /tmp/n1 --client-port 8001 \
+    python tests/quorum_integration/demo_node.py --id n1 --data /tmp/n1 --client-port 8001 \
         --peers n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003 --secret s3cret
 
 Clients speak newline-delimited JSON on the client port; every request carries an `id` that
@@ -22,18 +23,30 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import socket
 import sys
 from typing import Any
 
 import msgspec
 import trio
 
-from .driver import LeadershipLost, NodeDriver
-from .log import AsyncLog, LogConfig
-from .raft import Meta, NotLeader, RaftError, RaftOptions
-from .transport import Transport
+from quorum.driver import LeadershipLost, NodeDriver
+from quorum.log import AsyncLog, LogConfig
+from quorum.raft import Meta, NotLeader, RaftError, RaftOptions
+from quorum.transport import Transport
 
-__all__ = ["AppendMachine", "CountMachine", "DemoClient", "main"]
+__all__ = ["AppendMachine", "CountMachine", "DemoClient", "free_ports", "main"]
+
+
+def free_ports(k: int) -> list[int]:
+    """`k` distinct loopback ports free right now, for nodes' Raft and client listeners."""
+    socks = [socket.socket() for _ in range(k)]
+    for s in socks:  # all bound at once, so the k ports differ
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
 
 
 class AppendMachine:
