@@ -9,7 +9,8 @@ Callers: the management facade `mgmt.admin.Admin` (HTTP API and, through it, `am
 for every mutation; `permissions` is the node's one `core.permissions.PermissionStore`:
 `Broker.open_vhost` calls its `check_vhost_access` and `Session` builds its `AccessChecker` from
 it at connection.open; `VHost` calls `apply_queue_policy` for a new queue and reads `policies`
-for exchanges; `node.open_broker` calls `apply_policies` after recovery. Listings (RabbitMQ's JSON rows) are `mgmt`'s, not here.
+for exchanges; `node.open_broker` calls `apply_policies` after recovery. Listings (RabbitMQ's
+JSON rows) are `mgmt`'s, not here.
 """
 
 from __future__ import annotations
