@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,19 +24,11 @@ import time
 
 import trio
 
-from quorum.demo_node import DemoClient
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from compat_tests.support.launcher import free_ports  # noqa: E402
+from quorum.demo_node import DemoClient  # noqa: E402
 
 NAMES = ["n1", "n2", "n3"]
-
-
-def free_ports(k: int) -> list[int]:
-    socks = [socket.socket() for _ in range(k)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def spawn_cluster(root: str, extra: list[str]) -> tuple[list[subprocess.Popen], dict[str, tuple[str, int]]]:

@@ -7,6 +7,7 @@ import random
 import pytest
 import trio
 
+from compat_tests.support.launcher import free_ports
 from quorum.driver import LeadershipLost, NodeDriver
 from quorum.log import AsyncLog, LogConfig
 from quorum.raft import KvDelete, KvMachine, KvSet, LocalEffect, NotLeader, RaftOptions
@@ -50,17 +51,6 @@ class Node:
                 await n.start(self.driver.run)
                 task_status.started()
         self.log.close()
-
-
-def free_ports(k: int) -> list[int]:
-    import socket
-    socks = [socket.socket() for _ in range(k)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 async def wait_leader(nodes: dict[str, Node], group: str) -> str:

@@ -10,28 +10,18 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 
 import pytest
 import trio
 
+from compat_tests.support.launcher import free_ports
 from quorum.demo_node import DemoClient
 
 pytestmark = pytest.mark.trio
 
 NAMES = ["n1", "n2", "n3"]
-
-
-def free_ports(k: int) -> list[int]:
-    socks = [socket.socket() for _ in range(k)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class Cluster:
