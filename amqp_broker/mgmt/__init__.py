@@ -1,8 +1,8 @@
 """Management: the `Admin` facade over a node, the RabbitMQ-compatible management HTTP API,
 Prometheus metrics, and the HTTP client the CLI tools use.
 
-Node startup calls `await nursery.start(serve_node_management, broker, settings)` (or
-`serve_management` / `serve_metrics` with its own `Admin`); the CLIs use `ApiClient`.
+Node start-up (`amqp_broker/server/node.py`, the only place that starts them) runs
+`serve_management` and `serve_metrics` with its own `Admin`; the CLIs use `ApiClient`.
 """
 
 from .admin import Admin
@@ -10,8 +10,7 @@ from .client import ApiClient, ApiError, NodeDown
 from .errors import AdminError, BadRequest, NotAuthorised, NotFoundError
 from .http import build_app, serve_management
 from .metrics import render_metrics, serve_metrics
-from .service import ManagementService, serve_node_management
 
 __all__ = ["Admin", "AdminError", "ApiClient", "ApiError", "BadRequest", "NodeDown",
-           "ManagementService", "NotAuthorised", "NotFoundError", "build_app", "render_metrics",
-           "serve_management", "serve_metrics", "serve_node_management"]
+           "NotAuthorised", "NotFoundError", "build_app", "render_metrics",
+           "serve_management", "serve_metrics"]
