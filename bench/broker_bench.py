@@ -30,12 +30,15 @@ import tempfile
 import time
 from collections import deque
 from contextlib import contextmanager
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from amqp_wire import (FRAME_METHOD, WireClient, describe_close, method_ids,  # noqa: E402
                        parse_basic_ack, parse_deliver_tag)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from compat_tests.support.launcher import Broker  # noqa: E402
 
 
 def _queue_args(queue_type: str) -> dict:
@@ -199,36 +202,15 @@ def run_latency(url: str, args) -> dict:
 SCENARIOS = {"publish": run_publish, "e2e": run_e2e, "latency": run_latency}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listening on port {port}")
-
-
 @contextmanager
 def our_broker():
-    port = _free_port()
-    data_dir = tempfile.mkdtemp(prefix="bench-broker-")
-    proc = subprocess.Popen([sys.executable, "-m", "amqp_broker", "--port", str(port),
-                             "--data-dir", data_dir], stdout=subprocess.DEVNULL)
+    work = tempfile.mkdtemp(prefix="bench-broker-")
+    broker = Broker(Path(work)).start()
     try:
-        _wait_port(port)
-        yield f"amqp://guest:guest@127.0.0.1:{port}/"
+        yield broker.url
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        shutil.rmtree(data_dir, ignore_errors=True)
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @contextmanager

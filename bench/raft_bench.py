@@ -25,8 +25,9 @@ import time
 import trio
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
+from compat_tests.support.launcher import free_ports  # noqa: E402
 from tests.quorum_integration import demo_node  # noqa: E402
-from tests.quorum_integration.demo_node import DemoClient, free_ports  # noqa: E402
+from tests.quorum_integration.demo_node import DemoClient  # noqa: E402
 
 NAMES = ["n1", "n2", "n3"]
 

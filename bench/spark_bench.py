@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,28 +20,8 @@ from pathlib import Path
 
 import pika
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_broker(work: Path) -> tuple[str, subprocess.Popen]:
-    port = _free_port()
-    conf = work / "bench.conf"
-    conf.write_text(f"management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = {_free_port()}\n"
-                    f"prometheus.tcp.ip = 127.0.0.1\nprometheus.tcp.port = {_free_port()}\n")
-    proc = subprocess.Popen([shutil.which("amqp-broker") or "amqp-broker", "--host", "127.0.0.1",
-                             "--port", str(port), "--data-dir", str(work / "data"), "--config", str(conf)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(300):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    return f"amqp://guest:guest@127.0.0.1:{port}/%2F", proc
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from compat_tests.support.launcher import Broker  # noqa: E402
 
 
 def _fill(url: str, queue: str, count: int, size: int) -> None:
@@ -115,7 +93,8 @@ def main() -> None:
     broker = None
     url = args.url
     if url is None:
-        url, broker = _start_broker(work)
+        broker = Broker(work / "broker").start()
+        url = broker.url
     spark = (SparkSession.builder.master(args.master).appName("amqp-spark-bench")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
@@ -133,8 +112,7 @@ def main() -> None:
     finally:
         spark.stop()
         if broker is not None:
-            broker.terminate()
-            broker.wait(10)
+            broker.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

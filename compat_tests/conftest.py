@@ -1,9 +1,13 @@
 """Fixtures for the compat suite: which broker to test, client connections, unique names.
 
 Broker choice: `--broker-url URL`, else env `BROKER_URL`, else this project's `amqp-broker` is
-started as a subprocess on a free port for the session.  Markers: `rabbitmq4` (skipped against
-RabbitMQ 3.x) and `ours_only` (skipped against a real RabbitMQ), decided from the server-properties
-of connection.start.
+started as a subprocess (compat_tests/support/launcher.py) with its management API for the
+session.  If that start fails, every test errors with the broker's log tail: a broken start is a
+failure, never a skip.  A URL that does not answer is an error too (the run asked for it).
+Management API: `--mgmt-url URL`, else env `MGMT_URL`, else the launched broker's; against a
+given broker URL without one, the tests that need it are skipped (`mgmt_url` is None).
+Markers: `rabbitmq4` (skipped against RabbitMQ 3.x) and `ours_only` (skipped against a real
+RabbitMQ), decided from the server-properties of connection.start.
 """
 
 from __future__ import annotations
@@ -14,8 +18,7 @@ import kombu
 import pika
 import pytest
 
-from compat_tests.support import Names, ServerInfo, launch_our_broker, probe_server, run_aio
-from compat_tests.support.launcher import LaunchError
+from compat_tests.support import LaunchError, Names, ServerInfo, launch_our_broker, probe_server, run_aio
 
 _TEST_TIMEOUT = 60  # seconds per test unless the test says otherwise
 
@@ -24,6 +27,9 @@ def pytest_addoption(parser):
     parser.addoption("--broker-url", default=None,
                      help="AMQP URL of the broker under test (default: env BROKER_URL, "
                           "else start amqp-broker on a free port)")
+    parser.addoption("--mgmt-url", default=None,
+                     help="management API of the broker under test (default: env MGMT_URL, "
+                          "else the started amqp-broker's)")
 
 
 def pytest_configure(config):
@@ -38,24 +44,36 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def broker_url(request, tmp_path_factory):
-    url = request.config.getoption("--broker-url") or os.environ.get("BROKER_URL")
-    if url:
-        yield url
+def launched_broker(request, tmp_path_factory):
+    """Our `amqp-broker` process when no broker URL was given, else None."""
+    if request.config.getoption("--broker-url") or os.environ.get("BROKER_URL"):
+        yield None
         return
     try:
         broker = launch_our_broker(tmp_path_factory.mktemp("amqp-broker"))
     except LaunchError as e:
-        pytest.skip(f"cannot start our broker: {e}")
-    # Tests that set policies over HTTP (test_dead_letter_policies.py) read MGMT_URL.
-    had_mgmt = "MGMT_URL" in os.environ
-    os.environ.setdefault("MGMT_URL", broker.mgmt_url)
+        pytest.fail(f"cannot start our broker: {e}", pytrace=False)
     try:
-        yield broker.url
+        yield broker
     finally:
-        if not had_mgmt:
-            os.environ.pop("MGMT_URL", None)
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def broker_url(request, launched_broker) -> str:
+    if launched_broker is not None:
+        return launched_broker.url
+    return request.config.getoption("--broker-url") or os.environ["BROKER_URL"]
+
+
+@pytest.fixture(scope="session")
+def mgmt_url(request, launched_broker) -> str | None:
+    """Base URL of the management API of the broker under test, or None when it is unknown
+    (a broker URL was given without --mgmt-url / MGMT_URL)."""
+    url = request.config.getoption("--mgmt-url") or os.environ.get("MGMT_URL")
+    if url:
+        return url.rstrip("/")
+    return launched_broker.mgmt_url if launched_broker is not None else None
 
 
 @pytest.fixture(scope="session")

@@ -2,10 +2,10 @@
 dead-letter-strategy, the queue argument winning over the policy, and policy changes reaching
 existing queues without a redeclare (including switching strategy at runtime).
 
-Policies are set over the management HTTP API: `--mgmt-url URL` or env MGMT_URL (with
-MGMT_USER / MGMT_PASSWORD, default guest/guest), e.g. http://127.0.0.1:15673 for
-`.ci/rabbitmq.sh start`, or an `amqp-broker --management-port P` of this project. Without one
-the tests are skipped. Each test's policy matches only its own queues (priority 900).
+Policies are set over the management HTTP API (the `mgmt_url` fixture: `--mgmt-url URL`, env
+MGMT_URL, or the management API of the `amqp-broker` the session started), with MGMT_USER /
+MGMT_PASSWORD (default guest/guest), e.g. http://127.0.0.1:15673 for `.ci/rabbitmq.sh start`.
+Only against a given broker URL without a management URL are the tests skipped. Each test's policy matches only its own queues (priority 900).
 """
 
 import os
@@ -21,12 +21,11 @@ from compat_tests.support import get_n
 
 
 @pytest.fixture
-def api(request):
-    url = request.config.getoption("--mgmt-url", None) or os.environ.get("MGMT_URL")
-    if not url:
-        pytest.skip("no management API: pass --mgmt-url or set MGMT_URL")
+def api(mgmt_url):
+    if mgmt_url is None:
+        pytest.skip("no management API for the given broker URL: pass --mgmt-url or set MGMT_URL")
     auth = (os.environ.get("MGMT_USER", "guest"), os.environ.get("MGMT_PASSWORD", "guest"))
-    with httpx.Client(base_url=url.rstrip("/") + "/api", auth=auth, timeout=30) as c:
+    with httpx.Client(base_url=mgmt_url + "/api", auth=auth, timeout=30) as c:
         yield c
 
 

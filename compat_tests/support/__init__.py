@@ -3,7 +3,7 @@ pika polling helpers and the aio-pika runner.  Imported by compat_tests/conftest
 """
 
 from compat_tests.support.aio import run_aio
-from compat_tests.support.launcher import LaunchedBroker, launch_our_broker
+from compat_tests.support.launcher import Broker, LaunchError, free_port, free_ports, launch_our_broker
 from compat_tests.support.names import Names
 from compat_tests.support.pika_util import (
     channel_closed,
@@ -21,12 +21,15 @@ from compat_tests.support.server import ServerInfo, probe_server
 __all__ = [
     "channel_closed",
     "connection_closed",
-    "LaunchedBroker",
+    "Broker",
+    "LaunchError",
     "Names",
     "RawClient",
     "ServerInfo",
     "consume_n",
     "get_body",
+    "free_port",
+    "free_ports",
     "get_n",
     "launch_our_broker",
     "probe_server",

@@ -1,29 +1,146 @@
-"""Start this project's broker (`amqp-broker`) as a subprocess for a compat-test session.
+"""The one way tests start this project's broker: the `amqp-broker` command as a subprocess.
 
-Called by conftest.py when neither --broker-url nor BROKER_URL is given.  The broker gets a free
-port and a temporary data directory; its output goes to a log file whose tail is shown if it dies.
+Used by compat_tests/conftest.py (when no --broker-url / BROKER_URL is given), by tests/ (the
+integration, management, CLI and Spark fixtures) and by bench/ (`free_port`, `free_ports`).
+The broker binds port 0 for AMQP, the management API and Prometheus metrics, and the bound ports
+are read back from its start-up log lines, so tests never race for a port (a fixed `port=` is
+kept across restarts for reconnect tests).  Output goes to `<work_dir>/broker.log`; every start
+failure raises `LaunchError` with the log tail.  `stop()` is SIGTERM (the clean shutdown path),
+`kill()` is kill -9; `start()` again reuses the same data directory.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+__all__ = ["Broker", "LaunchError", "free_port", "free_ports", "launch_our_broker"]
+
+_READY = re.compile(rb"amqp-broker \S+ ready on port (\d+)")
+_MGMT = re.compile(rb"management API on http://\S+?:(\d+)/api")
+_METRICS = re.compile(rb"Prometheus metrics on \S+?:(\d+)/metrics")
+
+# Management and metrics on loopback, port 0; the caller's config text comes after it and wins.
+_HTTP_CONF = ("management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = 0\n"
+              "prometheus.tcp.ip = 127.0.0.1\nprometheus.tcp.port = 0\n")
+
 
 class LaunchError(RuntimeError):
-    pass
+    """The broker did not start: the message ends with the tail of its log."""
 
 
-@dataclasses.dataclass
-class LaunchedBroker:
-    url: str
-    process: subprocess.Popen
-    log_path: Path
-    mgmt_url: str = ""  # the management HTTP API (for tests that set policies)
+def free_ports(k: int) -> list[int]:
+    """k distinct loopback ports nothing listened on a moment ago (for multi-node tests, the
+    quorum transport and "broker is down" URLs).  The sockets are held together so the ports
+    differ."""
+    socks = [socket.socket() for _ in range(k)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port() -> int:
+    return free_ports(1)[0]
+
+
+def _command() -> str:
+    """The `amqp-broker` console script of the running Python (else the one on PATH)."""
+    beside = Path(sys.executable).with_name("amqp-broker")
+    exe = str(beside) if beside.exists() else shutil.which("amqp-broker")
+    if exe is None:
+        raise LaunchError("the `amqp-broker` command is not installed (pip install -e .)")
+    return exe
+
+
+class Broker:
+    """One `amqp-broker` process with its data directory and log under `work_dir`.
+
+    args: extra command-line flags; config: rabbitmq.conf text (written to
+    `<work_dir>/broker.conf`); env: extra environment variables; management: serve the
+    management API and metrics (on free ports) or not (`--management-port -1`); port: a fixed
+    AMQP port kept across restarts (0: a new free one on every start).
+    """
+
+    def __init__(self, work_dir: Path, *, args: tuple[str, ...] = (), config: str | None = None,
+                 env: dict[str, str] | None = None, management: bool = True,
+                 port: int = 0) -> None:
+        self.work_dir = Path(work_dir)
+        self.data_dir = self.work_dir / "data"
+        self.log_path = self.work_dir / "broker.log"
+        self.args = tuple(args)
+        self.config = config
+        self.env = dict(env or {})
+        self.management = management
+        self.fixed_port = port
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+        self.mgmt_port = 0
+        self.metrics_port = 0
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
+
+    @property
+    def mgmt_url(self) -> str:
+        return f"http://127.0.0.1:{self.mgmt_port}" if self.mgmt_port else ""
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}" if self.metrics_port else ""
+
+    def _argv(self) -> list[str]:
+        argv = [_command(), "--host", "127.0.0.1", "--port", str(self.fixed_port),
+                "--data-dir", str(self.data_dir)]
+        if not self.management:
+            argv += ["--management-port", "-1"]
+        text = (_HTTP_CONF if self.management else "") + (self.config or "")
+        if text:
+            conf = self.work_dir / "broker.conf"
+            conf.write_text(text)
+            argv += ["--config", str(conf)]
+        return argv + list(self.args)
+
+    def start(self, timeout: float = 30.0) -> "Broker":
+        """Start (again, on the same data directory) and wait for the "ready" log line."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self._argv(), stdout=log, stderr=subprocess.STDOUT,
+                                         env={**os.environ, **self.env})
+        deadline = time.monotonic() + timeout
+        while True:
+            data = self.log_path.read_bytes()[offset:]
+            ready = _READY.search(data)
+            if ready:
+                break
+            if self.proc.poll() is not None:
+                raise LaunchError(f"amqp-broker exited with {self.proc.returncode} before it was "
+                                  f"ready:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise LaunchError(f"amqp-broker not ready within {timeout}s:\n{self.log_tail()}")
+            time.sleep(0.05)
+        self.port = int(ready.group(1))
+        mgmt, metrics = _MGMT.search(data), _METRICS.search(data)
+        self.mgmt_port = int(mgmt.group(1)) if mgmt else 0
+        self.metrics_port = int(metrics.group(1)) if metrics else 0
+        if self.management and not (mgmt and metrics):
+            self.kill()
+            raise LaunchError(f"amqp-broker started without its management API or metrics:\n"
+                              f"{self.log_tail()}")
+        return self
 
     def log_tail(self, n: int = 40) -> str:
         try:
@@ -31,57 +148,36 @@ class LaunchedBroker:
         except OSError:
             return ""
 
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM and wait (the clean shutdown path); the exit code, or None if it had to be
+        killed."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def kill(self) -> None:
+        """kill -9: no chance to flush anything."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def restart(self, timeout: float = 30.0) -> "Broker":
+        """Clean stop, then start on the same data directory."""
+        self.stop()
+        return self.start(timeout)
+
+    def __enter__(self) -> "Broker":
+        return self.start() if self.proc is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _accepts(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-        return True
-    except OSError:
-        return False
-
-
-def launch_our_broker(work_dir: Path, timeout: float = 30.0) -> LaunchedBroker:
-    """Start `amqp-broker --port P --management-port M --data-dir D`; raise LaunchError with the
-    log tail on failure."""
-    exe = shutil.which("amqp-broker")
-    if exe is None:
-        raise LaunchError("the `amqp-broker` command is not installed (pip install -e .); "
-                          "or pass --broker-url / BROKER_URL")
-    port = _free_port()
-    mgmt_port = _free_port()
-    data_dir = work_dir / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    log_path = work_dir / "broker.log"
-    log = open(log_path, "wb")
-    proc = subprocess.Popen([exe, "--port", str(port), "--management-port", str(mgmt_port),
-                             "--data-dir", str(data_dir)],
-                            stdout=log, stderr=subprocess.STDOUT)
-    log.close()
-    broker = LaunchedBroker(f"amqp://guest:guest@127.0.0.1:{port}/", proc, log_path,
-                            f"http://127.0.0.1:{mgmt_port}")
-    deadline = time.monotonic() + timeout
-    while not (_accepts(port) and _accepts(mgmt_port)):
-        if proc.poll() is not None:
-            raise LaunchError(f"amqp-broker exited with {proc.returncode} before listening:\n"
-                              + broker.log_tail())
-        if time.monotonic() > deadline:
-            broker.stop()
-            raise LaunchError(f"amqp-broker did not accept on port {port} within {timeout}s:\n"
-                              + broker.log_tail())
-        time.sleep(0.1)
-    return broker
+def launch_our_broker(work_dir: Path, timeout: float = 30.0) -> Broker:
+    """A started broker with the management API on (the compat and Spark sessions' broker)."""
+    return Broker(work_dir).start(timeout)

@@ -1,17 +1,17 @@
-"""Fixtures: a broker process per test module on a free port, and pika/aio-pika helpers."""
+"""Fixtures: an `amqp-broker` process per test module (compat_tests' launcher, management off),
+a fresh one per restart/kill test, and pika helpers."""
 
 from __future__ import annotations
 
 import pika
 import pytest
 
-from .broker_process import BrokerProcess
+from compat_tests.support.launcher import Broker
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    work = tmp_path_factory.mktemp("broker")
-    b = BrokerProcess(work / "data", work / "broker.log").start()
+    b = Broker(tmp_path_factory.mktemp("broker"), management=False).start()
     yield b
     b.stop()
 
@@ -19,7 +19,7 @@ def broker(tmp_path_factory):
 @pytest.fixture
 def fresh_broker(tmp_path):
     """A broker of the test's own (for restart and kill tests)."""
-    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log")
+    b = Broker(tmp_path, management=False)
     yield b
     b.kill()
 

@@ -1,24 +1,46 @@
-"""amqp-brokerctl and amqp-broker-queues against a running node (in-process LocalNode with the
-management API), plus the node-down message from a real subprocess."""
+"""amqp-brokerctl and amqp-broker-queues against a running `amqp-broker` process (compat_tests'
+launcher, management API on): each verb is run through the CLI's main() pointed at the node's
+URL, and what it changed is checked over the management API or AMQP; plus the node-down message
+from a real subprocess."""
 
 from __future__ import annotations
 
 import io
 import json
-import socket
 import subprocess
 import sys
+from urllib.parse import quote
 
+import httpx
+import pika
 import pytest
 
 from amqp_broker.cli import ctl, queues_cli
-from amqp_broker.mgmt.local_node import LocalNode
+from compat_tests.support.launcher import Broker, free_port
 
 
 @pytest.fixture(scope="module")
-def node():
-    with LocalNode() as n:
+def node(tmp_path_factory):
+    with Broker(tmp_path_factory.mktemp("cli-node")).start() as n:
         yield n
+
+
+@pytest.fixture(scope="module")
+def api(node):
+    """The node's management API, to set up and check what the CLI verbs do."""
+    with httpx.Client(base_url=node.mgmt_url + "/api", auth=("guest", "guest"), timeout=30) as c:
+        yield c
+
+
+def _declare_queue(api, vhost: str, name: str, **body) -> None:
+    r = api.put(f"/queues/{quote(vhost, safe='')}/{name}", json=body)
+    assert r.status_code in (201, 204), r.text
+
+
+def _publish(api, queue: str, payload: str) -> None:
+    r = api.post("/exchanges/%2F/amq.default/publish", json={
+        "properties": {}, "routing_key": queue, "payload": payload, "payload_encoding": "string"})
+    assert r.json() == {"routed": True}
 
 
 @pytest.fixture
@@ -31,16 +53,8 @@ def run(node, capsys):
     return _run
 
 
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_node_down_message():
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     p = subprocess.run([sys.executable, "-m", "amqp_broker.cli.ctl", "--url", url, "list_queues"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 69
@@ -49,7 +63,7 @@ def test_node_down_message():
 
 
 def test_queues_tool_node_down():
-    code = queues_cli.main(["--url", f"http://127.0.0.1:{_free_port()}", "quorum_status", "q"])
+    code = queues_cli.main(["--url", f"http://127.0.0.1:{free_port()}", "quorum_status", "q"])
     assert code == 69
 
 
@@ -60,9 +74,9 @@ def test_status(run):
     assert json.loads(out)["product_name"] == "amqp-broker"
 
 
-def test_list_queues_columns_and_formats(run, node):
-    node.call(node.admin.declare_queue, "/", "cli-q1", durable=True)
-    node.call(node.admin.publish, "/", "", "cli-q1", "hello")
+def test_list_queues_columns_and_formats(run, api):
+    _declare_queue(api, "/", "cli-q1", durable=True)
+    _publish(api, "cli-q1", "hello")
     code, out, _ = run("list_queues")
     lines = out.splitlines()
     assert lines[0] == "Listing queues for vhost / ..."
@@ -77,10 +91,10 @@ def test_list_queues_columns_and_formats(run, node):
     assert code == 64 and "Invalid column" in err
 
 
-def test_other_lists(run, node):
-    node.call(node.admin.declare_exchange, "/", "cli-x", "topic")
-    node.call(node.admin.declare_queue, "/", "cli-q2")
-    node.call(node.admin.bind, "/", "cli-x", "queue", "cli-q2", "a.*", {})
+def test_other_lists(run, api):
+    assert api.put("/exchanges/%2F/cli-x", json={"type": "topic"}).status_code in (201, 204)
+    _declare_queue(api, "/", "cli-q2")
+    assert api.post("/bindings/%2F/e/cli-x/q/cli-q2", json={"routing_key": "a.*"}).status_code == 201
     code, out, _ = run("list_exchanges", "-q")
     assert "cli-x\ttopic" in out.splitlines()
     code, out, _ = run("list_bindings", "-q")
@@ -92,7 +106,7 @@ def test_other_lists(run, node):
     assert "guest\t[administrator]" in run("list_users", "-q")[1].splitlines()
 
 
-def test_policies(run, node):
+def test_policies(run):
     code, out, _ = run("set_policy", "--priority", "3", "--apply-to", "queues", "cli-p",
                        "^cli-", '{"max-length": 5}')
     assert code == 0 and 'Setting policy "cli-p"' in out
@@ -116,7 +130,13 @@ def test_users_vhosts_permissions(run, node):
     code, out, _ = run("list_permissions", "-p", "cli-vh", "-q")
     assert "cli-user\t.*\t^w\t^r" in out.splitlines()
     assert run("change_password", "cli-user", "n3w")[0] == 0
-    assert node.call(node.admin.authenticate, "cli-user", "n3w") is not None
+    # the new password logs in over AMQP (to the vhost it has permissions on); the old one not
+    conn = pika.BlockingConnection(pika.URLParameters(
+        node.url.replace("guest:guest", "cli-user:n3w").rsplit("/", 1)[0] + "/cli-vh"))
+    conn.close()
+    with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+        pika.BlockingConnection(pika.URLParameters(
+            node.url.replace("guest:guest", "cli-user:s3cret").rsplit("/", 1)[0] + "/cli-vh"))
     assert run("set_user_tags", "cli-user", "monitoring")[0] == 0
     assert "cli-user\t[monitoring]" in run("list_users", "-q")[1].splitlines()
     assert run("clear_permissions", "-p", "cli-vh", "cli-user")[0] == 0
@@ -127,47 +147,48 @@ def test_users_vhosts_permissions(run, node):
     assert code != 0 and "Error:" in err
 
 
-def test_purge_and_delete_queue(run, node):
-    node.call(node.admin.declare_queue, "/", "cli-q3")
-    node.call(node.admin.publish, "/", "", "cli-q3", "x")
+def test_purge_and_delete_queue(run, api, node):
+    _declare_queue(api, "/", "cli-q3")
+    _publish(api, "cli-q3", "x")
     assert run("purge_queue", "cli-q3")[0] == 0
-    assert node.call(node.admin.get_queue, "/", "cli-q3")["messages"] == 0
-    node.call(node.admin.publish, "/", "", "cli-q3", "x")
+    with pika.BlockingConnection(pika.URLParameters(node.url)) as conn:
+        assert conn.channel().queue_declare("cli-q3", passive=True).method.message_count == 0
+    _publish(api, "cli-q3", "x")
     code, _, err = run("delete_queue", "--if-empty", "cli-q3")
     assert code != 0 and "not empty" in err
     code, out, _ = run("delete_queue", "cli-q3")
     assert code == 0 and "Queue was successfully deleted with 1 messages" in out
 
 
-def test_definitions_export_import(run, node, tmp_path):
-    node.call(node.admin.declare_queue, "/", "cli-defs-q", durable=True)
+def test_definitions_export_import(run, api, tmp_path):
+    _declare_queue(api, "/", "cli-defs-q", durable=True)
     path = tmp_path / "defs.json"
     assert run("export_definitions", str(path))[0] == 0
     defs = json.loads(path.read_text())
     assert any(q["name"] == "cli-defs-q" for q in defs["queues"])
-    run("delete_queue", "cli-defs-q")
+    assert run("delete_queue", "cli-defs-q")[0] == 0
+    assert api.get("/queues/%2F/cli-defs-q").status_code == 404
     assert run("import_definitions", str(path))[0] == 0
-    assert node.call(node.admin.get_queue, "/", "cli-defs-q")["durable"] is True
+    assert api.get("/queues/%2F/cli-defs-q").json()["durable"] is True
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
     assert run("import_definitions", str(bad))[0] == 65
     assert run("import_definitions", str(tmp_path / "missing.json"))[0] == 70
 
 
-def test_vhost_flag_before_or_after_the_verb(run, node):
-    node.call(node.admin.add_vhost, "cli-vh2")
-    node.call(node.admin.declare_queue, "cli-vh2", "only-here")
+def test_vhost_flag_before_or_after_the_verb(run, api):
+    assert api.put("/vhosts/cli-vh2").status_code in (201, 204)
+    _declare_queue(api, "cli-vh2", "only-here")
     assert "only-here" in run("-p", "cli-vh2", "list_queues", "-q")[1]
     assert "only-here" in run("list_queues", "-p", "cli-vh2", "-q")[1]
     assert "only-here" not in run("list_queues", "-q")[1]
 
 
 @pytest.fixture
-def qq(node):
-    """A quorum queue on the node (a one-member group led by this node)."""
-    node.call(node.admin.declare_queue, "/", "cli-qq", durable=True,
-              arguments={"x-queue-type": "quorum"})
-    return node.admin.node
+def qq(api):
+    """A quorum queue on the node (a one-member group led by this node); the node's name."""
+    _declare_queue(api, "/", "cli-qq", durable=True, arguments={"x-queue-type": "quorum"})
+    return api.get("/overview").json()["node"]
 
 
 def test_queues_tool_quorum_status(run, qq):
@@ -178,14 +199,14 @@ def test_queues_tool_quorum_status(run, qq):
     assert out.splitlines()[1:] == ["Node Name\tRaft State\tOnline", f"{qq}\tleader\ttrue"]
 
 
-def test_queues_tool_add_member(run, qq, node):
+def test_queues_tool_add_member(run, qq, api):
     code, out, err = run("add_member", "cli-qq", "rabbit@elsewhere", tool=queues_cli)
     assert code == 70 and "rabbit@elsewhere" in err and "node_not_running" in err
     # This node is already the member: a no-op that succeeds, as in RabbitMQ.
     code, out, err = run("add_member", "cli-qq", qq, tool=queues_cli)
     assert code == 0 and err == ""
     assert out == f"Adding a replica for queue cli-qq on node {qq}...\n"
-    node.call(node.admin.declare_queue, "/", "cli-classic")
+    _declare_queue(api, "/", "cli-classic")
     code, _, err = run("add_member", "cli-classic", qq, tool=queues_cli)
     assert code == 64 and "Cannot add members to a classic queue" in err
 
@@ -228,7 +249,7 @@ def test_queues_tool_shrink(run, qq):
     assert code == 0 and out.splitlines() == ["vhost\tname\tsize\tresult"]
 
 
-def test_queues_tool_rebalance(run, qq, node):
+def test_queues_tool_rebalance(run, qq):
     code, out, _ = run("rebalance", "quorum", tool=queues_cli)
     lines = out.splitlines()
     assert code == 0 and lines[:2] == ["Re-balancing leaders of quorum queues...",

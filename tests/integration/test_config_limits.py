@@ -8,14 +8,13 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker
 
-from .broker_process import BrokerProcess
+from compat_tests.support.launcher import Broker
 
 
 @pytest.fixture
 def limited_broker(tmp_path):
-    conf = tmp_path / "rabbitmq.conf"
-    conf.write_text("consumer_timeout = 1000\nmax_message_size = 1024\n")
-    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", ("--config", str(conf))).start()
+    b = Broker(tmp_path, management=False,
+               config="consumer_timeout = 1000\nmax_message_size = 1024\n").start()
     yield b
     b.stop()
 
@@ -59,9 +58,7 @@ def test_message_larger_than_max_message_size_is_406(limited_broker):
 
 
 def test_memory_alarm_blocks_publishers(tmp_path):
-    conf = tmp_path / "rabbitmq.conf"
-    conf.write_text("vm_memory_high_watermark.absolute = 1MB\n")
-    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", ("--config", str(conf))).start()
+    b = Broker(tmp_path, management=False, config="vm_memory_high_watermark.absolute = 1MB\n").start()
     try:
         params = pika.URLParameters(b.url)
         params.connection_attempts = 1

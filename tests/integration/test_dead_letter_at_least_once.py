@@ -10,6 +10,8 @@ import time
 
 import pika
 
+from compat_tests.support.launcher import Broker
+
 ALO = {"x-queue-type": "quorum", "x-dead-letter-strategy": "at-least-once",
        "x-overflow": "reject-publish"}
 
@@ -141,12 +143,8 @@ def test_prefetch_one_two_targets_one_full(tmp_path):
     """dead_letter_worker_consumer_prefetch = 1 from the config; a fanout DLX with a free and a
     full target: the full one gets every message once drained, the free one each exactly once
     (a target that confirmed is never sent the message again)."""
-    from .broker_process import BrokerProcess
-
-    conf = tmp_path / "rabbitmq.conf"
-    conf.write_text("dead_letter_worker_consumer_prefetch = 1\n")
-    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log",
-                      extra_args=("--config", str(conf))).start()
+    b = Broker(tmp_path, management=False,
+               config="dead_letter_worker_consumer_prefetch = 1\n").start()
     try:
         conn, ch = _channel(b)
         ch.exchange_declare("p1.dlx", "fanout")

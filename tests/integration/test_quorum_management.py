@@ -3,30 +3,18 @@ consumers), from a broker process with the HTTP API on a free port."""
 
 from __future__ import annotations
 
-import socket
 import time
 
 import httpx
 import pika
 import pytest
 
-from .broker_process import BrokerProcess
-
-
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from compat_tests.support.launcher import Broker
 
 
 @pytest.fixture
 def mgmt_broker(tmp_path):
-    port = _free_port()
-    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log",
-                      extra_args=("--management-port", str(port))).start()
-    b.mgmt_url = f"http://127.0.0.1:{port}"
+    b = Broker(tmp_path).start()
     yield b
     b.stop()
 

@@ -5,21 +5,14 @@ before it that was still queued)."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import aio_pika
 
-from .broker_process import BrokerProcess
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from compat_tests.support.launcher import Broker, free_port
 
 
 def test_robust_consumer_survives_broker_restart(tmp_path):
-    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", port=_free_port()).start()
+    b = Broker(tmp_path, management=False, port=free_port()).start()
 
     async def main() -> list[bytes]:
         got: list[bytes] = []
@@ -53,6 +46,6 @@ def test_robust_consumer_survives_broker_restart(tmp_path):
         b.stop()
 
 
-def _restart(b: BrokerProcess) -> None:
+def _restart(b: Broker) -> None:
     assert b.stop() == 0
     b.start()

@@ -7,14 +7,12 @@ import time
 
 import pytest
 
-from .broker_process import BrokerProcess
+from compat_tests.support.launcher import Broker
 
 
 @pytest.fixture
 def quick_broker(tmp_path):
-    conf = tmp_path / "rabbitmq.conf"
-    conf.write_text("handshake_timeout = 1000\nheartbeat = 1\n")
-    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", ("--config", str(conf))).start()
+    b = Broker(tmp_path, management=False, config="handshake_timeout = 1000\nheartbeat = 1\n").start()
     yield b
     b.stop()
 

@@ -1,5 +1,6 @@
-"""Fixtures: one in-process broker node with the management API and metrics per module
-(`amqp_broker.mgmt.local_node.LocalNode`), an authenticated httpx client, unique names."""
+"""Fixtures: one `amqp-broker` process with the management API and metrics per module
+(compat_tests' launcher: the node users run, with its store and quorum runtime), authenticated and
+anonymous httpx clients, pika connections, unique names."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ import httpx
 import pika
 import pytest
 
-from amqp_broker.mgmt.local_node import LocalNode
+from compat_tests.support.launcher import Broker
 
 _seq = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def node():
-    with LocalNode() as n:
+def node(tmp_path_factory):
+    with Broker(tmp_path_factory.mktemp("mgmt-node")).start() as n:
         yield n
 
 
@@ -43,7 +44,7 @@ def amqp(node):
     conns = []
 
     def connect(url: str | None = None) -> pika.BlockingConnection:
-        params = pika.URLParameters(url or node.amqp_url)
+        params = pika.URLParameters(url or node.url)
         params.connection_attempts = 1
         c = pika.BlockingConnection(params)
         conns.append(c)

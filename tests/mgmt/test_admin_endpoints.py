@@ -3,7 +3,11 @@ the management API, with RabbitMQ's status codes (201 created, 204 updated/delet
 
 from __future__ import annotations
 
+import time
+
 import httpx
+
+from compat_tests.support.launcher import Broker
 
 
 def test_overview_and_nodes(api, node):
@@ -29,7 +33,7 @@ def test_vhosts(api, name, amqp, node):
     assert api.get("/vhosts/%2F").json()["name"] == "/"
     # usable over AMQP once permissions are set
     api.put(f"/permissions/{name}/guest", json={"configure": ".*", "write": ".*", "read": ".*"})
-    conn = amqp(node.amqp_url.rsplit("/", 1)[0] + "/" + name)
+    conn = amqp(node.url.rsplit("/", 1)[0] + "/" + name)
     conn.channel().queue_declare("q-in-vhost")
     assert [q["name"] for q in api.get(f"/queues/{name}").json()] == ["q-in-vhost"]
     assert api.delete(f"/vhosts/{name}").status_code == 204
@@ -146,15 +150,23 @@ def test_bad_definitions_are_400(api):
     assert api.post("/definitions", json={"queues": [{"name": "x", "vhost": "nosuch"}]}).status_code == 400
 
 
-def test_health_checks(api, node):
+def test_health_checks(api):
     assert api.get("/health/checks/alarms").json() == {"status": "ok"}
     assert api.get("/health/checks/local-alarms").json() == {"status": "ok"}
     assert api.get("/health/checks/virtual-hosts").json() == {"status": "ok"}
     assert api.get("/aliveness-test/%2F").json() == {"status": "ok"}
     assert api.get("/aliveness-test/nosuch").status_code == 404
-    node.call(node.admin.broker.set_alarms, {"memory"})
-    try:
-        r = api.get("/health/checks/alarms")
+
+
+def test_health_checks_fail_while_a_memory_alarm_is_set(tmp_path):
+    """A node whose memory watermark (1 MB) is below its own footprint raises the memory alarm
+    within its first sample (once a second); the alarm health checks then answer 503."""
+    with Broker(tmp_path, config="vm_memory_high_watermark.absolute = 1MB\n").start() as b, \
+            httpx.Client(base_url=b.mgmt_url + "/api", auth=("guest", "guest"), timeout=30) as c:
+        deadline = time.monotonic() + 15
+        while (r := c.get("/health/checks/alarms")).status_code == 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert r.status_code == 503 and r.json()["status"] == "failed"
-    finally:
-        node.call(node.admin.broker.set_alarms, set())
+        assert "memory" in [a["resource"] for a in r.json()["alarms"]]
+        r = c.get("/health/checks/local-alarms")
+        assert r.status_code == 503 and r.json()["status"] == "failed"

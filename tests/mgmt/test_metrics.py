@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import httpx
 import pika
@@ -50,43 +51,68 @@ def test_metrics_endpoint(api, node, amqp, name):
     assert not any(k.startswith("rabbitmq_queue_messages_ready{") for k in agg)
 
 
-def test_counters_exported_only_when_the_broker_keeps_them(node):
-    broker = node.admin.broker
-    kept, kept_dl = broker.counters, broker.dead_lettered
-    try:
-        node.call(setattr, broker, "counters", None)
-        node.call(setattr, broker, "dead_lettered", None)
-        text = node.call(render_metrics, node.admin)
-        assert "rabbitmq_global_messages_received_total" not in text
-        node.call(setattr, broker, "counters", {"messages_received": 7, "dead_lettered_expired": 2})
-        s = _samples(node.call(render_metrics, node.admin))
-        assert s["rabbitmq_global_messages_received_total"] == 7
-        # without labelled counts, what the broker counted is classic at-most-once
-        assert s['rabbitmq_global_messages_dead_lettered_expired_total'
-                 '{queue_type="rabbit_classic_queue",dead_letter_strategy="at_most_once"}'] == 2
-    finally:
-        node.call(setattr, broker, "counters", kept)
-        node.call(setattr, broker, "dead_lettered", kept_dl)
+def test_counters_exported_only_when_the_broker_keeps_them():
+    """render_metrics over broker objects without a node process: a running `amqp-broker`
+    always keeps counters (the process-level check is
+    test_message_counters_after_pika_publish_and_consume), so the branches for a broker without
+    them, or with only unlabelled dead-letter counts, are reachable only this way."""
+    from amqp_broker.mgmt import Admin
+    from amqp_broker.server import Broker
+    from amqp_broker.settings import Settings
+
+    broker = Broker(Settings(), None)
+    admin = Admin(broker)
+    broker.counters = None
+    broker.dead_lettered = None
+    assert "rabbitmq_global_messages_received_total" not in render_metrics(admin)
+    broker.counters = {"messages_received": 7, "dead_lettered_expired": 2}
+    s = _samples(render_metrics(admin))
+    assert s["rabbitmq_global_messages_received_total"] == 7
+    # without labelled counts, what the broker counted is classic at-most-once
+    assert s['rabbitmq_global_messages_dead_lettered_expired_total'
+             '{queue_type="rabbit_classic_queue",dead_letter_strategy="at_most_once"}'] == 2
 
 
-def test_dead_letter_counters_labelled_by_queue_type_and_strategy(node):
-    broker = node.admin.broker
-    kept = broker.dead_lettered
-    try:
-        node.call(setattr, broker, "dead_lettered", {})
-        node.call(broker.count_dead_lettered, "rejected", "rabbit_quorum_queue", "at_least_once", 3)
-        node.call(broker.count_dead_lettered, "rejected", "rabbit_classic_queue", "at_most_once")
-        s = _samples(node.call(render_metrics, node.admin))
-        name = "rabbitmq_global_messages_dead_lettered_rejected_total"
+def test_dead_letter_counters_labelled_by_queue_type_and_strategy(node, amqp, name):
+    """3 rejects from an at-least-once quorum queue and 1 from a classic queue, both
+    dead-lettering to a queue of their own; /metrics counts them per type and strategy."""
+    metric = "rabbitmq_global_messages_dead_lettered_rejected_total"
 
-        def count(kind: str, strategy: str) -> float:
-            return s[f'{name}{{queue_type="{kind}",dead_letter_strategy="{strategy}"}}']
+    def count(samples, kind: str, strategy: str) -> float:
+        return samples[f'{metric}{{queue_type="{kind}",dead_letter_strategy="{strategy}"}}']
 
-        assert count("rabbit_quorum_queue", "at_least_once") == 3
-        assert count("rabbit_classic_queue", "at_most_once") == 1
-        assert count("rabbit_quorum_queue", "at_most_once") == 0
-    finally:
-        node.call(setattr, broker, "dead_lettered", kept)
+    def now():
+        return _samples(httpx.get(node.metrics_url + "/metrics").text)
+
+    kinds = [("rabbit_quorum_queue", "at_least_once"), ("rabbit_classic_queue", "at_most_once"),
+             ("rabbit_quorum_queue", "at_most_once")]
+    before = now()
+    ch = amqp().channel()
+    ch.confirm_delivery()
+    dlx = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": name + ".dlq"}
+    ch.queue_declare(name + ".dlq", durable=True)
+    ch.queue_declare(name + ".qq", durable=True, arguments={
+        **dlx, "x-queue-type": "quorum", "x-dead-letter-strategy": "at-least-once",
+        "x-overflow": "reject-publish"})
+    ch.queue_declare(name + ".cq", arguments=dlx)
+    for queue, n in ((name + ".qq", 3), (name + ".cq", 1)):
+        for i in range(n):
+            ch.basic_publish("", queue, b"m%d" % i)
+        for _ in range(n):
+            method, _props, _body = ch.basic_get(queue)
+            ch.basic_reject(method.delivery_tag, requeue=False)
+    want = [3, 1, 0]
+    deadline = time.monotonic() + 15
+    while True:
+        after = now()
+        got = [count(after, *k) - count(before, *k) for k in kinds]
+        if got == want or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert got == want
+    while ch.queue_declare(name + ".dlq", passive=True).method.message_count < 4:
+        assert time.monotonic() < deadline + 15, "dead letters did not reach their queue"
+        ch.connection.sleep(0.05)
 
 
 _DL = '{queue_type="rabbit_classic_queue",dead_letter_strategy="at_most_once"}'
@@ -143,6 +169,6 @@ def test_message_counters_after_pika_publish_and_consume(node, amqp, api, name):
 
 def test_label_values_are_escaped(api, node):
     api.put('/queues/%2F/we%22ird%5Cname', json={})
-    text = node.call(render_metrics, node.admin, per_object=True)
+    text = httpx.get(node.metrics_url + "/metrics/per-object").text
     assert 'queue="we\\"ird\\\\name"' in text
     api.delete('/queues/%2F/we%22ird%5Cname')

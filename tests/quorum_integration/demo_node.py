@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import socket
 import sys
 from typing import Any
 
@@ -35,18 +34,7 @@ from quorum.log import AsyncLog, LogConfig
 from quorum.raft import Meta, NotLeader, RaftError, RaftOptions
 from quorum.transport import Transport
 
-__all__ = ["AppendMachine", "CountMachine", "DemoClient", "free_ports", "main"]
-
-
-def free_ports(k: int) -> list[int]:
-    """`k` distinct loopback ports free right now, for nodes' Raft and client listeners."""
-    socks = [socket.socket() for _ in range(k)]
-    for s in socks:  # all bound at once, so the k ports differ
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+__all__ = ["AppendMachine", "CountMachine", "DemoClient", "main"]
 
 
 class AppendMachine:

@@ -7,12 +7,12 @@ import random
 import pytest
 import trio
 
+from compat_tests.support.launcher import free_ports
 from quorum.driver import LeadershipLost, NodeDriver
 from quorum.log import AsyncLog, LogConfig
 from quorum.raft import KvDelete, KvMachine, KvSet, LocalEffect, NotLeader, RaftOptions
 from quorum.transport import Transport
 
-from .demo_node import free_ports
 
 pytestmark = pytest.mark.trio
 

@@ -16,8 +16,10 @@ import sys
 import pytest
 import trio
 
+from compat_tests.support.launcher import free_ports
+
 from . import demo_node
-from .demo_node import DemoClient, free_ports
+from .demo_node import DemoClient
 
 pytestmark = pytest.mark.trio
 

@@ -6,19 +6,11 @@ against a real RabbitMQ (SPARK_BROKER_URL).
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 
 import pika
 import pika.exceptions
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (for a "broker is down" URL)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def unique(prefix: str) -> str:

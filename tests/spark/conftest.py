@@ -54,16 +54,21 @@ def spark_env() -> None:
 
 
 @pytest.fixture(scope="session")
-def broker_url(tmp_path_factory):
-    url = os.environ.get("SPARK_BROKER_URL")
-    if url:
-        yield url
+def launched_broker(tmp_path_factory):
+    """Our `amqp-broker` process (management and metrics on), or None with SPARK_BROKER_URL."""
+    if os.environ.get("SPARK_BROKER_URL"):
+        yield None
         return
     broker = launch_our_broker(tmp_path_factory.mktemp("broker"))
     try:
-        yield broker.url
+        yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def broker_url(launched_broker) -> str:
+    return launched_broker.url if launched_broker is not None else os.environ["SPARK_BROKER_URL"]
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import httpx
 import pytest
 
 from .amqp_util import unique
@@ -54,10 +55,30 @@ def test_s6_unroutable_with_mandatory_fails_the_query(spark, broker_url, tmp_pat
     assert "unroutable" in str(info.value).lower()
 
 
-def test_s6_unroutable_can_be_counted(spark, broker_url, tmp_path):
+def _returned_total(broker) -> float:
+    """The broker's own count of mandatory messages it returned (Prometheus /metrics)."""
+    text = httpx.get(broker.metrics_url + "/metrics", timeout=10).text
+    line, = [ln for ln in text.splitlines()
+             if ln.startswith("rabbitmq_global_messages_unroutable_returned_total ")]
+    return float(line.split()[1])
+
+
+def test_s6_unroutable_can_be_counted(spark, broker_url, launched_broker):
+    """onUnroutable=count: the save succeeds although all 5 rows come back unroutable, and the
+    writer's commit message counts them (5 published, 5 returned)."""
+    from amqp_broker.spark.datasource import AmqpDataSource
+
     df = spark.range(5).selectExpr("cast(id as string) AS body")
-    (df.write.format("amqp").option("url", broker_url).option("exchange", "amq.direct")
-     .option("routingKey", unique("nobody-bound")).option("onUnroutable", "count").mode("append").save())
+    options = {"url": broker_url, "exchange": "amq.direct", "routingKey": unique("nobody-bound"),
+               "onUnroutable": "count"}
+    before = _returned_total(launched_broker) if launched_broker is not None else None
+    df.write.format("amqp").options(**options).mode("append").save()
+    if launched_broker is not None:  # a real RabbitMQ (SPARK_BROKER_URL) has no such counter here
+        assert _returned_total(launched_broker) - before == 5
+    # The count itself: what a Spark task of this save returns to the driver's commit().
+    writer = AmqpDataSource(options).writer(df.schema, False)
+    commit = writer.write(iter(df.collect()))
+    assert (commit.published, commit.returned) == (5, 5)
 
 
 def test_batch_write_with_columns(spark, broker_url, amqp):

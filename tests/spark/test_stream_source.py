@@ -129,7 +129,7 @@ def test_second_query_on_the_same_queue_is_refused(spark, broker_url, amqp, tmp_
 
 
 def test_url_list_fails_over_to_a_reachable_broker(spark, broker_url, amqp, tmp_path):
-    from .amqp_util import free_port
+    from compat_tests.support.launcher import free_port
     queue = unique("failover")
     amqp.declare(queue)
     ids = amqp.publish(queue, 20)
