@@ -24,12 +24,11 @@ import weakref
 from typing import Any, Callable, Iterable
 
 from amqp_broker.core.errors import AccessRefused, vhost_resource
+from amqp_broker.core.policies import resolve_queue_settings
 from quorum import fifo
 from quorum.fifo import encode_command
 from quorum.raft import NotLeader
 import dlx.port as _dlx  # a module, not its names: dlx.port imports this package
-
-from amqp_broker.core.policies import resolve_queue_settings
 
 from .arguments import OVERFLOW_REJECT_PUBLISH_DLX, parse_queue_arguments
 from .base import REASON_REJECTED, Consumer, DeadLetter, queue_key
