@@ -13,7 +13,10 @@ RabbitMQ), decided from the server-properties of connection.start.
 from __future__ import annotations
 
 import os
+import urllib.parse
+import time
 
+import httpx
 import kombu
 import pika
 import pytest
@@ -152,3 +155,45 @@ def kombu_conn(broker_url):
     c = kombu.Connection(broker_url, transport="pyamqp", connect_timeout=10)
     yield c
     c.release()
+
+
+# -- policies over the management API (test_dead_letter_policies, test_policy_precedence) ---
+@pytest.fixture
+def api(mgmt_url):
+    """An httpx client on the management API's /api (MGMT_USER / MGMT_PASSWORD, default
+    guest/guest); skips when the broker under test has no known management API."""
+    if mgmt_url is None:
+        pytest.skip("no management API for the given broker URL: pass --mgmt-url or set MGMT_URL")
+    auth = (os.environ.get("MGMT_USER", "guest"), os.environ.get("MGMT_PASSWORD", "guest"))
+    with httpx.Client(base_url=mgmt_url + "/api", auth=auth, timeout=30) as c:
+        yield c
+
+
+@pytest.fixture
+def policy(api, names):
+    """`policy(definition, *queues)` sets (or replaces) this test's policy on `queues` and waits
+    until the broker lists it on them; removed after the test."""
+    name = names.queue().replace("compat.", "pol.", 1)
+    vhost = urllib.parse.quote("/", safe="")
+
+    def _set(definition: dict, *queues: str) -> None:
+        pattern = "^(" + "|".join(q.replace(".", r"\.") for q in queues) + ")$"
+        body = {"pattern": pattern, "definition": definition, "priority": 900,
+                "apply-to": "queues"}
+        assert api.put(f"/policies/{vhost}/{name}", json=body).status_code in (201, 204)
+        for q in queues:
+            _wait_policy(api, vhost, q, name)
+        time.sleep(float(os.environ.get("POLICY_SETTLE", "0.3")))  # quorum queues apply the new config through their log
+
+    yield _set
+    api.delete(f"/policies/{vhost}/{name}")
+
+
+def _wait_policy(api, vhost: str, queue: str, name: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = api.get(f"/queues/{vhost}/{urllib.parse.quote(queue, safe='')}")
+        if r.status_code == 200 and r.json().get("policy") == name:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"policy {name} not applied to {queue}")

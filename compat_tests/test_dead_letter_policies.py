@@ -2,61 +2,17 @@
 dead-letter-strategy, the queue argument winning over the policy, and policy changes reaching
 existing queues without a redeclare (including switching strategy at runtime).
 
-Policies are set over the management HTTP API (the `mgmt_url` fixture: `--mgmt-url URL`, env
-MGMT_URL, or the management API of the `amqp-broker` the session started), with MGMT_USER /
-MGMT_PASSWORD (default guest/guest), e.g. http://127.0.0.1:15673 for `.ci/rabbitmq.sh start`.
-Only against a given broker URL without a management URL are the tests skipped. Each test's policy matches only its own queues (priority 900).
+Policies are set over the management HTTP API with the `api` / `policy` fixtures of
+`conftest.py` (which says how the API is found; without one the tests are skipped).
 """
 
-import os
-import time
 import urllib.parse
 
-import httpx
 import pika
 import pika.exceptions
 import pytest
 
 from compat_tests.support import get_n
-
-
-@pytest.fixture
-def api(mgmt_url):
-    if mgmt_url is None:
-        pytest.skip("no management API for the given broker URL: pass --mgmt-url or set MGMT_URL")
-    auth = (os.environ.get("MGMT_USER", "guest"), os.environ.get("MGMT_PASSWORD", "guest"))
-    with httpx.Client(base_url=mgmt_url + "/api", auth=auth, timeout=30) as c:
-        yield c
-
-
-@pytest.fixture
-def policy(api, names):
-    """`policy(definition, *queues)` sets (or replaces) this test's policy on `queues` and waits
-    until the broker lists it on them; removed after the test."""
-    name = names.queue().replace("compat.", "pol.", 1)
-    vhost = urllib.parse.quote("/", safe="")
-
-    def _set(definition: dict, *queues: str) -> None:
-        pattern = "^(" + "|".join(q.replace(".", r"\.") for q in queues) + ")$"
-        body = {"pattern": pattern, "definition": definition, "priority": 900,
-                "apply-to": "queues"}
-        assert api.put(f"/policies/{vhost}/{name}", json=body).status_code in (201, 204)
-        for q in queues:
-            _wait_policy(api, vhost, q, name)
-        time.sleep(float(os.environ.get("POLICY_SETTLE", "0.3")))  # quorum queues apply the new config through their log
-
-    yield _set
-    api.delete(f"/policies/{vhost}/{name}")
-
-
-def _wait_policy(api, vhost: str, queue: str, name: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        r = api.get(f"/queues/{vhost}/{urllib.parse.quote(queue, safe='')}")
-        if r.status_code == 200 and r.json().get("policy") == name:
-            return
-        time.sleep(0.1)
-    pytest.fail(f"policy {name} not applied to {queue}")
 
 
 @pytest.fixture

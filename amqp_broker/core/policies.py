@@ -4,12 +4,15 @@ A policy applies optional settings to queues or exchanges by name pattern, as Ra
 ``rabbit_policy``: at most one policy and one operator policy apply to an entity, the matching
 one with the highest priority (ties: the first in the list given, which ``PolicyStore`` keeps
 sorted by name so the choice is deterministic on every node). Settings then combine with the
-entity's ``x-`` arguments by per-key rules (``resolve_queue_settings``).
+entity's ``x-`` arguments by per-key rules (``resolve_queue_settings``, the only implementation
+of those rules: classic and quorum queues both call it).
 
 Callers: the metadata layer validates ``set_policy`` input with ``make_policy`` and keeps a
-``PolicyStore`` per vhost; queue declaration and policy changes call ``PolicyStore.for_queue``
-and ``resolve_queue_settings``; exchanges take their alternate exchange from
-``PolicyStore.for_exchange``. The management API lists ``Policy.as_dict``.
+``PolicyStore`` per vhost; on a policy change ``server/admin.py`` picks a queue's policies
+with ``PolicyStore.for_queue`` and hands ``effective_definition`` to the queue, which calls
+``resolve_queue_settings`` (``queues/classic.py``, ``queues/quorum.py``; ``queues/arguments.py``
+at declaration); exchanges take their alternate exchange from ``PolicyStore.for_exchange``.
+The management API lists ``Policy.as_dict``.
 
 Pure: no IO, no clock.
 """
@@ -193,6 +196,11 @@ class PolicyStore:
 
 
 # -- effective queue settings ------------------------------------------------------------------
+#
+# The one place where a queue's x- arguments and its (merged) policy definition combine; every
+# queue type reads the result. Rules from rabbit_amqqueue_process:process_args_policy (classic)
+# and rabbit_quorum_queue (quorum); they only matter when both the argument and the policy set
+# a key, otherwise whichever is set applies.
 
 
 def _arg_wins(policy_val: Any, arg_val: Any) -> Any:
@@ -208,120 +216,96 @@ def _lower(policy_val: Any, arg_val: Any) -> Any:
 
 
 def _delivery_limit(policy_val: Any, arg_val: Any) -> Any:
-    # rabbit_quorum_queue:resolve_delivery_limit: a negative value means "unlimited".
+    # rabbit_quorum_queue:resolve_delivery_limit: a negative value means "unlimited", so with
+    # one negative value the other (the limit) wins.
     if policy_val < 0 or arg_val < 0:
         return max(policy_val, arg_val)
     return min(policy_val, arg_val)
 
 
-_RESOLVE: dict[str, Callable[[Any, Any], Any]] = {
-    "dead-letter-exchange": _arg_wins,
-    "dead-letter-routing-key": _arg_wins,
-    "dead-letter-strategy": _arg_wins,
-    "message-ttl": _lower,
-    "expires": _lower,
-    "max-length": _lower,
-    "max-length-bytes": _lower,
-    "overflow": _policy_wins,  # quorum and stream; classic queues override below
-    "delivery-limit": _delivery_limit,
-    "consumer-timeout": _lower,
+# policy key (argument "x-" + key) -> (QueueSettings field, type, rule when both are set);
+# rule None: an argument only, no policy can set it.
+_RULES: dict[str, tuple[str, type, Callable[[Any, Any], Any] | None]] = {
+    "max-length": ("max_length", int, _lower),
+    "max-length-bytes": ("max_length_bytes", int, _lower),
+    "overflow": ("overflow", str, _policy_wins),  # quorum and stream; classic: _CLASSIC_RULES
+    "message-ttl": ("message_ttl", int, _lower),
+    "expires": ("expires", int, _lower),
+    "max-priority": ("max_priority", int, None),
+    "single-active-consumer": ("single_active_consumer", bool, None),
+    "dead-letter-exchange": ("dead_letter_exchange", str, _arg_wins),
+    "dead-letter-routing-key": ("dead_letter_routing_key", str, _arg_wins),
+    "dead-letter-strategy": ("dead_letter_strategy", str, _arg_wins),
+    "delivery-limit": ("delivery_limit", int, _delivery_limit),
+    "consumer-timeout": ("consumer_timeout", int, _lower),
 }
-_CLASSIC_OVERRIDES = {"overflow": _arg_wins}  # rabbit_amqqueue_process uses res_arg for overflow
+# rabbit_amqqueue_process resolves overflow with res_arg: on a classic queue the argument wins.
+_CLASSIC_RULES: dict[str, Callable[[Any, Any], Any]] = {"overflow": _arg_wins}
 
 
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
-    """Settings of a queue after combining arguments, policy and operator policy.
+    """The effective settings of one queue: its ``x-`` arguments combined with its policy.
 
-    ``values`` holds every resolved key by its policy name (``"max-length"``, ``"ha-mode"``,
-    ...); the attributes are the ones the queue types read. ``None`` means unset.
+    Built only by ``resolve_queue_settings``. ``None`` means unset (no limit; for
+    ``delivery_limit`` the queue type's default applies; for ``consumer_timeout`` the node's).
+    Values are as given: a negative ``delivery_limit`` means unlimited.
     """
 
-    values: Mapping[str, Any]
-    policy: str | None = None
-    operator_policy: str | None = None
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    @property
-    def message_ttl(self) -> int | None:
-        return self.values.get("message-ttl")
-
-    @property
-    def expires(self) -> int | None:
-        return self.values.get("expires")
-
-    @property
-    def max_length(self) -> int | None:
-        return self.values.get("max-length")
-
-    @property
-    def max_length_bytes(self) -> int | None:
-        return self.values.get("max-length-bytes")
-
-    @property
-    def overflow(self) -> str | None:
-        return self.values.get("overflow")
-
-    @property
-    def dead_letter_exchange(self) -> str | None:
-        return self.values.get("dead-letter-exchange")
-
-    @property
-    def dead_letter_routing_key(self) -> str | None:
-        return self.values.get("dead-letter-routing-key")
-
-    @property
-    def dead_letter_strategy(self) -> str | None:
-        return self.values.get("dead-letter-strategy")
-
-    @property
-    def delivery_limit(self) -> int | None:
-        return self.values.get("delivery-limit")
-
-    @property
-    def dead_letter_mode(self) -> str | None:
-        """How a quorum queue dead-letters: None (drop), "at-most-once" or "at-least-once".
-
-        at-least-once needs a DLX and an overflow other than drop-head; otherwise RabbitMQ
-        falls back to at-most-once (and logs a warning).
-        """
-        if self.dead_letter_exchange is None:
-            return None
-        if self.dead_letter_strategy == "at-least-once" and (self.overflow or "drop-head") != "drop-head":
-            return "at-least-once"
-        return "at-most-once"
+    max_length: int | None = None
+    max_length_bytes: int | None = None
+    overflow: str = "drop-head"
+    message_ttl: int | None = None
+    expires: int | None = None
+    max_priority: int | None = None
+    single_active_consumer: bool = False
+    dead_letter_exchange: str | None = None
+    dead_letter_routing_key: str | None = None
+    dead_letter_strategy: str = "at-most-once"
+    delivery_limit: int | None = None
+    consumer_timeout: int | None = None
 
 
 def resolve_queue_settings(
     arguments: Mapping[str, Any] | None,
-    policy: Policy | None = None,
-    operator_policy: Policy | None = None,
+    definition: Mapping[str, Any] | None = None,
     queue_type: str = "classic",
 ) -> QueueSettings:
-    """Combine ``x-`` queue arguments with the (merged) policy definition.
+    """Combine a queue's ``x-`` arguments with a policy ``definition`` (the policy and operator
+    policy already merged by ``effective_definition``), for a queue of ``queue_type``.
 
-    Per key: dead-letter exchange / routing key / strategy: the argument wins; message-ttl,
-    expires, max-length, max-length-bytes: the lower wins; overflow: the policy wins (quorum;
-    classic queues let the argument win); delivery-limit: the lower, unless either is
-    negative, then the higher. Any other key: the argument wins.
+    When both set a key: dead-letter exchange / routing key / strategy: the argument wins;
+    message-ttl, expires, max-length, max-length-bytes, consumer-timeout: the lower wins;
+    overflow: the policy wins on quorum (and stream) queues, the argument on classic queues;
+    delivery-limit: the lower, unless either is negative (unlimited), then the higher.
+    ``arguments`` are expected to be validated already (``queues.parse_queue_arguments``);
+    values of the wrong type and other keys are ignored. Called by the queue types at
+    declaration and on every policy change.
     """
     args = arguments or {}
-    merged = effective_definition(policy, operator_policy)
-    values: dict[str, Any] = {}
-    for k, v in args.items():
-        if k.startswith("x-"):
-            values[k[2:]] = v
-    for k, pv in merged.items():
-        if k in values:
-            resolve = (_CLASSIC_OVERRIDES.get(k) if queue_type == "classic" else None) or _RESOLVE.get(k, _arg_wins)
-            values[k] = resolve(pv, values[k])
+    policy = definition or {}
+    fields: dict[str, Any] = {}
+    for key, (name, kind, rule) in _RULES.items():
+        arg_val = _typed(args.get("x-" + key), kind)
+        policy_val = _typed(policy.get(key), kind) if rule is not None else None
+        if policy_val is None or rule is None:
+            value = arg_val
+        elif arg_val is None:
+            value = policy_val
         else:
-            values[k] = pv
-    return QueueSettings(
-        values,
-        policy.name if policy else None,
-        operator_policy.name if operator_policy else None,
-    )
+            if queue_type == "classic":
+                rule = _CLASSIC_RULES.get(key, rule)
+            value = rule(policy_val, arg_val)
+        if value is not None:
+            fields[name] = value
+    return QueueSettings(**fields)
 
+
+def _typed(value: Any, kind: type) -> Any:
+    """``value`` if it is a ``kind`` (strings may arrive as bytes), else None: an argument the
+    queue type does not validate (x-delivery-limit, x-dead-letter-strategy) counts as unset."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if kind is int and isinstance(value, bool):
+        return None
+    return value if isinstance(value, kind) else None

@@ -1,7 +1,9 @@
-"""Validation of queue.declare and basic.consume arguments for classic queues, and policy merging.
+"""Validation of queue.declare and basic.consume arguments.
 
-Who calls it: `ClassicQueue.__init__` (declare arguments) and `ClassicQueue.add_consumer`
-(x-priority); the server may call `parse_queue_arguments` before creating a queue to fail early.
+Who calls it: `ClassicQueue.__init__` and `QuorumQueue.__init__` (declare arguments),
+`ClassicQueue.add_consumer` (x-priority), the server's vhost (`check_dead_letter_exchange_type`).
+How valid arguments combine with a policy is `amqp_broker.core.policies.resolve_queue_settings`;
+`parse_queue_arguments` returns its result for the arguments alone.
 Errors are 406 PRECONDITION_FAILED with RabbitMQ's text from rabbit_amqqueue:check_arguments:
 ``invalid arg 'x-max-length' for queue 'q' in vhost '/': {value_negative,-1}`` (the last part is the
 Erlang term RabbitMQ prints). Unknown x- arguments are ignored, as RabbitMQ does for classic queues.
@@ -11,17 +13,15 @@ from __future__ import annotations
 
 import datetime
 import decimal
-from dataclasses import dataclass, replace
 from typing import Any
 
 from amqp_broker.core.errors import PreconditionFailed, vhost_resource
+from amqp_broker.core.policies import QueueSettings, resolve_queue_settings
 
 __all__ = [
-    "QueueSettings",
     "parse_queue_arguments",
     "parse_consumer_priority",
     "check_dead_letter_exchange_type",
-    "apply_policy",
     "OVERFLOW_DROP_HEAD",
     "OVERFLOW_REJECT_PUBLISH",
     "OVERFLOW_REJECT_PUBLISH_DLX",
@@ -34,24 +34,6 @@ _OVERFLOW_MODES = (OVERFLOW_DROP_HEAD, OVERFLOW_REJECT_PUBLISH, OVERFLOW_REJECT_
 _QUEUE_TYPES = ("classic", "quorum", "stream")
 _MAX_PRIORITY = 255
 _MAX_EXPIRY = 4294967295  # rabbit_misc:check_expiry upper bound (ms)
-
-
-@dataclass(frozen=True, slots=True)
-class QueueSettings:
-    """The effective limits of one queue (arguments merged with a policy). None = no limit."""
-
-    max_length: int | None = None
-    max_length_bytes: int | None = None
-    overflow: str = OVERFLOW_DROP_HEAD
-    message_ttl: int | None = None
-    expires: int | None = None
-    max_priority: int | None = None
-    single_active_consumer: bool = False
-    dead_letter_exchange: str | None = None
-    dead_letter_routing_key: str | None = None
-    # x-consumer-timeout / policy consumer-timeout (ms, the lower wins); None: the node's
-    # consumer_timeout applies. Read by the channel's consumer-timeout check.
-    consumer_timeout: int | None = None
 
 
 def _type_name(value: Any) -> str:
@@ -162,7 +144,8 @@ def _invalid(key: str, name: str, vhost: str, why: str) -> PreconditionFailed:
 
 
 def parse_queue_arguments(name: str, vhost: str, arguments: dict[str, Any] | None) -> QueueSettings:
-    """Validate declare arguments; return the settings they ask for. Raises PreconditionFailed."""
+    """Validate declare arguments; return the settings they ask for (no policy yet). Raises
+    PreconditionFailed."""
     args = arguments or {}
     for key, check in _VALIDATORS:
         if key in args:
@@ -171,19 +154,7 @@ def parse_queue_arguments(name: str, vhost: str, arguments: dict[str, Any] | Non
                 raise _invalid(key, name, vhost, why)
     if "x-dead-letter-routing-key" in args and "x-dead-letter-exchange" not in args:
         raise _invalid("x-dead-letter-routing-key", name, vhost, "routing_key_but_no_dlx_defined")
-    overflow = _as_str(args.get("x-overflow")) or OVERFLOW_DROP_HEAD
-    return QueueSettings(
-        max_length=args.get("x-max-length"),
-        max_length_bytes=args.get("x-max-length-bytes"),
-        overflow=overflow,
-        message_ttl=args.get("x-message-ttl"),
-        expires=args.get("x-expires"),
-        max_priority=args.get("x-max-priority"),
-        single_active_consumer=bool(args.get("x-single-active-consumer", False)),
-        dead_letter_exchange=_as_str(args.get("x-dead-letter-exchange")),
-        dead_letter_routing_key=_as_str(args.get("x-dead-letter-routing-key")),
-        consumer_timeout=args.get("x-consumer-timeout"),
-    )
+    return resolve_queue_settings(args)
 
 
 def check_dead_letter_exchange_type(name: str, vhost: str, arguments: dict[str, Any] | None) -> None:
@@ -212,33 +183,3 @@ def parse_consumer_priority(name: str, vhost: str, arguments: dict[str, Any] | N
     if why is not None:
         raise _invalid("x-priority", name, vhost, why)
     return value
-
-
-def _lower(a: int | None, b: Any) -> int | None:
-    if not _is_int(b):
-        return a
-    return b if a is None else min(a, b)
-
-
-def apply_policy(settings: QueueSettings, policy: dict[str, Any] | None) -> QueueSettings:
-    """Merge a policy definition into argument-derived settings with RabbitMQ's precedence:
-    dead-letter-exchange/-routing-key: the argument wins; max-length, max-length-bytes,
-    message-ttl, expires: the lower value wins; overflow: the policy wins."""
-    if not policy:
-        return settings
-    overflow = _as_str(policy.get("overflow"))
-    return replace(
-        settings,
-        max_length=_lower(settings.max_length, policy.get("max-length")),
-        max_length_bytes=_lower(settings.max_length_bytes, policy.get("max-length-bytes")),
-        message_ttl=_lower(settings.message_ttl, policy.get("message-ttl")),
-        expires=_lower(settings.expires, policy.get("expires")),
-        consumer_timeout=_lower(settings.consumer_timeout, policy.get("consumer-timeout")),
-        overflow=overflow if overflow in _OVERFLOW_MODES else settings.overflow,
-        dead_letter_exchange=settings.dead_letter_exchange
-        if settings.dead_letter_exchange is not None
-        else _as_str(policy.get("dead-letter-exchange")),
-        dead_letter_routing_key=settings.dead_letter_routing_key
-        if settings.dead_letter_routing_key is not None
-        else _as_str(policy.get("dead-letter-routing-key")),
-    )

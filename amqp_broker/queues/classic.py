@@ -23,11 +23,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Iterable
 
+from amqp_broker.core.policies import QueueSettings, resolve_queue_settings
 from amqp_broker.queues.arguments import (
     OVERFLOW_DROP_HEAD,
     OVERFLOW_REJECT_PUBLISH_DLX,
-    QueueSettings,
-    apply_policy,
     parse_consumer_priority,
     parse_queue_arguments,
 )
@@ -75,31 +74,31 @@ class ClassicQueue:
         self.exclusive = exclusive
         self.exclusive_owner = exclusive_owner
         self.arguments: dict[str, Any] = dict(arguments or {})
-        self._declared = parse_queue_arguments(name, vhost, self.arguments)
-        self.settings: QueueSettings = self._declared
+        self.settings: QueueSettings = parse_queue_arguments(name, vhost, self.arguments)
         self.key = queue_key(vhost, name)
         self._journal = journal if durable else None
-        levels = (self._declared.max_priority or 0) + 1
+        levels = (self.settings.max_priority or 0) + 1
         self._levels: list[deque[Entry]] = [deque() for _ in range(levels)]
         self._max_level = levels - 1
         self._ready_count = 0
         self._ready_bytes = 0
         self._unacked: dict[int, Entry] = {}
         self._next_id = 1
-        self._consumers = ConsumerSet(self._declared.single_active_consumer)
+        self._consumers = ConsumerSet(self.settings.single_active_consumer)
         self._dead: list[DeadLetter] = []
         self._last_used = now_ms
         self.has_had_consumers = False  # for auto-delete: only after the first consumer left
 
     # -- policy --------------------------------------------------------------------------------
     def apply_policy(self, policy: dict[str, Any] | None) -> None:
-        """Re-derive the effective settings from the declared arguments plus a policy definition.
+        """Re-derive the effective settings from the declared arguments plus a policy definition
+        (the merged policy and operator policy; None when no policy applies).
 
         A lower max-length/max-length-bytes with drop-head overflow trims the queue at once,
         dead-lettering the dropped heads (maxlen), as RabbitMQ does on a policy change; the
         caller runs the queue afterwards so the dead letters are routed. With reject-publish
         the messages already in the queue stay."""
-        s = self.settings = apply_policy(self._declared, policy)
+        s = self.settings = resolve_queue_settings(self.arguments, policy, "classic")
         if s.overflow == OVERFLOW_DROP_HEAD and (
                 s.max_length is not None or s.max_length_bytes is not None):
             self._drop_head_over_limits()

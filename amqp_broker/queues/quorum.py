@@ -26,11 +26,12 @@ import weakref
 from typing import Any, Callable, Iterable
 
 from amqp_broker.core.errors import AccessRefused, vhost_resource
+from amqp_broker.core.policies import resolve_queue_settings
 from quorum import fifo
 from quorum.fifo import encode_command
 from quorum.raft import NotLeader
 
-from .arguments import OVERFLOW_REJECT_PUBLISH_DLX, apply_policy, parse_queue_arguments
+from .arguments import OVERFLOW_REJECT_PUBLISH_DLX, parse_queue_arguments
 from .base import REASON_REJECTED, Consumer, DeadLetter, queue_key
 from .message import Entry, Message
 from .quorum_config import quorum_config, warn_dead_letter_strategy
@@ -61,7 +62,7 @@ class QuorumQueue:
         self._declared = parse_queue_arguments(name, vhost, arguments)
         self.settings = self._declared
         self._policy: dict | None = None
-        self.config = quorum_config(name, self.settings, arguments, None)
+        self.config = quorum_config(name, self.settings)
         if self.config.overflow == OVERFLOW_REJECT_PUBLISH_DLX:
             _log.warning("quorum queue %r: overflow reject-publish-dlx is not supported, "
                          "it behaves as drop-head", name)
@@ -456,8 +457,8 @@ class QuorumQueue:
 
     def apply_policy(self, policy: dict | None) -> None:
         self._policy = policy
-        self.settings = apply_policy(self._declared, policy)
-        config = quorum_config(self.name, self.settings, self.arguments, policy)
+        self.settings = resolve_queue_settings(self.arguments, policy, "quorum")
+        config = quorum_config(self.name, self.settings)
         if config != self.config:
             self.config = config
             warn_dead_letter_strategy(config, self.name)

@@ -5,6 +5,7 @@ import pytest
 from amqp_broker.core import (
     PolicyError,
     PolicyStore,
+    QueueSettings,
     effective_definition,
     make_policy,
     resolve_queue_settings,
@@ -133,62 +134,113 @@ def test_store_sorted_and_lookup():
     assert s.get("ops", operator=True).as_dict()["definition"] == {"max-length": 1}
 
 
-# -- effective settings -------------------------------------------------------------------------
+# -- effective settings: arguments + policy, the one implementation every queue type uses --------
 
 
-def test_argument_wins_for_dead_lettering():
+def resolve(args, policy=None, op=None, queue_type="classic"):
+    return resolve_queue_settings(args, effective_definition(policy, op), queue_type)
+
+
+QUEUE_TYPES = ["classic", "quorum"]
+
+
+def test_arguments_alone():
+    s = resolve_queue_settings({
+        "x-max-length": 10, "x-max-length-bytes": 100, "x-overflow": "reject-publish",
+        "x-message-ttl": 0, "x-expires": 1000, "x-max-priority": 5,
+        "x-single-active-consumer": True, "x-dead-letter-exchange": b"dlx",
+        "x-dead-letter-routing-key": "dk", "x-dead-letter-strategy": "at-least-once",
+        "x-delivery-limit": 3, "x-consumer-timeout": 60000, "x-queue-mode": "lazy",
+    })
+    assert s == QueueSettings(
+        max_length=10, max_length_bytes=100, overflow="reject-publish", message_ttl=0,
+        expires=1000, max_priority=5, single_active_consumer=True, dead_letter_exchange="dlx",
+        dead_letter_routing_key="dk", dead_letter_strategy="at-least-once", delivery_limit=3,
+        consumer_timeout=60000)
+    assert resolve_queue_settings(None) == resolve_queue_settings({}, {}) == QueueSettings()
+    assert QueueSettings().overflow == "drop-head"
+    assert QueueSettings().dead_letter_strategy == "at-most-once"
+
+
+def test_unvalidated_arguments_of_the_wrong_type_count_as_unset():
+    # classic queues ignore x-delivery-limit / x-dead-letter-strategy, so nothing validated them
+    s = resolve_queue_settings({"x-delivery-limit": "3", "x-dead-letter-strategy": 1},
+                               {"delivery-limit": 7})
+    assert (s.delivery_limit, s.dead_letter_strategy) == (7, "at-most-once")
+    assert resolve_queue_settings({"x-max-length": True}).max_length is None
+
+
+@pytest.mark.parametrize("queue_type", QUEUE_TYPES)
+def test_argument_wins_for_dead_lettering(queue_type):
     pol = P("p", definition={"dead-letter-exchange": "pdlx", "dead-letter-routing-key": "prk",
                              "dead-letter-strategy": "at-least-once"})
-    s = resolve_queue_settings({"x-dead-letter-exchange": "adlx", "x-dead-letter-strategy": "at-most-once"},
-                               pol, queue_type="quorum")
+    s = resolve({"x-dead-letter-exchange": "adlx", "x-dead-letter-strategy": "at-most-once"},
+                pol, queue_type=queue_type)
     assert s.dead_letter_exchange == "adlx"
     assert s.dead_letter_routing_key == "prk"
     assert s.dead_letter_strategy == "at-most-once"
-    assert s.policy == "p"
+    s = resolve({}, pol, queue_type=queue_type)
+    assert (s.dead_letter_exchange, s.dead_letter_strategy) == ("pdlx", "at-least-once")
 
 
-@pytest.mark.parametrize("key", ["message-ttl", "expires", "max-length", "max-length-bytes"])
-def test_lower_wins(key):
+@pytest.mark.parametrize("queue_type", QUEUE_TYPES)
+@pytest.mark.parametrize("key", ["message-ttl", "expires", "max-length", "max-length-bytes",
+                                 "consumer-timeout"])
+def test_lower_wins(key, queue_type):
+    field = key.replace("-", "_")
     pol = P("p", definition={key: 100})
-    assert resolve_queue_settings({f"x-{key}": 50}, pol).get(key) == 50
-    assert resolve_queue_settings({f"x-{key}": 500}, pol).get(key) == 100
-    assert resolve_queue_settings({}, pol).get(key) == 100
-    assert resolve_queue_settings({f"x-{key}": 7}, None).get(key) == 7
+    assert getattr(resolve({f"x-{key}": 50}, pol, queue_type=queue_type), field) == 50
+    assert getattr(resolve({f"x-{key}": 500}, pol, queue_type=queue_type), field) == 100
+    assert getattr(resolve({}, pol, queue_type=queue_type), field) == 100
+    assert getattr(resolve({f"x-{key}": 7}, None, queue_type=queue_type), field) == 7
 
 
-def test_overflow_policy_wins_on_quorum_argument_on_classic():
-    pol = P("p", definition={"overflow": "reject-publish"})
-    args = {"x-overflow": "drop-head"}
-    assert resolve_queue_settings(args, pol, queue_type="quorum").overflow == "reject-publish"
-    assert resolve_queue_settings(args, pol, queue_type="classic").overflow == "drop-head"
+@pytest.mark.parametrize(
+    "queue_type,arg,policy,expected",
+    [
+        # rabbit_quorum_queue: the policy has precedence
+        ("quorum", "drop-head", "reject-publish", "reject-publish"),
+        ("quorum", "reject-publish", "drop-head", "drop-head"),
+        # rabbit_amqqueue_process: res_arg, the argument wins
+        ("classic", "drop-head", "reject-publish", "drop-head"),
+        ("classic", "reject-publish", "drop-head", "reject-publish"),
+        ("classic", "reject-publish-dlx", "reject-publish", "reject-publish-dlx"),
+        # only one of them set: that one
+        ("classic", None, "reject-publish", "reject-publish"),
+        ("quorum", "reject-publish", None, "reject-publish"),
+        ("classic", None, None, "drop-head"),
+    ],
+)
+def test_overflow(queue_type, arg, policy, expected):
+    args = {} if arg is None else {"x-overflow": arg}
+    pol = None if policy is None else P("p", definition={"overflow": policy})
+    assert resolve(args, pol, queue_type=queue_type).overflow == expected
 
 
 @pytest.mark.parametrize(
     "policy_val,arg_val,expected",
-    [(10, 5, 5), (5, 10, 5), (-1, 5, 5), (5, -1, 5), (-1, -1, -1), (0, 3, 0)],
+    [(10, 5, 5), (5, 10, 5), (-1, 5, 5), (5, -1, 5), (-1, -1, -1), (0, 3, 0), (None, -1, -1),
+     (7, None, 7), (None, None, None)],
 )
 def test_delivery_limit(policy_val, arg_val, expected):
-    pol = P("p", definition={"delivery-limit": policy_val})
-    got = resolve_queue_settings({"x-delivery-limit": arg_val}, pol, queue_type="quorum").delivery_limit
-    assert got == expected  # lower unless either is negative, then the higher
+    pol = None if policy_val is None else P("p", definition={"delivery-limit": policy_val})
+    args = {} if arg_val is None else {"x-delivery-limit": arg_val}
+    # lower unless either is negative (unlimited), then the higher
+    assert resolve(args, pol, queue_type="quorum").delivery_limit == expected
 
 
-def test_operator_policy_caps_user_policy():
+@pytest.mark.parametrize("queue_type", QUEUE_TYPES)
+def test_operator_policy_caps_user_policy(queue_type):
     pol = P("p", definition={"max-length": 100, "dead-letter-exchange": "d", "delivery-limit": -1})
     op = P("op", definition={"max-length": 10, "delivery-limit": 20}, operator=True)
     merged = effective_definition(pol, op)
     assert merged == {"max-length": 10, "dead-letter-exchange": "d", "delivery-limit": 20}
-    s = resolve_queue_settings({"x-max-length": 50}, pol, op, queue_type="quorum")
-    assert s.max_length == 10 and s.operator_policy == "op"
+    s = resolve({"x-max-length": 50}, pol, op, queue_type=queue_type)
+    assert (s.max_length, s.delivery_limit, s.dead_letter_exchange) == (10, 20, "d")
     assert effective_definition(None, op) == {"max-length": 10, "delivery-limit": 20}
     assert effective_definition(None, None) == {}
 
 
-def test_dead_letter_mode():
-    assert resolve_queue_settings({}).dead_letter_mode is None
-    s = resolve_queue_settings({"x-dead-letter-exchange": "d", "x-dead-letter-strategy": "at-least-once"},
-                               queue_type="quorum")
-    assert s.dead_letter_mode == "at-most-once"  # drop-head (default) forces at-most-once
-    s = resolve_queue_settings({"x-dead-letter-exchange": "d", "x-dead-letter-strategy": "at-least-once",
-                                "x-overflow": "reject-publish"}, queue_type="quorum")
-    assert s.dead_letter_mode == "at-least-once"
+def test_policy_cannot_set_argument_only_keys():
+    s = resolve_queue_settings({"x-max-priority": 3}, {"max-priority": 9, "single-active-consumer": True})
+    assert (s.max_priority, s.single_active_consumer) == (3, False)

@@ -1,12 +1,12 @@
-"""Declare/consume argument validation with RabbitMQ's 406 texts, and policy precedence."""
+"""Declare/consume argument validation with RabbitMQ's 406 texts. How valid arguments combine with
+a policy is tested with its implementation, in tests/core/test_policies.py."""
 
 import pytest
 
 from amqp_broker.core.errors import PreconditionFailed
+from amqp_broker.core.policies import QueueSettings
 from amqp_broker.queues import (
     ClassicQueue,
-    QueueSettings,
-    apply_policy,
     check_dead_letter_exchange_type,
     parse_consumer_priority,
     parse_queue_arguments,
@@ -57,7 +57,10 @@ def test_valid_args_become_settings():
         "x-single-active-consumer": True, "x-dead-letter-exchange": b"dlx",
         "x-dead-letter-routing-key": "dk", "x-queue-mode": "lazy", "x-unknown": object(),
     })
-    assert s == QueueSettings(10, 100, "reject-publish", 0, 1000, 5, True, "dlx", "dk")
+    assert s == QueueSettings(
+        max_length=10, max_length_bytes=100, overflow="reject-publish", message_ttl=0,
+        expires=1000, max_priority=5, single_active_consumer=True, dead_letter_exchange="dlx",
+        dead_letter_routing_key="dk")
 
 
 def test_consumer_priority():
@@ -66,25 +69,6 @@ def test_consumer_priority():
     with pytest.raises(PreconditionFailed) as err:
         parse_consumer_priority("q", "/", {"x-priority": "high"})
     assert err.value.reply_text == PREFIX.format("x-priority") + '"expected integer, got longstr"'
-
-
-@pytest.mark.parametrize(
-    "args, policy, expected",
-    [
-        ({"x-max-length": 10}, {"max-length": 5}, {"max_length": 5}),
-        ({"x-max-length": 3}, {"max-length": 5}, {"max_length": 3}),
-        ({}, {"message-ttl": 100, "expires": 9}, {"message_ttl": 100, "expires": 9}),
-        ({"x-overflow": "drop-head"}, {"overflow": "reject-publish"}, {"overflow": "reject-publish"}),
-        ({"x-dead-letter-exchange": "a"}, {"dead-letter-exchange": "b"},
-         {"dead_letter_exchange": "a"}),
-        ({}, {"dead-letter-exchange": "b", "dead-letter-routing-key": "r"},
-         {"dead_letter_exchange": "b", "dead_letter_routing_key": "r"}),
-    ],
-)
-def test_policy_precedence(args, policy, expected):
-    merged = apply_policy(parse_queue_arguments("q", "/", args), policy)
-    for field, value in expected.items():
-        assert getattr(merged, field) == value
 
 
 @pytest.mark.parametrize("value, kind", [(5, "signedint"), (2**40, "long"), (True, "bool"),
