@@ -59,8 +59,7 @@ class QuorumQueue:
         self.vhost = vhost
         self.arguments = arguments
         self.key = queue_key(vhost, name)
-        self._declared = parse_queue_arguments(name, vhost, arguments)
-        self.settings = self._declared
+        self.settings = parse_queue_arguments(name, vhost, arguments)
         self._policy: dict | None = None
         self.config = quorum_config(name, self.settings)
         if self.config.overflow == OVERFLOW_REJECT_PUBLISH_DLX:
