@@ -13,7 +13,7 @@ import datetime
 import decimal
 from typing import Any, Mapping
 
-__all__ = ["Long", "type_name", "values_equal"]
+__all__ = ["Long", "describe_value", "type_name", "values_equal"]
 
 
 class Long(int):
@@ -31,7 +31,9 @@ class Long(int):
 
 
 def type_name(value: Any) -> str:
-    """The AMQP (RabbitMQ) type name pamqp would most likely encode ``value`` as."""
+    """The AMQP field type RabbitMQ names for a decoded value (in its error texts): a ``str``
+    or ``bytes`` (pamqp leaves a non-UTF-8 long string as bytes) is a longstr, a ``bytearray``
+    the 'x' byte array; anything unknown is a binary."""
     if value is None:
         return "void"
     if isinstance(value, bool):
@@ -42,9 +44,9 @@ def type_name(value: Any) -> str:
         return "double"
     if isinstance(value, decimal.Decimal):
         return "decimal"
-    if isinstance(value, str):
+    if isinstance(value, (str, bytes)):
         return "longstr"
-    if isinstance(value, (bytes, bytearray, memoryview)):
+    if isinstance(value, (bytearray, memoryview)):
         return "bytearray"
     if isinstance(value, datetime.datetime):
         return "timestamp"
@@ -52,7 +54,15 @@ def type_name(value: Any) -> str:
         return "table"
     if isinstance(value, (list, tuple)):
         return "array"
-    return type(value).__name__
+    return "binary"
+
+
+def describe_value(value: Any) -> str:
+    """rabbit_misc:val/1 as in "received ... but current is ...": "none", or
+    "the value 'V' of type 'T'"."""
+    if value is None:
+        return "none"
+    return f"the value '{value}' of type '{type_name(value)}'"
 
 
 def values_equal(a: Any, b: Any) -> bool:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .bindings import EXCHANGE, QUEUE, Binding, Dest
 from .errors import AccessRefused, AMQPError, CommandInvalid, NotFound, PreconditionFailed
 from .exchanges import ALTERNATE_EXCHANGE_ARG, EXCHANGE_TYPES, DefaultExchange, Exchange, make_exchange
-from .fieldtypes import type_name, values_equal
+from .fieldtypes import describe_value, type_name, values_equal
 
 __all__ = ["Topology", "Unbound", "routing_keys", "STANDARD_EXCHANGES"]
 
@@ -60,13 +60,6 @@ def routing_keys(routing_key: str, headers: Mapping[str, Any] | None, *, bcc: bo
             if isinstance(v, (list, tuple)):
                 keys.extend(k for k in v if isinstance(k, str))
     return keys
-
-
-def _fmt_val(v: Any) -> str:
-    # rabbit_misc:val/1: "none" or "the value 'V' of type 'T'"
-    if v is None:
-        return "none"
-    return f"the value '{v}' of type '{type_name(v)}'"
 
 
 class Topology:
@@ -199,7 +192,7 @@ class Topology:
         ):
             raise PreconditionFailed(
                 f"inequivalent arg '{ALTERNATE_EXCHANGE_ARG}' for {where}: "
-                f"received {_fmt_val(new)} but current is {_fmt_val(cur)}"
+                f"received {describe_value(new)} but current is {describe_value(cur)}"
             )
 
     def delete_exchange(self, name: str, if_unused: bool = False) -> list[str]:

@@ -11,11 +11,10 @@ Erlang term RabbitMQ prints). Unknown x- arguments are ignored, as RabbitMQ does
 
 from __future__ import annotations
 
-import datetime
-import decimal
 from typing import Any
 
 from amqp_broker.core.errors import PreconditionFailed, vhost_resource
+from amqp_broker.core.fieldtypes import type_name
 from amqp_broker.core.policies import QueueSettings, resolve_queue_settings
 
 __all__ = [
@@ -36,29 +35,6 @@ _MAX_PRIORITY = 255
 _MAX_EXPIRY = 4294967295  # rabbit_misc:check_expiry upper bound (ms)
 
 
-def _type_name(value: Any) -> str:
-    """The AMQP field type RabbitMQ would print for a decoded Python value."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "long"
-    if isinstance(value, (str, bytes)):
-        return "longstr"
-    if isinstance(value, float):
-        return "double"
-    if isinstance(value, decimal.Decimal):
-        return "decimal"
-    if isinstance(value, datetime.datetime):
-        return "timestamp"
-    if isinstance(value, dict):
-        return "table"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    if value is None:
-        return "void"
-    return "binary"
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -72,7 +48,7 @@ def _as_str(value: Any) -> str | None:
 def _check_int(v: Any) -> str | None:
     # rabbit_amqqueue:check_int_arg formats an Erlang string here (printed quoted), unlike the
     # {unacceptable_type,T} tuple of the bool and string checks.
-    return None if _is_int(v) else f'"expected integer, got {_type_name(v)}"'
+    return None if _is_int(v) else f'"expected integer, got {type_name(v)}"'
 
 
 def _check_non_neg(v: Any) -> str | None:
@@ -103,24 +79,24 @@ def _check_max_priority(v: Any) -> str | None:
 
 
 def _check_bool(v: Any) -> str | None:
-    return None if isinstance(v, bool) else f"{{unacceptable_type,{_type_name(v)}}}"
+    return None if isinstance(v, bool) else f"{{unacceptable_type,{type_name(v)}}}"
 
 
 def _check_string(v: Any) -> str | None:
-    return None if _as_str(v) is not None else f"{{unacceptable_type,{_type_name(v)}}}"
+    return None if _as_str(v) is not None else f"{{unacceptable_type,{type_name(v)}}}"
 
 
 def _check_overflow(v: Any) -> str | None:
     s = _as_str(v)
     if s is None:
-        return f"{{unacceptable_type,{_type_name(v)}}}"
+        return f"{{unacceptable_type,{type_name(v)}}}"
     return None if s in _OVERFLOW_MODES else "invalid_overflow"
 
 
 def _check_queue_type(v: Any) -> str | None:
     s = _as_str(v)
     if s is None:
-        return f"{{unacceptable_type,{_type_name(v)}}}"
+        return f"{{unacceptable_type,{type_name(v)}}}"
     return None if s in _QUEUE_TYPES else f"\"unsupported queue type '{s}'\""
 
 
@@ -167,7 +143,7 @@ def check_dead_letter_exchange_type(name: str, vhost: str, arguments: dict[str, 
     if _as_str(value) is not None:
         return
     # The decoder loses the wire type; clients send small ints as 'I' (signedint).
-    kind = _type_name(value)
+    kind = type_name(value)
     if kind == "long" and -2**31 <= value < 2**31:
         kind = "signedint"
     raise PreconditionFailed(f"invalid type '{kind}' for arg 'x-dead-letter-exchange' in "

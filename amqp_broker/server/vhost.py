@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqp_broker.core.bindings import Dest
 from amqp_broker.core.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
-from amqp_broker.core.fieldtypes import values_equal
+from amqp_broker.core.fieldtypes import describe_value, values_equal
 from amqp_broker.core.router import Topology
 from amqp_broker.queues import check_dead_letter_exchange_type
 from amqp_broker.queues.classic import ClassicQueue
@@ -167,7 +167,7 @@ class VHost:
                 continue
             raise PreconditionFailed(
                 f"inequivalent arg '{key}' for queue '{rt.name}' in vhost '{self.name}': "
-                f"received {_val(new)} but current is {_val(cur)}")
+                f"received {describe_value(new)} but current is {describe_value(cur)}")
 
     def _check_equivalent(self, rt: QueueRuntime, durable: bool, exclusive: bool,
                           auto_delete: bool, arguments: dict) -> None:
@@ -188,7 +188,7 @@ class VHost:
             if cur is not None and new is not None and values_equal(cur, new):
                 continue
             raise PreconditionFailed(f"inequivalent arg '{key}' for {where}: received "
-                                     f"{_val(new)} but current is {_val(cur)}")
+                                     f"{describe_value(new)} but current is {describe_value(cur)}")
 
     def delete_queue(self, session: "Session", name: str, if_unused: bool, if_empty: bool) -> int:
         rt = self.queues.get(name)
@@ -281,11 +281,3 @@ class VHost:
         fn = getattr(meta, op, None)
         if fn is not None:
             fn(*args)
-
-
-def _val(v: Any) -> str:
-    if v is None:
-        return "none"
-    from amqp_broker.core.fieldtypes import type_name
-
-    return f"the value '{v}' of type '{type_name(v)}'"
