@@ -252,7 +252,7 @@ class Session:
             case Reject():
                 ch = self.channels.get(ev.channel)
                 if ch is not None:
-                    ch.on_nack(ev.delivery_tag, False, ev.requeue)
+                    ch.on_nack(ev.delivery_tag, False, ev.requeue, (60, 90))
             case ChannelOpened():
                 self.channels[ev.channel] = Channel(self, ev.channel)
             case ChannelCloseRequested() | ChannelClosed():
