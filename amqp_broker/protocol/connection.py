@@ -34,6 +34,8 @@ import struct
 
 from pamqp import commands
 
+from amqp_broker.core.erlterm import Atom, format_after
+
 from . import fastpath as _fp
 from .channel import EXPECT_BODY, EXPECT_HEADER, EXPECT_METHOD, Channel
 from .config import ProtocolConfig
@@ -50,7 +52,7 @@ from .replies import (
     UNEXPECTED_FRAME,
 )
 from .states import (
-    AWAIT_HEADER, CLOSED, CLOSING, OPEN, PAUSED_STATES, PRE_TUNE_STATES,
+    AWAIT_HEADER, CLOSED, CLOSING, OPEN, PAUSED_STATES, SILENT_STATES,
 )
 
 __all__ = ["ServerConnection"]
@@ -186,7 +188,7 @@ class ServerConnection(Handshake, Liveness):
         Emits ConnectionClosed (once) like every other way a connection ends."""
         if self.state in (CLOSING, CLOSED):
             return
-        if self.state in PRE_TUNE_STATES:
+        if self.state in SILENT_STATES:
             self._silent_close(f"{reply_code} {reply_text}", 0.0)
             return
         self._send_close(reply_code, reply_text, class_id, method_id)
@@ -222,7 +224,7 @@ class ServerConnection(Handshake, Liveness):
             # Bad framing while waiting for close-ok: stop reading (also ends _process's loop).
             self._set_closed(_SILENT_CLOSE_DELAY)
             return
-        if self.state in PRE_TUNE_STATES:
+        if self.state in SILENT_STATES:
             self._silent_close(err.text)
             return
         self._send_close(err.code, err.text, err.class_id, err.method_id)
@@ -268,18 +270,16 @@ class ServerConnection(Handshake, Liveness):
         try:
             while self.state not in PAUSED_STATES and n - pos >= 7:
                 ftype, number, size = _FRAME_HDR.unpack_from(buf, pos)
-                if size > limit:
-                    raise ProtocolError(FRAME_ERROR, (
-                        f"type {ftype}, all octets = <<>>: "
-                        f"{{frame_too_large,{size},{limit - 8}}}"))
+                if size > limit:  # judged before the payload is read: no octets to show
+                    raise ProtocolError(FRAME_ERROR, _frame_text(
+                        ftype, b"", (Atom("frame_too_large"), size, limit - 8)))
                 start = pos + 7
                 end = start + size
                 if end >= n:
                     break
                 if buf[end] != 0xCE:
-                    raise ProtocolError(FRAME_ERROR, (
-                        f"type {ftype}, all octets = <<>>: "
-                        f"{{invalid_frame_end_marker,{buf[end]}}}"))
+                    raise ProtocolError(FRAME_ERROR, _frame_text(
+                        ftype, bytes(view[start:end]), (Atom("invalid_frame_end_marker"), buf[end])))
                 pos = self._pos = end + 1
                 ch = channels.get(number)
                 if ch is not None and not ch.closing:
@@ -323,12 +323,11 @@ class ServerConnection(Handshake, Liveness):
                 self._on_channel_method(channel, payload)
         elif ftype == 2 or ftype == 3:
             self._on_content(ftype, channel, payload)
-        elif ftype == 8:
+        elif ftype == 8 and not payload:
             if channel != 0:
-                raise ProtocolError(UNEXPECTED_FRAME, (
-                    f"type 8, all octets = <<>>: {{heartbeat_on_non_zero_channel,{channel}}}"))
-        else:
-            raise ProtocolError(FRAME_ERROR, f"type {ftype}, all octets = <<>>: unknown_frame")
+                raise ProtocolError(UNEXPECTED_FRAME, _frame_text(8, payload))
+        else:  # an unknown type, or a heartbeat with a payload (RabbitMQ cannot parse either)
+            raise ProtocolError(FRAME_ERROR, _frame_text(ftype, payload, Atom("unknown_frame")))
 
     def _on_frame_closing(self, ftype: int, channel: int, payload: bytes) -> None:
         # After our connection.close only close-ok (or a crossing close) matters.
@@ -380,16 +379,13 @@ class ServerConnection(Handshake, Liveness):
 
     def _on_unopened(self, number: int, mid: int, method) -> None:
         if mid == _CHANNEL_OPEN:
+            # As RabbitMQ (rabbit_reader): any number 1..65535 may be used; channel_max limits
+            # how many are open at once. Its text, with class and method ids 0/0.
             limit = self.channel_max or 65535
             if len(self._channels) >= limit:
-                # RabbitMQ counts open channels (rabbit_reader); the text is its own.
                 raise ProtocolError(NOT_ALLOWED, (
                     f"number of channels opened ({len(self._channels)}) has reached the "
-                    f"negotiated channel_max ({limit})"), 20, 10)
-            if number > limit:
-                raise ProtocolError(NOT_ALLOWED, (
-                    f"channel number {number} is above the negotiated channel_max ({limit})"),
-                    20, 10)
+                    f"negotiated channel_max ({limit})"))
             self._channels[number] = Channel(number)
             # RabbitMQ sends an empty channel-id longstr; pamqp insists on "0", so pack it here.
             self._out += _OPEN_OK.pack(1, number, 8, 0x0014000B, 0, 0xCE)
@@ -443,6 +439,14 @@ class ServerConnection(Handshake, Liveness):
             method.reply_code, method.reply_text, method.class_id, method.method_id))
         self._finish("client closed the connection")
         self._set_closed(0.0)
+
+
+def _frame_text(ftype: int, payload: bytes, error: object = None) -> str:
+    """RabbitMQ's detail for a bad frame (rabbit_reader): the type, the payload's octets (all
+    of them up to 16, else the first 16) and the reason, laid out as Erlang's ~p does."""
+    which = "all" if len(payload) <= 16 else "first 16"
+    text = format_after(f"type {ftype}, {which} octets = ", payload[:16])
+    return text if error is None else format_after(text + ": ", error)
 
 
 def _clip(text: str) -> str:

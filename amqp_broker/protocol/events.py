@@ -28,6 +28,7 @@ __all__ = [
     "ConnectionCloseRequested",
     "ConnectionClosed",
     "HeartbeatTimeout",
+    "Tuned",
 ]
 
 
@@ -163,6 +164,14 @@ class ConnectionClosed:
 
 
 @dataclass(frozen=True, slots=True)
+class Tuned:
+    """tune-ok accepted: `heartbeat` (seconds, 0 = off) now applies, so `tick_interval` may
+    have shrunk; the server should call tick() on the new period from now on."""
+
+    heartbeat: int
+
+
+@dataclass(frozen=True, slots=True)
 class HeartbeatTimeout:
     """No inbound bytes for two negotiated heartbeat intervals; the connection is marked closed."""
 
@@ -181,4 +190,5 @@ Event = (
     | ConnectionCloseRequested
     | ConnectionClosed
     | HeartbeatTimeout
+    | Tuned
 )

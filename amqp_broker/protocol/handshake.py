@@ -4,7 +4,9 @@ open, and the connection methods allowed on channel 0 once open.
 A base class of `ServerConnection` (connection.py), split out to keep each file to one job.
 It owns the negotiated values and validates tune-ok as RabbitMQ does
 (rabbit_reader:validate_negotiated_integer_value): a value below the minimum (frame_max 4096)
-other than 0, or above the server's (0 counts as above when the server's is not 0) -> 530.
+other than 0, or above the server's (0 counts as above when the server's is not 0) closes the
+socket after RabbitMQ's 3 s silent-close delay, without a connection.close (its reader does
+not send one before connection.open). The 530 text is kept as the close reason.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from pamqp import commands
 
 from .config import ProtocolConfig
-from .events import Event, LoginRequest, MethodReceived, OpenRequest
+from .events import Event, LoginRequest, MethodReceived, OpenRequest, Tuned
 from .methods import decode_method, encode_method
 from .replies import ACCESS_REFUSED, CHANNEL_ERROR, NOT_ALLOWED, ProtocolError, reply_text
 from .sasl import MECHANISMS, parse_response
@@ -80,8 +82,8 @@ class Handshake:
         detail = (f"Login was refused using authentication mechanism {self.mechanism}. "
                   "For details see the broker logfile.")
         if self.client_capabilities.get("authentication_failure_close"):
-            self._send_close(ACCESS_REFUSED, reply_text(ACCESS_REFUSED, detail),
-                             10, 11)
+            # RabbitMQ 3.10 sends class and method ids 0/0 here.
+            self._send_close(ACCESS_REFUSED, reply_text(ACCESS_REFUSED, detail))
         else:
             self._silent_close(reply_text(ACCESS_REFUSED, detail))
 
@@ -180,6 +182,7 @@ class Handshake:
         self._max_body = method.frame_max - 8 if method.frame_max else 0
         self._tuned = True
         self.state = AWAIT_OPEN
+        self._events.append(Tuned(method.heartbeat))
 
     # Provided by ServerConnection.
     def _process(self) -> None: raise NotImplementedError

@@ -1,13 +1,17 @@
 """Time-driven part of `ServerConnection`: heartbeats, handshake timeout, close-ok timeout.
 
 A base class of `ServerConnection` (connection.py). The connection never reads a clock: the
-server shell calls `tick(now)` about once a second with its monotonic time. `feed()` and
-`data_to_send()` only raise flags; the next tick turns them into timestamps, so liveness is
-measured with tick resolution (the shell's period), which is all heartbeats need.
+server shell calls `tick(now)` every `tick_interval` seconds with its monotonic time (once a
+second, or every heartbeat/2 seconds once a shorter heartbeat is tuned; the `Tuned` event says
+when to switch). `feed()` and `data_to_send()` only raise flags; the next tick turns them into
+timestamps, so liveness is measured with tick resolution, which is all heartbeats need. Bytes
+flagged at a tick are dated to the previous tick (they left at some point in between): that
+dates our own heartbeat exactly, and never delays the next one.
 
-Rules: send a heartbeat frame when nothing was sent for heartbeat/2 seconds; time out after
-2 heartbeat intervals without any inbound byte (RabbitMQ closes between 2x and 3x); the
-heartbeat is the value from tune-ok, and 0 disables both directions.
+Rules: send a heartbeat frame when nothing was sent for heartbeat/2 seconds (so every
+heartbeat/2 on an idle connection, as RabbitMQ does); time out after 2 heartbeat intervals
+without any inbound byte (RabbitMQ closes between 2x and 3x); the heartbeat is the value from
+tune-ok, and 0 disables both directions.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class Liveness:
         self._sent_flag = False  # bytes left since the last tick
         self._last_recv = 0.0
         self._last_send = 0.0
+        self._last_tick = 0.0
         self._born: float | None = None  # time of the first tick
         self._closing_since: float | None = None
         self._monitor_paused = False
@@ -44,17 +49,26 @@ class Liveness:
         self._monitor_paused = False
         self._recv_flag = True
 
+    @property
+    def tick_interval(self) -> float:
+        """How often the server should call tick(): 1 s, or heartbeat/2 if that is shorter."""
+        if self._tuned and self.heartbeat:
+            return min(1.0, self.heartbeat / 2)
+        return 1.0
+
     def tick(self, now: float) -> None:
         """Heartbeat, handshake-timeout and close-ok-timeout bookkeeping; `now` is monotonic
         seconds from the caller's clock."""
         if self.state == CLOSED:
             return
         if self._born is None:
-            self._born = self._last_recv = self._last_send = now
+            self._born = self._last_recv = self._last_send = self._last_tick = now
         if self._recv_flag or self._monitor_paused:
             self._recv_flag, self._last_recv = False, now
         if self._sent_flag:
-            self._sent_flag, self._last_send = False, now
+            self._sent_flag = False
+            self._last_send = max(self._last_send, self._last_tick)
+        self._last_tick = now
         if self.state == CLOSING:
             self._tick_closing(now)
         elif not self._opened and self.state != OPEN:

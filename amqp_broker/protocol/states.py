@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "AWAIT_HEADER", "AWAIT_START_OK", "AWAIT_LOGIN", "AWAIT_TUNE_OK", "AWAIT_OPEN",
-    "AWAIT_OPEN_DECISION", "OPEN", "CLOSING", "CLOSED", "PRE_TUNE_STATES", "PAUSED_STATES",
+    "AWAIT_OPEN_DECISION", "OPEN", "CLOSING", "CLOSED", "SILENT_STATES", "PAUSED_STATES",
 ]
 
 AWAIT_HEADER = "await_header"  # nothing received yet
@@ -17,8 +17,10 @@ OPEN = "open"  # open-ok sent; channels may be used
 CLOSING = "closing"  # we sent connection.close; waiting for close-ok
 CLOSED = "closed"  # the socket should be closed
 
-# Before the client has been told to tune, errors are answered by a silent close (RabbitMQ
-# does not trust unauthenticated peers with a close frame).
-PRE_TUNE_STATES = frozenset({AWAIT_HEADER, AWAIT_START_OK, AWAIT_LOGIN})
+# Until connection.open, errors are answered by a silent close, as RabbitMQ's reader does
+# outside the running state (it does not trust a peer that has not finished the handshake with
+# a close frame): a bad tune-ok too. The exceptions send a close themselves: a refused login
+# with the authentication_failure_close capability, and a refused connection.open (530).
+SILENT_STATES = frozenset({AWAIT_HEADER, AWAIT_START_OK, AWAIT_LOGIN, AWAIT_TUNE_OK, AWAIT_OPEN})
 # Input is buffered but not parsed while the server decides.
 PAUSED_STATES = frozenset({AWAIT_LOGIN, AWAIT_OPEN_DECISION, CLOSED})

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pamqp import commands as C
 
+from amqp_broker.core.erlterm import Atom, format_after
 from amqp_broker.core.errors import (
     AMQPError,
     NotImplemented_,
@@ -96,8 +97,9 @@ class Channel:
         msg = Message.from_publish(ev.exchange, ev.routing_key, props, ev.body)
         if msg.expiration_ms is None and props and props[0] & 0x01:
             # expiration flag set but not a non-negative integer string
-            raise PreconditionFailed(
-                f"invalid expiration '{peek_expiration(props)}': no_integer").with_method(*_PUBLISH)
+            text = peek_expiration(props)
+            raise PreconditionFailed(format_after(
+                f"invalid expiration '{text}': ", expiration_error(text))).with_method(*_PUBLISH)
         if props and props[1] & 0x10:  # user_id flag: must match the authenticated user
             self._check_user_id(props)
         if msg.headers_offset >= 0 and "BCC" in msg.headers:
@@ -217,12 +219,13 @@ class Channel:
             return
         self.settle(self.take(tag, multiple, (60, 80)), "ack")
 
-    def on_nack(self, tag: int, multiple: bool, requeue: bool) -> None:
-        ids = (60, 120) if multiple else (60, 90)
+    def on_nack(self, tag: int, multiple: bool, requeue: bool, method: tuple = (60, 120)) -> None:
+        """basic.nack, or basic.reject with method=(60, 90): an unknown tag names the method
+        the client sent, as RabbitMQ does."""
         if self._tx is not None:
-            self._tx.append(("nack", tag, multiple, requeue))
+            self._tx.append(("nack", tag, multiple, requeue, method))
             return
-        self.settle(self.take(tag, multiple, ids), "requeue" if requeue else "discard")
+        self.settle(self.take(tag, multiple, method), "requeue" if requeue else "discard")
 
     def take(self, tag: int, multiple: bool, method: tuple[int, int]) -> list[tuple]:
         unacked = self.unacked
@@ -330,7 +333,7 @@ class Channel:
                 elif op[0] == "ack":
                     self.settle(self.take(op[1], op[2], (60, 80)), "ack")
                 else:
-                    self.settle(self.take(op[1], op[2], (60, 120)),
+                    self.settle(self.take(op[1], op[2], op[4]),
                                 "requeue" if op[3] else "discard")
         finally:
             self._confirms = None  # tx mode excludes confirm mode
@@ -463,3 +466,23 @@ class _TxBarrier:
         if self._sealed and self._open <= 0 and self._done is not None:
             done, self._done = self._done, None
             done()
+
+
+def expiration_error(text: str | None) -> object:
+    """Why RabbitMQ refuses an expiration string (rabbit_basic:parse_expiration, whose
+    string:to_integer takes an optional sign and leading digits), as the Erlang term its
+    error text prints: no_integer, {leftover_string,Rest} or {value_negative,N}. Called only
+    for strings the queue layer did not take as plain digits."""
+    text = text or ""
+    sign = 1 if text[:1] != "-" else -1
+    body = text[1:] if text[:1] in "+-" and text else text
+    digits = len(body) - len(body.lstrip("0123456789"))
+    if digits == 0:
+        return Atom("no_integer")
+    if digits < len(body):
+        return (Atom("leftover_string"), body[digits:])
+    value = sign * int(body)
+    if value < 0:
+        return (Atom("value_negative"), value)
+    return Atom("no_integer")  # "+N": RabbitMQ accepts it; the queue layer does not parse it
+

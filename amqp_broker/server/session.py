@@ -36,6 +36,7 @@ from amqp_broker.protocol import (
     Publish,
     Reject,
     ServerConnection,
+    Tuned,
 )
 
 from .channel import Channel
@@ -69,6 +70,7 @@ class Session:
         self.capabilities: dict = {}
         self.opened = False
         self._wake_event = trio.Event()
+        self._retime = trio.Event()  # set when the protocol's tick_interval changed (Tuned)
         self._flush_hooks: dict[int, Callable[[], None]] = {}
         self._cancel: trio.CancelScope | None = None
         self._blocked_sent = False
@@ -180,11 +182,14 @@ class Session:
                 return
 
     async def _heartbeat(self) -> None:
-        """About once a second: protocol timers (heartbeats, handshake and close-ok timeouts)
-        and the consumer timeout of every channel."""
+        """Every `conn.tick_interval` seconds (1 s, or heartbeat/2 when that is shorter, from
+        the moment tune-ok arrives): protocol timers (heartbeats, handshake and close-ok
+        timeouts) and the consumer timeout of every channel."""
         timeout = self.settings.consumer_timeout
         while True:
-            await trio.sleep(1.0)
+            with trio.move_on_after(self.conn.tick_interval):
+                await self._retime.wait()
+            self._retime = trio.Event()
             self.conn.tick(trio.current_time())
             self._handle_events()
             if self.opened:
@@ -247,7 +252,7 @@ class Session:
             case Reject():
                 ch = self.channels.get(ev.channel)
                 if ch is not None:
-                    ch.on_nack(ev.delivery_tag, False, ev.requeue)
+                    ch.on_nack(ev.delivery_tag, False, ev.requeue, (60, 90))
             case ChannelOpened():
                 self.channels[ev.channel] = Channel(self, ev.channel)
             case ChannelCloseRequested() | ChannelClosed():
@@ -263,6 +268,8 @@ class Session:
             case ConnectionClosed():
                 _log.debug("%s: connection over: %s", self.name, ev.reason)
                 self._cleanup()
+            case Tuned():
+                self._retime.set()  # tick on the heartbeat's period from now on
             case HeartbeatTimeout():
                 _log.info("%s: missed heartbeats from client, closing", self.name)
                 self._cleanup()

@@ -46,21 +46,27 @@ CASES = [
     ("row07-unknown-mechanism", _after_header, start_ok(mechanism="BOGUS"), None, None),
     ("pre-tune-garbage-method", _after_header, method(0, c.Connection.TuneOk(0, 0, 0)), None, None),
     ("pre-tune-frame-over-8192", _after_header, raw_frame(1, 0, b"\x00" * 9000), None, None),
-    ("tune-frame-max-below-4096", _tuning, method(0, c.Connection.TuneOk(16, 1000, 60)), 530,
+    ("tune-frame-max-below-4096", _tuning, method(0, c.Connection.TuneOk(16, 1000, 60)), None,
      "NOT_ALLOWED - negotiated frame_max = 1000 is lower than the minimum"),
-    ("tune-frame-max-above-ours", _tuning, method(0, c.Connection.TuneOk(16, 200000, 60)), 530,
+    ("tune-frame-max-above-ours", _tuning, method(0, c.Connection.TuneOk(16, 200000, 60)), None,
      "NOT_ALLOWED - negotiated frame_max = 200000 is higher than the maximum"),
-    ("tune-frame-max-zero", _tuning, method(0, c.Connection.TuneOk(16, 0, 60)), 530,
+    ("tune-frame-max-zero", _tuning, method(0, c.Connection.TuneOk(16, 0, 60)), None,
      "NOT_ALLOWED - negotiated frame_max = 0"),
-    ("tune-channel-max-above-ours", _tuning, method(0, c.Connection.TuneOk(17, 131072, 60)), 530,
+    ("tune-channel-max-above-ours", _tuning, method(0, c.Connection.TuneOk(17, 131072, 60)), None,
      "NOT_ALLOWED - negotiated channel_max = 17"),
-    ("tune-channel-max-zero", _tuning, method(0, c.Connection.TuneOk(0, 131072, 60)), 530,
+    ("tune-channel-max-zero", _tuning, method(0, c.Connection.TuneOk(0, 131072, 60)), None,
      "NOT_ALLOWED - negotiated channel_max = 0"),
     ("row10-frame-too-large", _open16, raw_frame(1, 1, b"")[:3] + struct.pack(">I", 200000),
      501, "FRAME_ERROR - type 1, all octets = <<>>: {frame_too_large,200000,131064}"),
-    ("row11-bad-frame-end", _open16, raw_frame(1, 1, method(1, c.Basic.Qos())[7:-1], end=0),
-     501, "FRAME_ERROR - type 1, all octets = <<>>: {invalid_frame_end_marker,0}"),
-    ("row12-unknown-frame-type", _open16, raw_frame(9, 1, b"abc"), 501, "FRAME_ERROR - type 9"),
+    ("row11-bad-frame-end", _open16, raw_frame(1, 1, method(1, c.Channel.Open())[7:-1], end=0),
+     501, "FRAME_ERROR - type 1, all octets = <<0,20,0,10,1,48>>: {invalid_frame_end_marker,0}"),
+    ("row11-bad-frame-end-long", _open16, raw_frame(1, 0, bytes(range(20)), end=7), 501,
+     "FRAME_ERROR - type 1, first 16 octets = <<0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15>>: "
+     "{invalid_frame_end_marker,\n" + " " * 70 + "7}"),  # as io_lib:format has it
+    ("row12-unknown-frame-type", _open16, raw_frame(9, 1, b"abc"), 501,
+     'FRAME_ERROR - type 9, all octets = <<"abc">>: unknown_frame'),
+    ("heartbeat-with-payload", _open16, raw_frame(8, 0, b"ab"), 501,
+     'FRAME_ERROR - type 8, all octets = <<"ab">>: unknown_frame'),
     ("row13-unknown-class", _open16, raw_frame(1, 1, struct.pack(">HH", 999, 1)), 540,
      "NOT_IMPLEMENTED - unknown method 999.1"),
     ("row13-unknown-method", _open16, raw_frame(1, 1, struct.pack(">HH", 60, 999)), 540,
@@ -93,7 +99,8 @@ CASES = [
     ("malformed-properties", _open16,
      method(1, c.Basic.Publish(routing_key="q")) +
      raw_frame(2, 1, struct.pack(">HHQH", 60, 0, 0, 0x8000) + b"\x09ab"), 501, "FRAME_ERROR"),
-    ("row17-heartbeat-on-channel-1", _open16, raw_frame(8, 1, b""), 505, "UNEXPECTED_FRAME"),
+    ("row17-heartbeat-on-channel-1", _open16, raw_frame(8, 1, b""), 505,
+     "UNEXPECTED_FRAME - type 8, all octets = <<>>"),
     ("row18-basic-qos-on-channel-0", _open16, method(0, c.Basic.Qos()), 504,
      "CHANNEL_ERROR - unexpected method in connection state running"),
     ("row19-second-channel-open", _open16, method(1, c.Channel.Open()), 504,
@@ -103,8 +110,6 @@ CASES = [
     ("row20-publish-on-unopened-channel", _open16, method(5, c.Basic.Publish()), 504,
      "CHANNEL_ERROR - expected 'channel.open'"),
     ("row20-content-on-unopened-channel", _open16, content(5, b"x"), 504, "CHANNEL_ERROR"),
-    ("row21-channel-above-channel-max", _open16, method(17, c.Channel.Open()), 530,
-     "NOT_ALLOWED - channel number 17"),
     ("row22-more-channels-than-channel-max", lambda: opened(channel_max=2, channels=(1, 2)),
      method(3, c.Channel.Open()), 530,
      "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)"),
@@ -132,10 +137,28 @@ def test_bad_input(start, data, code, text):
         assert conn.closed
         out = parse(conn.data_to_send())
         assert not [f for _, f in out if isinstance(f, c.Connection.Close)]
+        if text is not None:  # the reason is still reported to the server (and its log)
+            assert events[-1].reason.startswith(text), events[-1].reason
         return
     close = close_of(conn)
     assert close.reply_code == code
     assert close.reply_text.startswith(text), close.reply_text
+    if text.endswith(">>") or " - type " in text:
+        assert close.reply_text == text
+
+
+def test_tune_ok_errors_close_after_the_silent_delay():
+    conn = _tuning()
+    conn.feed(method(0, c.Connection.TuneOk(16, 1000, 60)))
+    assert conn.closed and conn.linger == 3.0
+
+
+def test_channel_max_counts_open_channels_not_numbers():
+    # RabbitMQ accepts any channel number 1..65535 (PROTOCOL-ERRORS.md row 21).
+    conn = opened(channel_max=2, channels=(65535, 7))
+    conn.feed(method(3, c.Channel.Open()))
+    close = close_of(conn)
+    assert (close.reply_code, close.class_id, close.method_id) == (530, 0, 0)
 
 
 def test_bad_header_gets_our_header_back_at_once():

@@ -105,8 +105,13 @@ def test_garbage_on_a_closing_channel_is_dropped_undecoded():
 
 
 def test_channel_frame_before_open_ok_is_unexpected():
-    from .peer import server, to_login
+    # Before connection.open RabbitMQ's reader closes silently (after 3 s), sending no close.
+    from .peer import parse, server, to_login
+    from amqp_broker.protocol import ConnectionClosed
     conn = to_login(server())
     conn.accept_login()
+    conn.data_to_send()
     conn.feed(method(0, c.Connection.TuneOk(2047, 131072, 60)) + method(1, c.Channel.Open()))
-    assert close_of(conn).reply_code == 505
+    assert conn.closed and conn.linger == 3.0 and parse(conn.data_to_send()) == []
+    closed = [e for e in conn.next_events() if isinstance(e, ConnectionClosed)]
+    assert closed[0].reason.startswith("UNEXPECTED_FRAME")

@@ -3,7 +3,7 @@
 from pamqp import commands as c
 
 from amqp_broker.protocol import (
-    ConnectionClosed, LoginRequest, OpenRequest, ProtocolConfig, ServerConnection,
+    ConnectionClosed, LoginRequest, OpenRequest, ProtocolConfig, ServerConnection, Tuned,
     default_server_properties,
 )
 
@@ -82,7 +82,7 @@ def test_full_handshake_negotiates_client_values():
     conn.data_to_send()
     conn.feed(method(0, c.Connection.TuneOk(100, 4096, 10)) +
               method(0, c.Connection.Open("vh")))
-    assert conn.next_events() == [OpenRequest("vh")]
+    assert conn.next_events() == [Tuned(10), OpenRequest("vh")]
     assert (conn.channel_max, conn.frame_max, conn.heartbeat) == (100, 4096, 10)
     conn.accept_open()
     [(_, ok)] = parse(conn.data_to_send())
@@ -95,7 +95,7 @@ def test_input_waits_while_open_is_undecided():
     conn.accept_login()
     conn.feed(method(0, c.Connection.TuneOk(2047, 131072, 60)) + method(0, c.Connection.Open("/"))
               + method(1, c.Channel.Open()))
-    assert conn.next_events() == [OpenRequest("/")]
+    assert conn.next_events() == [Tuned(60), OpenRequest("/")]
     conn.data_to_send()
     conn.accept_open()  # the pipelined channel.open is parsed only now
     frames = [f for _, f in parse(conn.data_to_send())]

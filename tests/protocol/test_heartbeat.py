@@ -106,3 +106,25 @@ def test_paused_monitor_does_not_time_out_and_resumes_from_now():
     assert conn.next_events() == []
     conn.tick(121.0)  # two intervals after the resume
     assert isinstance(conn.next_events()[0], HeartbeatTimeout)
+
+
+def test_short_heartbeat_sends_every_half_interval_when_idle():
+    # A 1 s heartbeat: the server ticks every 0.5 s and each idle tick carries a heartbeat,
+    # including the tick right after the previous heartbeat was flushed.
+    conn = opened(heartbeat=1)
+    assert conn.tick_interval == 0.5
+    conn.tick(0.0)
+    conn.data_to_send()
+    sent = []
+    for i in range(1, 9):
+        conn.feed(_HB)  # the client keeps its side alive
+        conn.tick(i * 0.5)
+        sent.append(conn.data_to_send())
+    assert sent == [_HB] * 8
+
+
+def test_tick_interval_is_a_second_until_tuned_and_for_long_heartbeats():
+    assert server().tick_interval == 1.0
+    assert opened(heartbeat=60).tick_interval == 1.0
+    assert opened(heartbeat=0).tick_interval == 1.0
+    assert opened(heartbeat=1).tick_interval == 0.5

@@ -1,0 +1,84 @@
+"""Exact replies RabbitMQ 3.10 gives to client mistakes that real client libraries make (wrong
+password, unknown delivery tags, bad expiration) and the heartbeats a short negotiated interval
+must produce.  Raw sockets, so the reply code, text and class/method ids are checked as sent.
+See /work/shared/PROTOCOL-ERRORS.md."""
+
+import time
+from urllib.parse import urlparse, urlunparse
+
+import pytest
+from pamqp import commands, heartbeat
+
+from compat_tests.support.raw import RawClient
+
+
+def _with_password(url: str, password: str) -> str:
+    u = urlparse(url)
+    return urlunparse(u._replace(netloc=f"{u.username}:{password}@{u.hostname}:{u.port}"))
+
+
+def test_wrong_password_closes_403_with_ids_0_0(broker_url):
+    with RawClient(_with_password(broker_url, "not-the-password")) as raw:
+        reply = raw.handshake()
+        assert reply is not None and reply.name == "Connection.Close", reply
+        assert (reply.reply_code, reply.class_id, reply.method_id) == (403, 0, 0)
+        assert reply.reply_text == ("ACCESS_REFUSED - Login was refused using authentication "
+                                    "mechanism PLAIN. For details see the broker logfile.")
+
+
+@pytest.mark.parametrize("method,ids", [
+    (commands.Basic.Ack(delivery_tag=42), (60, 80)),
+    (commands.Basic.Nack(delivery_tag=42), (60, 120)),
+    (commands.Basic.Nack(delivery_tag=42, multiple=True), (60, 120)),
+    (commands.Basic.Reject(delivery_tag=42), (60, 90)),
+], ids=["ack", "nack", "nack-multiple", "reject"])
+def test_unknown_delivery_tag_names_the_method_sent(broker_url, method, ids):
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.open_channel(1)
+        raw.send(1, method)
+        reply = raw.read_method(commands.Channel.Close)
+        assert (reply.reply_code, reply.class_id, reply.method_id) == (406, *ids)
+        assert reply.reply_text == "PRECONDITION_FAILED - unknown delivery tag 42"
+
+
+@pytest.mark.parametrize("expiration,reason", [
+    ("-1", "{value_negative,-1}"),
+    ("abc", "no_integer"),
+    ("1.5", '{leftover_string,".5"}'),
+])
+def test_invalid_expiration_text(broker_url, expiration, reason):
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.open_channel(1)
+        raw.publish(1, "", "compat.nowhere", b"x",
+                    properties=commands.Basic.Properties(expiration=expiration))
+        reply = raw.read_method(commands.Channel.Close)
+        assert (reply.reply_code, reply.class_id, reply.method_id) == (406, 60, 40)
+        assert reply.reply_text == (
+            f"PRECONDITION_FAILED - invalid expiration '{expiration}': {reason}")
+
+
+@pytest.mark.parametrize("interval", [1, 2])
+def test_short_heartbeat_is_sent_at_least_every_interval(broker_url, interval):
+    # A client that counts the server's heartbeats (and drops the connection after one silent
+    # interval) must see one within every negotiated interval, from tune-ok on.
+    with RawClient(broker_url) as raw:
+        assert raw.handshake(tune_ok={"heartbeat": interval}).name == "Connection.OpenOk"
+        start = last = time.monotonic()
+        beats, worst = 0, 0.0
+        raw.sock.settimeout(0.2)
+        while time.monotonic() - start < 3 * interval + 0.5:
+            raw.send(0, heartbeat.Heartbeat())  # keep our side alive
+            try:
+                got = raw.read_frame()
+            except TimeoutError:
+                continue
+            assert got is not None, "server closed the connection"
+            if got[1].name == "Heartbeat":
+                now = time.monotonic()
+                worst = max(worst, now - last)
+                last, beats = now, beats + 1
+        worst = max(worst, time.monotonic() - last)
+        assert beats >= 3, beats
+        assert worst <= interval + 0.25, (beats, worst)
