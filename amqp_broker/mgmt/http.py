@@ -34,6 +34,7 @@ from amqp_broker.core.users import loopback_allowed
 
 from .errors import AdminError
 from .httpserver import serve_http
+from .paging import paginate
 from .routes import Reply, Req, dispatch, needs_admin
 
 __all__ = ["build_app", "http_listener", "serve_management"]
@@ -148,6 +149,11 @@ async def _endpoint(request: Request) -> Response:
         key = "name" if req.segs == ["vhosts"] else "vhost"
         body = [r for r in body if not isinstance(r, dict) or key not in r
                 or admin.can_access(req.user.name, r[key])]
+    if reply.pageable:
+        try:
+            body = paginate(body, req.query)
+        except AdminError as err:
+            return _error(err)
     return _json(reply.status, body, reply.headers)
 
 
