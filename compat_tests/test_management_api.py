@@ -302,6 +302,9 @@ def test_queue_and_exchange_pages(api, vhost):
         "total_count": 5, "item_count": 2, "filtered_count": 5, "page": 1, "page_size": 2,
         "page_count": 3}
     assert [q["name"] for q in page["items"]] == ["B-4", "a-1"]  # sorted by vhost, name
+    rev = api.get(f"/queues/{vhost}", params={"page": 1, "page_size": 2, "sort": "name",
+                                              "sort_reverse": "true"}).json()
+    assert [q["name"] for q in rev["items"]] == ["other", "c-3"]
     last = api.get(f"/queues/{vhost}", params={"page": 3, "page_size": 2}).json()
     assert [q["name"] for q in last["items"]] == ["other"] and last["item_count"] == 1
     # name: a case-insensitive substring, or with use_regex=true a case-insensitive regex
