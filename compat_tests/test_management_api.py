@@ -15,7 +15,9 @@ and its statistics (messages, connections) lag a few seconds, so counts are read
 
 from __future__ import annotations
 
+import base64
 import os
+import socket
 import time
 import urllib.parse
 import uuid
@@ -252,3 +254,212 @@ def test_connections_channels_consumers(api, mgmt, uniq):
         if conn.is_open:
             conn.close()
     assert api.delete("/connections/no-such-connection").status_code == 404
+
+
+def _status_line(mgmt: str, path: str, auth: bool) -> bytes:
+    """The first line of the raw HTTP/1.1 answer to GET path."""
+    url = urllib.parse.urlsplit(mgmt)
+    head = f"GET {path} HTTP/1.1\r\nHost: {url.hostname}\r\nConnection: close\r\n"
+    if auth:
+        head += "Authorization: Basic " + base64.b64encode(b"guest:guest").decode() + "\r\n"
+    with socket.create_connection((url.hostname, url.port), timeout=10) as s:
+        s.sendall((head + "\r\n").encode())
+        data = b""
+        while b"\r\n" not in data:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    return data.split(b"\r\n", 1)[0]
+
+
+def test_status_lines_carry_reason_phrases(mgmt, api):
+    assert _status_line(mgmt, "/api/overview", auth=False) == b"HTTP/1.1 401 Unauthorized"
+    assert _status_line(mgmt, "/api/overview", auth=True) == b"HTTP/1.1 200 OK"
+    assert _status_line(mgmt, "/api/queues/%2F/no-such-queue-x", auth=True) == b"HTTP/1.1 404 Not Found"
+    assert api.put("/vhosts/%2F").reason_phrase == "No Content"
+
+
+@pytest.fixture
+def vhost(api, uniq):
+    """A fresh vhost; its creator (guest) gets full permissions in it. Deleted afterwards."""
+    assert api.put(f"/vhosts/{uniq}").status_code == 201
+    assert api.get(f"/permissions/{uniq}/guest").json() == {
+        "user": "guest", "vhost": uniq, "configure": ".*", "write": ".*", "read": ".*"}
+    yield uniq
+    api.delete(f"/vhosts/{uniq}")
+
+
+def test_queue_and_exchange_pages(api, vhost):
+    for name in ("b-2", "a-1", "c-3", "B-4", "other"):
+        assert api.put(f"/queues/{vhost}/{name}", json={"durable": False}).status_code == 201
+    listed = _poll(lambda: len(api.get(f"/queues/{vhost}").json()) == 5)
+    assert listed
+    r = api.get(f"/queues/{vhost}", params={"page": 1, "page_size": 2})
+    assert r.status_code == 200
+    page = r.json()
+    assert {k: v for k, v in page.items() if k != "items"} == {
+        "total_count": 5, "item_count": 2, "filtered_count": 5, "page": 1, "page_size": 2,
+        "page_count": 3}
+    assert [q["name"] for q in page["items"]] == ["B-4", "a-1"]  # sorted by vhost, name
+    rev = api.get(f"/queues/{vhost}", params={"page": 1, "page_size": 2, "sort": "name",
+                                              "sort_reverse": "true"}).json()
+    assert [q["name"] for q in rev["items"]] == ["other", "c-3"]
+    last = api.get(f"/queues/{vhost}", params={"page": 3, "page_size": 2}).json()
+    assert [q["name"] for q in last["items"]] == ["other"] and last["item_count"] == 1
+    # name: a case-insensitive substring, or with use_regex=true a case-insensitive regex
+    got = api.get(f"/queues/{vhost}", params={"page": 1, "name": "b-", "pagination": "true"}).json()
+    assert [q["name"] for q in got["items"]] == ["B-4", "b-2"]
+    assert (got["filtered_count"], got["total_count"], got["page_size"], got["page_count"]) == (2, 5, 100, 1)
+    got = api.get(f"/queues/{vhost}", params={"page": 1, "page_size": 10, "name": "^[ab]-[12]$",
+                                              "use_regex": "true"}).json()
+    assert [q["name"] for q in got["items"]] == ["a-1", "b-2"]
+    got = api.get(f"/queues/{vhost}", params={"page": 1, "name": "^[ab]", "use_regex": "false"}).json()
+    assert got["items"] == [] and got["filtered_count"] == 0 and got["page_count"] == 0
+    # one page past the end is an empty page; two are out of range
+    assert api.get(f"/queues/{vhost}", params={"page": 2, "page_size": 5}).json()["items"] == []
+    assert api.get(f"/queues/{vhost}", params={"page": 3, "page_size": 5}).status_code == 400
+    # without page, name filters nothing and the answer stays a list
+    assert len(api.get(f"/queues/{vhost}", params={"name": "b-"}).json()) == 5
+    xs = api.get(f"/exchanges/{vhost}", params={"page": 1, "page_size": 1, "name": "amq.fan"}).json()
+    assert [x["name"] for x in xs["items"]] == ["amq.fanout"]
+    assert xs["filtered_count"] == 1 and xs["total_count"] == len(api.get(f"/exchanges/{vhost}").json())
+    everywhere = api.get("/queues", params={"page": 1, "page_size": 500, "name": vhost}).json()
+    assert everywhere["items"] == []  # name filters queue names, not vhosts
+    everywhere = api.get("/exchanges", params={"page": 1, "page_size": 500}).json()
+    assert vhost in {x["vhost"] for x in everywhere["items"]}
+
+
+@pytest.mark.parametrize("query, error, reason", [
+    ({"page": 0}, "invalid_pagination_parameters",
+     "Invalid pagination parameters: page number 0, page size undefined"),
+    ({"page": 1, "page_size": 0}, "invalid_pagination_parameters",
+     "Invalid pagination parameters: page number 1, page size 0"),
+    ({"page": 1, "page_size": 501}, "invalid_pagination_parameters",
+     "Invalid pagination parameters: page number 1, page size 501"),
+    ({"page": -1, "page_size": 5}, "invalid_pagination_parameters",
+     "Invalid pagination parameters: page number -1, page size 5"),
+    ({"page": "x"}, "bad_request", "Pagination parameters are invalid"),
+    ({"page": 1, "page_size": "ten"}, "bad_request", "Pagination parameters are invalid"),
+    ({"page": 1, "name": "(", "use_regex": "true"}, "bad_request", "Pagination parameters are invalid"),
+    ({"page": 9, "page_size": 2}, "page_out_of_range", "Page out of range, page: 9 page size: 2, len: 3"),
+])
+def test_bad_page_parameters(api, vhost, query, error, reason):
+    for name in ("q1", "q2", "q3"):
+        api.put(f"/queues/{vhost}/{name}", json={"durable": False})
+    _poll(lambda: len(api.get(f"/queues/{vhost}").json()) == 3)
+    r = api.get(f"/queues/{vhost}", params=query)
+    assert r.status_code == 400
+    assert r.json() == {"error": error, "reason": reason}
+
+
+# What RabbitMQ 3.10 lists for an AMQP 0-9-1 connection, less the Erlang process statistics
+# (garbage_collection, reductions) and the socket counters (recv_oct, send_cnt, ...).
+CONNECTION_KEYS = {
+    "auth_mechanism", "channel_max", "channels", "client_properties", "connected_at",
+    "frame_max", "host", "name", "node", "peer_cert_issuer", "peer_cert_subject",
+    "peer_cert_validity", "peer_host", "peer_port", "port", "protocol", "ssl", "ssl_cipher",
+    "ssl_hash", "ssl_key_exchange", "ssl_protocol", "state", "timeout", "type", "user",
+    "user_who_performed_action", "vhost"}
+CHANNEL_KEYS = {
+    "acks_uncommitted", "confirm", "connection_details", "consumer_count",
+    "global_prefetch_count", "messages_unacknowledged", "messages_uncommitted",
+    "messages_unconfirmed", "name", "node", "number", "prefetch_count", "state",
+    "transactional", "user", "user_who_performed_action", "vhost"}
+
+
+def test_connection_and_channel_details_and_pages(api, mgmt):
+    conn = pika.BlockingConnection(pika.URLParameters(_amqp_url(api, mgmt)))
+    try:
+        conn.channel().basic_qos(prefetch_count=3)
+        local_port = conn._impl._transport._sock.getsockname()[1]
+        needle = f":{local_port} -> "
+
+        def listed():
+            page = api.get("/connections", params={"page": 1, "page_size": 500, "name": needle}).json()
+            return page if page["items"] and page["items"][0]["channels"] == 1 else None
+
+        page = _poll(listed)
+        assert page, "connection not listed"
+        assert page["item_count"] == page["filtered_count"] == 1 and page["page"] == 1
+        row = page["items"][0]
+        missing = CONNECTION_KEYS - set(row)
+        assert not missing, f"connection row lacks {sorted(missing)}"
+        assert row["ssl"] is False and row["ssl_protocol"] is None and row["peer_cert_subject"] is None
+        assert (row["user"], row["vhost"], row["state"], row["peer_port"]) == ("guest", "/", "running", local_port)
+        assert row["client_properties"]["product"] == "Pika Python Client Library"
+        assert row["client_properties"]["capabilities"]["publisher_confirms"] is True
+        one = api.get("/connections/" + urllib.parse.quote(row["name"], safe=""))
+        assert one.status_code == 200
+        detail = one.json()
+        assert CONNECTION_KEYS <= set(detail) and detail["name"] == row["name"]
+        assert detail["ssl_protocol"] == "" and detail["channels"] == 1
+        chans = _poll(lambda: api.get("/channels", params={"page": 1, "name": row["name"]}).json()["items"])
+        assert [c["number"] for c in chans] == [1]
+        missing = CHANNEL_KEYS - set(chans[0])
+        assert not missing, f"channel row lacks {sorted(missing)}"
+        assert chans[0]["connection_details"]["name"] == row["name"]
+    finally:
+        conn.close()
+    gone = _poll(lambda: not api.get("/connections", params={"page": 1, "name": needle}).json()["items"])
+    assert gone, "closed connection still listed"
+    assert api.get("/connections/" + urllib.parse.quote(row["name"], safe="")).status_code == 404
+
+
+def test_health_checks(api, mgmt):
+    overview = api.get("/overview").json()
+    amqp_port = next(ln["port"] for ln in overview["listeners"] if ln["protocol"] == "amqp")
+    assert api.get("/healthchecks/node").json() == {"status": "ok"}
+    assert api.get("/healthchecks/node/" + urllib.parse.quote(overview["node"])).json() == {"status": "ok"}
+    assert api.get("/healthchecks/node/nosuchnode@nohost").json() == NOT_FOUND
+    r = api.get(f"/health/checks/port-listener/{amqp_port}")
+    assert (r.status_code, r.json()) == (200, {"status": "ok", "port": amqp_port})
+    r = api.get("/health/checks/port-listener/1")
+    assert r.status_code == 503
+    body = r.json()
+    assert (body["status"], body["reason"], body["missing"]) == ("failed", "No active listener", 1)
+    assert amqp_port in body["ports"]
+    r = api.get("/health/checks/port-listener/abc")
+    assert (r.status_code, r.json()) == (400, {"error": "bad_request", "reason": "Invalid port"})
+    for name in ("amqp", "amqp091", "amqp0-9-1"):
+        r = api.get(f"/health/checks/protocol-listener/{name}")
+        assert (r.status_code, r.json()) == (200, {"status": "ok", "protocol": "amqp"})
+    assert api.get("/health/checks/protocol-listener/http").json() == {"status": "ok", "protocol": "http"}
+    r = api.get("/health/checks/protocol-listener/mqtt")
+    assert r.status_code == 503
+    body = r.json()
+    assert (body["status"], body["reason"], body["missing"]) == ("failed", "No active listener", "mqtt")
+    assert "amqp" in body["protocols"] and "http" in body["protocols"]
+    for within, unit in (("1", "days"), ("2", "weeks"), ("3", "months"), ("1", "years")):
+        r = api.get(f"/health/checks/certificate-expiration/{within}/{unit}")
+        assert (r.status_code, r.json()) == (200, {"status": "ok"})
+    r = api.get("/health/checks/certificate-expiration/soon/days")
+    assert (r.status_code, r.json()) == (400, {"error": "bad_request", "reason": "Invalid expiration value."})
+    r = api.get("/health/checks/certificate-expiration/1/fortnights")
+    assert (r.status_code, r.json()) == (400, {"error": "bad_request", "reason":
+                                               "Time unit not recognised. Supported units: days, weeks, months, years."})
+    assert api.get("/health/checks/certificate-expiration/1").json() == NOT_FOUND
+    single = {"status": "ok", "reason": "single node cluster"}
+    assert api.get("/health/checks/node-is-quorum-critical").json() == single
+    assert api.get("/health/checks/node-is-mirror-sync-critical").json() == single
+    assert api.get("/health/checks/no-such-check").json() == NOT_FOUND
+
+
+def test_users_bulk_delete(api, uniq):
+    names = [f"{uniq}-{i}" for i in range(4)]
+    for name in names:
+        assert api.put(f"/users/{name}", json={"password": "pw", "tags": ""}).status_code == 201
+    assert api.post("/users/bulk-delete", json={"users": names[:2]}).status_code == 204
+    assert [api.get(f"/users/{n}").status_code for n in names] == [404, 404, 200, 200]
+    # stops at the first unknown user: the ones before it are gone, the ones after it stay
+    r = api.post("/users/bulk-delete", json={"users": [names[2], f"{uniq}-missing", names[3]]})
+    assert (r.status_code, r.json()) == (400, {"error": "bad_request",
+                                               "reason": ["no_such_user", f"{uniq}-missing"]})
+    assert [api.get(f"/users/{n}").status_code for n in names[2:]] == [404, 200]
+    r = api.post("/users/bulk-delete", json={})
+    assert (r.status_code, r.json()) == (400, {"error": "bad_request", "reason": "[{key_missing,users}]"})
+    assert api.post("/users/bulk-delete", json={"users": []}).status_code == 204
+    r = api.get("/users/bulk-delete")
+    assert r.status_code == 405 and r.reason_phrase == "Method Not Allowed"
+    assert api.post("/users/bulk-delete", json={"users": [names[3]]}).status_code == 204
+    assert api.get(f"/users/{names[3]}").status_code == 404

@@ -28,7 +28,7 @@ from amqp_broker.store import USER
 
 from .definitions import DefinitionsOps
 from .errors import BadRequest, NotFoundError
-from .rows import channel_row, connection_name, connection_row, consumer_rows
+from .rows import TLS_KEYS, channel_row, connection_name, connection_row, consumer_rows
 from .topology_ops import TopologyOps
 
 __all__ = ["Admin", "parse_tags"]
@@ -146,12 +146,16 @@ class Admin(TopologyOps, DefinitionsOps):
                 "messages_unacknowledged": sum(q["messages_unacknowledged"] for q in qs)}
 
     def add_vhost(self, name: str, *, description: str | None = None, tags=None,
-                  default_queue_type: str | None = None) -> bool:
+                  default_queue_type: str | None = None, acting_user: str | None = None) -> bool:
+        """PUT /api/vhosts/name; True when created. As RabbitMQ, the user who creates a vhost
+        gets full permissions in it (an update leaves permissions alone)."""
         if not name:
             raise BadRequest("vhost name must not be empty")
         created = name not in self.broker.vhosts
         if created:
             self._srv.add_vhost(name)
+            if acting_user is not None and self.user_exists(acting_user):
+                self._srv.set_permissions(name, acting_user, ".*", ".*", ".*")
         meta = self._vhost_meta.setdefault(name, {})
         if description is not None:
             meta["description"] = description
@@ -217,6 +221,14 @@ class Admin(TopologyOps, DefinitionsOps):
         if not self.user_exists(name):
             raise NotFoundError()
         self._srv.delete_user(name)
+
+    def delete_users(self, names: list) -> None:
+        """POST /api/users/bulk-delete: in order, stopping at the first unknown name (the ones
+        before it stay deleted), as RabbitMQ."""
+        for name in names:
+            if not isinstance(name, str) or not self.user_exists(name):
+                raise BadRequest(["no_such_user", name])
+            self._srv.delete_user(name)
 
     def authenticate(self, name: str, password: str) -> User | None:
         return self._srv.users.authenticate(name, password)
@@ -299,7 +311,7 @@ class Admin(TopologyOps, DefinitionsOps):
     def get_connection(self, name: str) -> dict:
         for row in self.list_connections():
             if row["name"] == name:
-                return row
+                return {**row, **{k: "" for k in TLS_KEYS if row[k] is None}}
         raise NotFoundError()
 
     def close_connection(self, name: str, reason: str | None = None) -> None:

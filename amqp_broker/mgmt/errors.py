@@ -13,7 +13,7 @@ class AdminError(Exception):
     status = 500
     error = "internal_error"
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str | list) -> None:  # RabbitMQ gives some reasons as lists
         super().__init__(reason)
         self.reason = reason
 

@@ -1,5 +1,5 @@
-"""The management HTTP API (RabbitMQ's /api/... on port 15672) as an ASGI app served by
-hypercorn's trio worker, in the broker's own trio run.
+"""The management HTTP API (RabbitMQ's /api/... on port 15672) as an ASGI app (Starlette) served
+by `httpserver.serve_http` (h11 on trio), in the broker's own trio run.
 
 Node startup calls `await nursery.start(serve_management, admin, settings)`; it reports the
 bound port (so tests can bind port 0). `build_app(admin)` gives the bare Starlette app.
@@ -33,9 +33,11 @@ from starlette.routing import Route
 from amqp_broker.core.users import loopback_allowed
 
 from .errors import AdminError
+from .httpserver import serve_http
+from .paging import paginate
 from .routes import Reply, Req, dispatch, needs_admin
 
-__all__ = ["build_app", "http_listener", "serve_management", "serve_asgi"]
+__all__ = ["build_app", "http_listener", "serve_management"]
 
 _log = logging.getLogger(__name__)
 
@@ -147,6 +149,11 @@ async def _endpoint(request: Request) -> Response:
         key = "name" if req.segs == ["vhosts"] else "vhost"
         body = [r for r in body if not isinstance(r, dict) or key not in r
                 or admin.can_access(req.user.name, r[key])]
+    if reply.pageable:
+        try:
+            body = paginate(body, req.query)
+        except AdminError as err:
+            return _error(err)
     return _json(reply.status, body, reply.headers)
 
 
@@ -163,26 +170,6 @@ def build_app(admin) -> Starlette:
                             Route("/api", _endpoint, methods=_METHODS)])
     app.state.admin = admin
     return app
-
-
-async def serve_asgi(app, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Serve an ASGI app with hypercorn on trio until cancelled; reports the bound port."""
-    from hypercorn.config import Config
-    from hypercorn.trio import serve
-
-    config = Config()
-    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-    config.accesslog = None
-    config.errorlog = logging.getLogger("hypercorn.error")
-    config.graceful_timeout = 0.5
-
-    async def _started(*, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        await serve(app, config, task_status=task_status)
-
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(_started)
-        bound = int(binds[0].rsplit(":", 1)[1]) if binds else port
-        task_status.started(bound)
 
 
 def http_listener(settings, name: str, default_port: int) -> tuple[str, int]:
@@ -207,7 +194,7 @@ async def serve_management(admin, settings, *, task_status=trio.TASK_STATUS_IGNO
             admin.listeners.append({"node": admin.node, "protocol": "amqp",
                                     "ip_address": ln.host, "port": ln.port, "socket_opts": {}})
     async with trio.open_nursery() as nursery:
-        bound = await nursery.start(serve_asgi, build_app(admin), host, port)
+        bound = await nursery.start(serve_http, build_app(admin), host, port)
         admin.listeners.append({"node": admin.node, "protocol": "http", "ip_address": host,
                                 "port": bound, "socket_opts": {}})
         _log.info("management API on http://%s:%d/api", host, bound)

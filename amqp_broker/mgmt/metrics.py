@@ -222,11 +222,12 @@ def build_metrics_app(admin: Any) -> Starlette:
 async def serve_metrics(admin: Any, settings: Any, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve /metrics on `settings.prometheus` (default 0.0.0.0:15692; port 0 picks a free
     port) until cancelled; reports the bound port."""
-    from .http import http_listener, serve_asgi
+    from .http import http_listener
+    from .httpserver import serve_http
 
     host, port = http_listener(settings, "prometheus", 15692)
     async with trio.open_nursery() as nursery:
-        bound = await nursery.start(serve_asgi, build_metrics_app(admin), host, port)
+        bound = await nursery.start(serve_http, build_metrics_app(admin), host, port)
         admin.listeners.append({"node": admin.node, "protocol": "http/prometheus",
                                 "ip_address": host, "port": bound, "socket_opts": {}})
         _log.info("Prometheus metrics on %s:%d/metrics", host, bound)

@@ -12,6 +12,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import health
 from .errors import BadRequest, NotFoundError
 from .rows import same_properties_key
 
@@ -36,6 +37,11 @@ class Reply:
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
+    pageable: bool = False  # a listing `http.py` sorts and pages (`paging.paginate`)
+
+
+def _listing(rows: list[dict]) -> Reply:
+    return Reply(200, rows, pageable=True)
 
 
 _OK = Reply(204)
@@ -97,7 +103,8 @@ def _vhosts(admin, req, m, rest) -> Reply:
         case "PUT", [vhost]:
             return _created(admin.add_vhost(vhost, description=req.field("description"),
                                             tags=req.field("tags"),
-                                            default_queue_type=req.field("default_queue_type")))
+                                            default_queue_type=req.field("default_queue_type"),
+                                            acting_user=req.user.name if req.user else None))
         case "DELETE", [vhost]:
             admin.delete_vhost(vhost)
             return _OK
@@ -106,10 +113,10 @@ def _vhosts(admin, req, m, rest) -> Reply:
             return Reply(200, admin.list_permissions(vhost=vhost))
         case "GET", [vhost, "connections"]:
             admin.get_vhost(vhost)
-            return Reply(200, admin.list_connections(vhost))
+            return _listing(admin.list_connections(vhost))
         case "GET", [vhost, "channels"]:
             admin.get_vhost(vhost)
-            return Reply(200, admin.list_channels(vhost))
+            return _listing(admin.list_channels(vhost))
     raise NotFoundError()
 
 
@@ -117,6 +124,16 @@ def _users(admin, req, m, rest) -> Reply:
     match m, rest:
         case "GET", []:
             return Reply(200, admin.list_users())
+        case "POST", ["bulk-delete"]:
+            users = req.field("users")
+            if users is None:
+                raise BadRequest("[{key_missing,users}]")
+            if not isinstance(users, list):
+                raise BadRequest("users must be a list")
+            admin.delete_users(users)
+            return _OK
+        case _, ["bulk-delete"]:  # RabbitMQ routes this path before /users/NAME
+            return Reply(405, None, {"allow": "POST, OPTIONS"})
         case "GET", [name]:
             return Reply(200, admin.get_user(name))
         case "PUT", [name]:
@@ -154,9 +171,9 @@ def _permissions(admin, req, m, rest) -> Reply:
 def _queues(admin, req, m, rest) -> Reply:
     match m, rest:
         case "GET", []:
-            return Reply(200, admin.list_queues())
+            return _listing(admin.list_queues())
         case "GET", [vhost]:
-            return Reply(200, admin.list_queues(vhost))
+            return _listing(admin.list_queues(vhost))
         case "GET", [vhost, name]:
             return Reply(200, admin.get_queue(vhost, name))
         case "PUT", [vhost, name]:
@@ -197,9 +214,9 @@ def _exchanges(admin, req, m, rest) -> Reply:
         rest = [rest[0], _x(rest[1]), *rest[2:]]
     match m, rest:
         case "GET", []:
-            return Reply(200, admin.list_exchanges())
+            return _listing(admin.list_exchanges())
         case "GET", [vhost]:
-            return Reply(200, admin.list_exchanges(vhost))
+            return _listing(admin.list_exchanges(vhost))
         case "GET", [vhost, name]:
             return Reply(200, admin.get_exchange(vhost, name))
         case "PUT", [vhost, name]:
@@ -292,7 +309,7 @@ def _policies(admin, req, m, rest) -> Reply:
 def _connections(admin, req, m, rest) -> Reply:
     match m, rest:
         case "GET", []:
-            return Reply(200, admin.list_connections())
+            return _listing(admin.list_connections())
         case "GET", [name]:
             return Reply(200, admin.get_connection(name))
         case "DELETE", [name]:
@@ -308,7 +325,7 @@ def _connections(admin, req, m, rest) -> Reply:
 def _channels(admin, req, m, rest) -> Reply:
     match m, rest:
         case "GET", []:
-            return Reply(200, admin.list_channels())
+            return _listing(admin.list_channels())
         case "GET", [name]:
             for c in admin.list_channels():
                 if c["name"] == name:
@@ -338,17 +355,31 @@ def _definitions(admin, req, m, rest) -> Reply:
 
 
 def _health(admin, req, m, rest) -> Reply:
+    if m != "GET" or len(rest) < 2 or rest[0] != "checks":
+        raise NotFoundError()
+    match rest[1:]:
+        case ["alarms"] | ["local-alarms"]:
+            return Reply(*health.alarms(admin.node, admin.alarms()))
+        case ["virtual-hosts"]:
+            return Reply(200, {"status": "ok"})
+        case ["node-is-quorum-critical"] | ["node-is-mirror-sync-critical"]:
+            return Reply(*health.single_node())
+        case ["port-listener", port]:
+            return Reply(*health.port_listener(admin.listeners, port))
+        case ["protocol-listener", protocol]:
+            return Reply(*health.protocol_listener(admin.listeners, protocol))
+        case ["certificate-expiration", within, unit]:
+            return Reply(*health.certificate_expiration(within, unit))
+    raise NotFoundError()
+
+
+def _healthchecks(admin, req, m, rest) -> Reply:
+    """The older /api/healthchecks/node[/NODE]: the node is up if it answers."""
     match m, rest:
-        case "GET", ["checks", "alarms"] | ["checks", "local-alarms"]:
-            alarms = admin.alarms()
-            if alarms:
-                return Reply(503, {"status": "failed",
-                                   "reason": "resource alarm(s) in effect in the cluster",
-                                   "alarms": [{"node": admin.node, "resource": a} for a in alarms]})
+        case "GET", ["node"]:
             return Reply(200, {"status": "ok"})
-        case "GET", ["checks", "virtual-hosts"]:
-            return Reply(200, {"status": "ok"})
-        case "GET", ["checks", "node-is-quorum-critical"] | ["checks", "node-is-mirror-sync-critical"]:
+        case "GET", ["node", node]:
+            admin.get_node(node)
             return Reply(200, {"status": "ok"})
     raise NotFoundError()
 
@@ -366,5 +397,5 @@ _HANDLERS = {
     "users": _users, "permissions": _permissions, "queues": _queues, "exchanges": _exchanges,
     "bindings": _bindings, "policies": _policies, "connections": _connections,
     "channels": _channels, "consumers": _consumers, "definitions": _definitions,
-    "health": _health, "aliveness-test": _aliveness,
+    "health": _health, "healthchecks": _healthchecks, "aliveness-test": _aliveness,
 }

@@ -17,7 +17,7 @@ from .messages import jsonable
 
 __all__ = ["queue_row", "exchange_row", "binding_row", "connection_row", "channel_row",
            "consumer_rows", "properties_key", "same_properties_key", "connection_name",
-           "channel_name"]
+           "channel_name", "TLS_KEYS"]
 
 
 def queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
@@ -128,6 +128,11 @@ def _local(session: Any) -> tuple[str, int]:
         return "", 0
 
 
+# Connection keys about TLS: null in listings, "" in /api/connections/NAME (as RabbitMQ 3.10).
+TLS_KEYS = ("ssl_protocol", "ssl_key_exchange", "ssl_cipher", "ssl_hash", "peer_cert_subject",
+            "peer_cert_issuer", "peer_cert_validity")
+
+
 def connection_row(session: Any, node: str, connected_at: int) -> dict:
     host, port = _local(session)
     conn = session.conn  # negotiated values after tune-ok
@@ -137,7 +142,7 @@ def connection_row(session: Any, node: str, connected_at: int) -> dict:
         "user": session.user,
         "user_who_performed_action": session.user,
         "vhost": session.vhost.name if session.vhost is not None else None,
-        "state": "running",
+        "state": session.info()["state"],  # "running", or "blocked" by a resource alarm
         "type": "network",
         "protocol": "AMQP 0-9-1",
         "auth_mechanism": "PLAIN",
@@ -146,6 +151,7 @@ def connection_row(session: Any, node: str, connected_at: int) -> dict:
         "peer_host": session.peer[0],
         "peer_port": session.peer[1] if len(session.peer) > 1 else 0,
         "ssl": False,
+        **dict.fromkeys(TLS_KEYS),  # no TLS listener: RabbitMQ lists these as null
         "channels": len(session.channels),
         "client_properties": jsonable(session.client_properties),
         "connected_at": connected_at,

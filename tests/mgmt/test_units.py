@@ -143,3 +143,22 @@ def test_channel_row_reads_only_the_public_channel_api():
     row = channel_row(session, _Ch(), "node")
     assert (row["number"], row["prefetch_count"], row["messages_unacknowledged"]) == (3, 5, 2)
     assert row["confirm"] is True and consumer_rows(session, _Ch(), "node") == []
+
+
+def test_paging_sorts_like_erlang_terms_and_validates():
+    from amqp_broker.mgmt.paging import PagingError, paginate
+
+    rows = [{"vhost": "/", "name": "b", "n": "x"}, {"vhost": "/", "name": "a", "n": 2},
+            {"vhost": "/", "name": "c"}, {"vhost": "/", "name": "d", "n": None}]
+    # numbers (a missing value counts as 0) < atoms (null) < strings
+    assert [r["name"] for r in paginate(rows, {"sort": "n"})] == ["c", "a", "d", "b"]
+    assert [r["name"] for r in paginate(rows, {"sort_reverse": "true"})] == ["d", "c", "b", "a"]
+    page = paginate(rows, {"page": "+2", "page_size": "3"})
+    assert [r["name"] for r in page["items"]] == ["d"] and page["page_count"] == 2
+    for query in ({"page": "1.5"}, {"page": " 1"}, {"page": "1", "page_size": "1e2"}):
+        try:
+            paginate(rows, query)
+        except PagingError as e:
+            assert (e.status, e.error, e.reason) == (400, "bad_request", "Pagination parameters are invalid")
+        else:
+            raise AssertionError(f"{query} accepted")
