@@ -36,6 +36,10 @@ class Settings:
     default_pass: str = "guest"
     # Users that may only log in from 127/8, ::1 (RabbitMQ's loopback_users).
     loopback_users: tuple[str, ...] = ("guest",)
+    # SASL ANONYMOUS logs in as this user (RabbitMQ 4.x: guest/guest, so loopback only by
+    # default); None: ANONYMOUS is not offered (RabbitMQ 3.x, or `anonymous_login_user = none`).
+    anonymous_login_user: str | None = "guest"
+    anonymous_login_pass: str = "guest"
     heartbeat: int = 60  # seconds proposed in connection.tune; 0 disables
     frame_max: int = 131072
     channel_max: int = 2047

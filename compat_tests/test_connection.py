@@ -151,3 +151,22 @@ def test_update_secret_is_answered_and_the_connection_carries_on(broker_url):
         raw.send(0, commands.Connection.UpdateSecret(new_secret="guest", reason="refresh"))
         assert raw.read_method().name == "Connection.UpdateSecretOk"
         raw.open_channel(1)
+
+
+@pytest.mark.rabbitmq4
+def test_anonymous_mechanism_is_offered_and_logs_in_as_guest_from_loopback(broker_url):
+    # RabbitMQ 4.x offers SASL ANONYMOUS (anonymous_login_user = guest by default, and guest is
+    # loopback-only); 4.2 lists "PLAIN AMQPLAIN ANONYMOUS".
+    with RawClient(broker_url) as raw:
+        reply = raw.handshake(mechanism="ANONYMOUS")
+        assert "ANONYMOUS" in raw.start.mechanisms.split()
+        assert reply.name == "Connection.OpenOk"
+        raw.open_channel(1)
+
+
+def test_anonymous_is_not_offered_by_rabbitmq3(broker_url, server_info):
+    if not server_info.is_rabbitmq3:
+        pytest.skip("RabbitMQ 3.x only: 4.x offers ANONYMOUS")
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        assert raw.start.mechanisms.split() == ["AMQPLAIN", "PLAIN"]

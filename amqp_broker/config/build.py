@@ -40,6 +40,7 @@ class Seen:
 _DIRECT = {
     "node_name": "node_name", "data_dir": "data_dir", "cluster_name": "cluster_name",
     "default_vhost": "default_vhost", "default_user": "default_user", "default_pass": "default_pass",
+    "anonymous_login_user": "anonymous_login_user", "anonymous_login_pass": "anonymous_login_pass",
     "heartbeat": "heartbeat", "frame_max": "frame_max", "channel_max": "channel_max",
     "max_message_size": "max_message_size", "consumer_timeout": "consumer_timeout",
     "connection_max": "connection_max", "queue_leader_locator": "queue_leader_locator",
@@ -110,6 +111,8 @@ def _version(seen: Seen, base: BrokerSettings) -> dict[str, Any]:
     if "compat_profile" in seen.exact:
         out["compat_profile"] = seen.exact["compat_profile"]
         out["version"] = PROFILES[out["compat_profile"]]
+        if out["compat_profile"] == "rabbitmq-3.10" and "anonymous_login_user" not in seen.exact:
+            out["anonymous_login_user"] = None  # 3.x has no SASL ANONYMOUS
     if "product.version" in seen.exact:
         out["version"] = seen.exact["product.version"]
     return out

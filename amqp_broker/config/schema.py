@@ -92,6 +92,8 @@ KEYS: dict[str, v.Converter] = {
     "default_permissions.write": _regex,
     "default_permissions.read": _regex,
     "default_user_tags.$tag": v.boolean,
+    "anonymous_login_user": lambda raw: None if raw == "none" else _non_empty(raw),
+    "anonymous_login_pass": v.text,
     "loopback_users": _none,
     "loopback_users.$user": v.boolean,
     "heartbeat": v.integer(0, 65535, "seconds"),

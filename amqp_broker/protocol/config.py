@@ -56,7 +56,7 @@ class ProtocolConfig:
 
     channel_max / frame_max / heartbeat: 0 means "no limit" / "no limit" / "disabled", as in the
     spec. frame_max must be 0 or >= 4096 (FRAME_MIN_SIZE). `mechanisms` may list only
-    PLAIN and AMQPLAIN (the ones the protocol layer can parse).
+    PLAIN, AMQPLAIN and ANONYMOUS (the ones the protocol layer can parse).
     """
 
     server_properties: dict = field(default_factory=default_server_properties)

@@ -1,4 +1,4 @@
-"""Parsing of the SASL responses in connection.start-ok (PLAIN and AMQPLAIN).
+"""Parsing of the SASL responses in connection.start-ok (PLAIN, AMQPLAIN and ANONYMOUS).
 
 Called by connection.py when start-ok arrives. Checking the credentials is the server's job
 (it receives a LoginRequest event); this module only extracts username and password.
@@ -12,15 +12,19 @@ from pamqp import decode
 
 __all__ = ["MECHANISMS", "parse_response"]
 
-MECHANISMS = ("PLAIN", "AMQPLAIN")
+MECHANISMS = ("PLAIN", "AMQPLAIN", "ANONYMOUS")
 
 
 def parse_response(mechanism: str, response: bytes) -> tuple[str, str]:
-    """Return (username, password); ValueError if the response is malformed."""
+    """Return (username, password); ValueError if the response is malformed. ANONYMOUS
+    carries no credentials (its optional trace is ignored): ("", ""), and the server logs
+    in its configured anonymous user."""
     if mechanism == "PLAIN":
         return _plain(response)
     if mechanism == "AMQPLAIN":
         return _amqplain(response)
+    if mechanism == "ANONYMOUS":
+        return "", ""
     raise ValueError(f"unsupported mechanism {mechanism!r}")
 
 

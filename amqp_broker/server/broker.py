@@ -51,6 +51,8 @@ class Broker:
         props["capabilities"]["consumer_priorities"] = True
         self.protocol_config = ProtocolConfig(
             server_properties=props,
+            # in RabbitMQ 4.2's order; ANONYMOUS only when a user is configured for it
+            mechanisms="PLAIN AMQPLAIN ANONYMOUS" if settings.anonymous_login_user else "PLAIN AMQPLAIN",
             channel_max=settings.channel_max,
             frame_max=settings.frame_max,
             heartbeat=settings.heartbeat,

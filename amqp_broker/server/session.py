@@ -284,11 +284,15 @@ class Session:
         self.client_properties = ev.client_properties or {}
         caps = self.client_properties.get("capabilities")
         self.capabilities = caps if isinstance(caps, dict) else {}
-        if self.broker.authenticate(ev.username, ev.password, self.peer):
-            self.user = ev.username
+        username, password = ev.username, ev.password
+        if ev.mechanism == "ANONYMOUS":  # offered only when a user is configured for it
+            username = self.settings.anonymous_login_user or ""
+            password = self.settings.anonymous_login_pass
+        if self.broker.authenticate(username, password, self.peer):
+            self.user = username
             self.conn.accept_login()
         else:
-            _log.warning("%s: login refused for user %r", self.name, ev.username)
+            _log.warning("%s: login refused for user %r (%s)", self.name, username, ev.mechanism)
             self.conn.refuse_login()
 
     def _on_open(self, ev: OpenRequest) -> None:

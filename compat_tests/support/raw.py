@@ -120,15 +120,17 @@ class RawClient:
     # -- handshake -----------------------------------------------------------------------------
 
     def handshake(self, *, vhost: str | None = None, tune_ok: dict | None = None,
-                  capabilities: dict | None = None):
-        """Header, start-ok (PLAIN), tune-ok (echoing the server's tune unless overridden), open.
+                  capabilities: dict | None = None, mechanism: str = "PLAIN"):
+        """Header, start-ok (PLAIN with the URL's credentials, or ANONYMOUS with an empty
+        response), tune-ok (echoing the server's tune unless overridden), open.
         Returns the reply to connection.open (OpenOk or Close)."""
         self.send_raw(frame.marshal(header.ProtocolHeader(), 0))
         self.start = self.read_method(commands.Connection.Start)
         caps = capabilities if capabilities is not None else {"authentication_failure_close": True}
         self.send(0, commands.Connection.StartOk(
             client_properties={"product": "compat-raw", "capabilities": caps},
-            mechanism="PLAIN", response=f"\0{self.user}\0{self.password}"))
+            mechanism=mechanism,
+            response=f"\0{self.user}\0{self.password}" if mechanism == "PLAIN" else ""))
         self.tune = self.read_method()
         if not isinstance(self.tune, commands.Connection.Tune):
             return self.tune

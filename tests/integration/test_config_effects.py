@@ -103,3 +103,16 @@ def test_keys_that_would_change_nothing_stop_the_start(tmp_path, line, says):
         b.start()
     assert says in str(info.value)
     assert b.stop() not in (None, 0)  # it exited on its own, with an error status
+
+
+@pytest.mark.parametrize("line", ["anonymous_login_user = none", "compat_profile = rabbitmq-3.10"])
+def test_anonymous_is_not_offered_when_configured_off(tmp_path, line):
+    from compat_tests.support.raw import RawClient
+
+    b = Broker(tmp_path, management=False, config=line + "\n").start()
+    try:
+        with RawClient(b.url) as raw:
+            raw.handshake()
+            assert "ANONYMOUS" not in raw.start.mechanisms.split()
+    finally:
+        b.stop()
