@@ -13,7 +13,8 @@ import datetime
 import decimal
 from typing import Any, Mapping
 
-__all__ = ["Long", "describe_value", "type_name", "values_equal"]
+__all__ = ["Long", "args_equivalent", "describe_mismatch", "describe_value", "type_name",
+           "values_equal"]
 
 
 class Long(int):
@@ -33,13 +34,18 @@ class Long(int):
 def type_name(value: Any) -> str:
     """The AMQP field type RabbitMQ names for a decoded value (in its error texts): a ``str``
     or ``bytes`` (pamqp leaves a non-UTF-8 long string as bytes) is a longstr, a ``bytearray``
-    the 'x' byte array; anything unknown is a binary."""
+    the 'x' byte array; anything unknown is a binary.
+
+    pamqp's decoder drops the wire type of integers. An int in the signed 32-bit range is named
+    'signedint' ('I'), a larger one (or a `Long`) 'long' ('l'): what pika, py-amqp (kombu) and
+    the Java client send. A client that sends the smallest type (pamqp, i.e. aio-pika, sends 5
+    as a 'b' byte) would see RabbitMQ say 'byte' where this says 'signedint'."""
     if value is None:
         return "void"
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):
-        return "long"
+        return "signedint" if -2**31 <= value < 2**31 and type(value) is not Long else "long"
     if isinstance(value, float):
         return "double"
     if isinstance(value, decimal.Decimal):
@@ -58,11 +64,44 @@ def type_name(value: Any) -> str:
 
 
 def describe_value(value: Any) -> str:
-    """rabbit_misc:val/1 as in "received ... but current is ...": "none", or
-    "the value 'V' of type 'T'"."""
+    """rabbit_misc:val/1 of a field that only one side has, as in "received ... but current
+    is ...": "none", or "the value 'V' of type 'T'"."""
     if value is None:
         return "none"
-    return f"the value '{value}' of type '{type_name(value)}'"
+    return f"the value '{_erlang_text(value)}' of type '{type_name(value)}'"
+
+
+def describe_mismatch(received: Any, current: Any) -> str:
+    """The tail of RabbitMQ's "inequivalent arg" text: "received '6' but current is '5'" when
+    both sides have the field (bare values), else with `describe_value`'s "none" / "the value
+    'V' of type 'T'" (rabbit_misc:equivalence_fail). Used for queue and exchange arguments."""
+    if received is not None and current is not None:
+        return f"received '{_erlang_text(received)}' but current is '{_erlang_text(current)}'"
+    return f"received {describe_value(received)} but current is {describe_value(current)}"
+
+
+def args_equivalent(current: Any, received: Any) -> bool:
+    """rabbit_misc:assert_args_equivalence for one key (None = absent): both absent, or the
+    same type class (all integer types are one class, float and double another; str and bytes
+    are both longstr) and equal values."""
+    if current is None or received is None:
+        return current is None and received is None
+    return _type_class(current) == _type_class(received) and values_equal(current, received)
+
+
+def _type_class(value: Any) -> str:
+    if isinstance(value, (int, decimal.Decimal)) and not isinstance(value, bool):
+        return "int"
+    return type_name(value)
+
+
+def _erlang_text(value: Any) -> str:
+    """How RabbitMQ's ~ts / ~tp prints a field value in these texts."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
 
 
 def values_equal(a: Any, b: Any) -> bool:

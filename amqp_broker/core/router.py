@@ -23,9 +23,9 @@ from typing import Any, Callable, Iterable, Mapping
 from .bindings import EXCHANGE, QUEUE, Binding, Dest
 from .errors import AccessRefused, AMQPError, CommandInvalid, NotFound, PreconditionFailed
 from .exchanges import ALTERNATE_EXCHANGE_ARG, EXCHANGE_TYPES, DefaultExchange, Exchange, make_exchange
-from .fieldtypes import describe_value, type_name, values_equal
+from .fieldtypes import args_equivalent, describe_mismatch, type_name
 
-__all__ = ["Topology", "Unbound", "routing_keys", "STANDARD_EXCHANGES"]
+__all__ = ["Topology", "Unbound", "check_routing_headers", "routing_keys", "STANDARD_EXCHANGES"]
 
 # Declared in every vhost, durable (amq.rabbitmq.trace is not provided).
 STANDARD_EXCHANGES: tuple[tuple[str, str], ...] = (
@@ -50,8 +50,9 @@ class Unbound:
 def routing_keys(routing_key: str, headers: Mapping[str, Any] | None, *, bcc: bool = True) -> list[str]:
     """The routing key followed by the sender-selected keys of the CC (and BCC) headers.
 
-    Only string entries of array values count; a header of another type is ignored (RabbitMQ 4
-    behaviour; 3.x refused such a message with 406).
+    Only string entries of array values count (RabbitMQ ignores the others). A CC or BCC
+    header that is not an array is refused at publish (`check_routing_headers`); a stored or
+    dead-lettered message that has one is routed on its routing key alone.
     """
     keys = [routing_key]
     if headers:
@@ -60,6 +61,19 @@ def routing_keys(routing_key: str, headers: Mapping[str, Any] | None, *, bcc: bo
             if isinstance(v, (list, tuple)):
                 keys.extend(k for k in v if isinstance(k, str))
     return keys
+
+
+def check_routing_headers(headers: Mapping[str, Any]) -> None:
+    """rabbit_basic:header_routes: a CC or BCC header must be an array, else the publish is
+    refused with 406 "invalid message: {unacceptable_type_in_header,"CC",longstr}" (3.10 and
+    4.x alike). Called by the channel for a published message that has either header."""
+    for h in ("CC", "BCC"):
+        if h not in headers:
+            continue
+        v = headers[h]
+        if not isinstance(v, (list, tuple)):
+            raise PreconditionFailed(
+                f'invalid message: {{unacceptable_type_in_header,"{h}",{type_name(v)}}}')
 
 
 class Topology:
@@ -187,12 +201,10 @@ class Topology:
                     f"received '{_atom(received)}' but current is '{_atom(current)}'"
                 )
         cur, new = x.arguments.get(ALTERNATE_EXCHANGE_ARG), args.get(ALTERNATE_EXCHANGE_ARG)
-        if not (cur is None and new is None) and not (
-            cur is not None and new is not None and values_equal(cur, new)
-        ):
+        if not args_equivalent(cur, new):
             raise PreconditionFailed(
                 f"inequivalent arg '{ALTERNATE_EXCHANGE_ARG}' for {where}: "
-                f"received {describe_value(new)} but current is {describe_value(cur)}"
+                f"{describe_mismatch(new, cur)}"
             )
 
     def delete_exchange(self, name: str, if_unused: bool = False) -> list[str]:

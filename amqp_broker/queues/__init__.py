@@ -6,9 +6,12 @@ from amqp_broker.queues.arguments import (
     OVERFLOW_DROP_HEAD,
     OVERFLOW_REJECT_PUBLISH,
     OVERFLOW_REJECT_PUBLISH_DLX,
-    parse_consumer_priority,
     check_dead_letter_exchange_type,
+    check_declare_arguments,
+    check_server_named,
+    parse_consumer_priority,
     parse_queue_arguments,
+    queue_type_of,
 )
 from amqp_broker.queues.base import (
     REASON_DELIVERY_LIMIT,
@@ -35,6 +38,9 @@ __all__ = [
     "OVERFLOW_REJECT_PUBLISH_DLX",
     "parse_consumer_priority",
     "check_dead_letter_exchange_type",
+    "check_declare_arguments",
+    "check_server_named",
+    "queue_type_of",
     "parse_queue_arguments",
     "queue_key",
     "Consumer",

@@ -22,6 +22,7 @@ from amqp_broker.core.errors import (
     NotImplemented_,
     PreconditionFailed,
 )
+from amqp_broker.core.router import check_routing_headers
 from amqp_broker.protocol.properties import (
     decode_properties,
     encode_properties,
@@ -100,9 +101,15 @@ class Channel:
             text = peek_expiration(props)
             raise PreconditionFailed(format_after(
                 f"invalid expiration '{text}': ", expiration_error(text))).with_method(*_PUBLISH)
+        headers = msg.headers if msg.headers_offset >= 0 else None
+        if headers and ("CC" in headers or "BCC" in headers):
+            try:
+                check_routing_headers(headers)
+            except AMQPError as err:
+                raise err.with_method(*_PUBLISH)
         if props and props[1] & 0x10:  # user_id flag: must match the authenticated user
             self._check_user_id(props)
-        if msg.headers_offset >= 0 and "BCC" in msg.headers:
+        if headers and "BCC" in headers:
             msg = self._strip_bcc(msg)
         self.access.basic_publish(ev.exchange)
         vhost = self.vhost

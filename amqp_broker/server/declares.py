@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from pamqp import commands as C
 
 from amqp_broker.core.bindings import Dest
+from amqp_broker.queues import check_server_named
 from .reply_to import REPLY_TO
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
         return
     server_named = not name and not m.passive
     if server_named:
+        check_server_named(m.arguments)
         name = ch.broker.new_name("amq.gen-")
     elif not name:
         name = _queue_name(ch, name)

@@ -13,10 +13,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from amqp_broker.core.bindings import Dest
-from amqp_broker.core.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
-from amqp_broker.core.fieldtypes import describe_value, values_equal
+from amqp_broker.core.errors import (
+    AccessRefused, CommandInvalid, NotFound, NotImplemented_, PreconditionFailed, ResourceLocked,
+)
+from amqp_broker.core.fieldtypes import args_equivalent, describe_mismatch
 from amqp_broker.core.router import Topology
-from amqp_broker.queues import check_dead_letter_exchange_type
+from amqp_broker.queues import check_dead_letter_exchange_type, check_declare_arguments, queue_type_of
 from amqp_broker.queues.classic import ClassicQueue
 
 from .queue_runtime import JournalTap, QueueRuntime
@@ -58,6 +60,8 @@ class VHost:
         # An unknown exchange type: 406 channel error in 4.x, 503 connection error in 3.10.
         profile = getattr(broker.settings, "compat_profile", "rabbitmq-4.2")
         unknown = CommandInvalid if profile == "rabbitmq-3.10" else PreconditionFailed
+        # 4.x stores x-queue-type on every queue (absent = "classic"); 3.10 compares as sent.
+        self._default_queue_type = None if profile == "rabbitmq-3.10" else "classic"
         self.topology = Topology(name, unknown_type_error=unknown)
         self.queues: dict[str, QueueRuntime] = {}
 
@@ -107,7 +111,8 @@ class VHost:
         if name.startswith("amq.") and not server_named:
             raise AccessRefused(f"queue name '{name}' contains reserved prefix 'amq.*'")
         check_dead_letter_exchange_type(name, self.name, arguments)
-        if arguments.get("x-queue-type") == "quorum":
+        check_declare_arguments(name, self.name, arguments)
+        if queue_type_of(arguments) == "quorum":
             self._check_quorum_properties(name, durable, exclusive, auto_delete)
         return self.create_queue(name, durable=durable, exclusive=exclusive,
                                  auto_delete=auto_delete, arguments=arguments,
@@ -115,7 +120,7 @@ class VHost:
 
     def create_queue(self, name: str, *, durable: bool, exclusive: bool, auto_delete: bool,
                      arguments: dict, owner: "Session | None", persist: bool = True) -> QueueRuntime:
-        factory = self.broker.queue_factories.get(str(arguments.get("x-queue-type") or "classic"))
+        factory = self.broker.queue_factories.get(queue_type_of(arguments))
         if factory is not None:
             # Another queue type (e.g. the quorum adapter) owns its own persistence and confirms.
             tap = None
@@ -161,13 +166,10 @@ class VHost:
         probe = {k: arguments.get(k) for k in _RELAXED_ARGS}
         for key in _RELAXED_ARGS:
             cur, new = saved[key], probe[key]
-            if cur is None and new is None:
-                continue
-            if cur is not None and new is not None and values_equal(cur, new):
-                continue
-            raise PreconditionFailed(
-                f"inequivalent arg '{key}' for queue '{rt.name}' in vhost '{self.name}': "
-                f"received {describe_value(new)} but current is {describe_value(cur)}")
+            if not args_equivalent(cur, new):
+                raise PreconditionFailed(
+                    f"inequivalent arg '{key}' for queue '{rt.name}' in vhost '{self.name}': "
+                    f"{describe_mismatch(new, cur)}")
 
     def _check_equivalent(self, rt: QueueRuntime, durable: bool, exclusive: bool,
                           auto_delete: bool, arguments: dict) -> None:
@@ -181,20 +183,25 @@ class VHost:
         for key in _EQUIV_ARGS:
             cur, new = cur_args.get(key), arguments.get(key)
             if key == "x-queue-type":
-                cur = cur or "classic"
-                new = new or "classic"
-            if cur is None and new is None:
-                continue
-            if cur is not None and new is not None and values_equal(cur, new):
-                continue
-            raise PreconditionFailed(f"inequivalent arg '{key}' for {where}: received "
-                                     f"{describe_value(new)} but current is {describe_value(cur)}")
+                cur = cur or self._default_queue_type
+                new = new or self._default_queue_type
+                if {cur, new} <= {None, "classic", b"classic"}:
+                    continue  # absent == classic in 3.10 too (rabbit_misc special case)
+            if not args_equivalent(cur, new):
+                raise PreconditionFailed(f"inequivalent arg '{key}' for {where}: "
+                                         f"{describe_mismatch(new, cur)}")
 
     def delete_queue(self, session: "Session", name: str, if_unused: bool, if_empty: bool) -> int:
         rt = self.queues.get(name)
         if rt is None:
             return 0  # idempotent, as the spec says
         self._check_owner(rt, session)
+        if rt.queue_type == "quorum" and (if_unused or if_empty):
+            # rabbit_quorum_queue:delete/4 (3.10 to 4.2): a connection error, whatever the state.
+            flag = "if-unused" if if_unused else "if-empty"
+            raise NotImplemented_(
+                f"cannot delete queue '{name}' in vhost '{self.name}'. queue.delete operations "
+                f"with {flag} flag set are not supported by quorum queues")
         if if_unused and rt.consumer_count:
             raise PreconditionFailed(f"queue '{name}' in vhost '{self.name}' in use")
         if if_empty and rt.message_count:
@@ -239,6 +246,7 @@ class VHost:
 
     def bind(self, session: "Session", source: str, dest: Dest, routing_key: str,
              arguments: dict) -> None:
+        self.topology.get_exchange(source)  # RabbitMQ reports a missing source first (404)
         if dest.is_queue:
             rt = self.queues.get(dest.name)
             if rt is None:

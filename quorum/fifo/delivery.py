@@ -13,7 +13,7 @@ from .effects import ConsumerActive, Deliver, Delivery, ReleaseCursor, SetTimer
 from .messages import Message
 from .state import QueueState, active_consumer
 
-__all__ = ["deliver", "enforce_limits", "over_limit", "return_msgs", "complete",
+__all__ = ["deliver", "enforce_limits", "over_limit", "update_publish_block", "return_msgs", "complete",
            "update_or_remove", "activate_next", "sort_waiting", "finish", "delivery_of",
            "is_unused", "remove_consumer", "add_waiting", "next_timer"]
 
@@ -84,6 +84,32 @@ def over_limit(q: QueueState) -> bool:
     if cfg.max_length is not None and len(q.ready) + len(q.dlx) > cfg.max_length:
         return True
     return cfg.max_bytes is not None and q.ready.bytes + q.dlx.bytes > cfg.max_bytes
+
+
+_LOW_LIMIT = 0.8  # rabbit_fifo ?LOW_LIMIT: reject-publish lifts below 80% of the limits
+
+
+def update_publish_block(q: QueueState) -> bool:
+    """overflow reject-publish as rabbit_fifo's evaluate_limit: publishing is blocked once the
+    queue is over its limits (so it may hold max-length + 1) and stays blocked until ready plus
+    held dead letters fall to 80% of them (rounded down). Returns the (new) blocked state;
+    called at the end of every command (`finish`) and before an enqueue."""
+    cfg = q.config
+    if cfg.max_length is None and cfg.max_bytes is None or cfg.drops_head:
+        q.publish_blocked = False
+        return False
+    if not q.publish_blocked:
+        q.publish_blocked = over_limit(q)
+    elif _below_soft_limit(q):
+        q.publish_blocked = False
+    return q.publish_blocked
+
+
+def _below_soft_limit(q: QueueState) -> bool:
+    cfg = q.config
+    if cfg.max_length is not None and len(q.ready) + len(q.dlx) > int(cfg.max_length * _LOW_LIMIT):
+        return False
+    return cfg.max_bytes is None or q.ready.bytes + q.dlx.bytes <= int(cfg.max_bytes * _LOW_LIMIT)
 
 
 def enforce_limits(q: QueueState, effects: list) -> None:
@@ -230,6 +256,8 @@ def next_timer(q: QueueState) -> int | None:
 def finish(meta: Meta, q: QueueState, effects: list) -> None:
     """Bookkeeping after each command: re-arm the timer and move the release cursor,
     emitting an effect only when either changed."""
+    if q.publish_blocked or q.config.max_length is not None or q.config.max_bytes is not None:
+        update_publish_block(q)
     at = next_timer(q)
     if at != q.timer_at:
         q.timer_at = at

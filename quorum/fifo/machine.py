@@ -14,8 +14,8 @@ from .commands import (UNLIMITED_PREFETCH, Cancel, Checkout, Command, ConsumerDo
                        Requeue, Return, Settle, Tick, UpdateConfig)
 from .consumers import CANCELLED, QUIESCING, SUSPECTED, UP, Consumer, Enqueuer
 from .delivery import (activate_next, add_waiting, complete, deliver, delivery_of,
-                       enforce_limits, finish, is_unused, over_limit, remove_consumer,
-                       return_msgs, sort_waiting, update_or_remove)
+                       enforce_limits, finish, is_unused, remove_consumer,
+                       return_msgs, sort_waiting, update_or_remove, update_publish_block)
 from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUPPORTED,
                       Applied, CancelReply, CheckoutReply, Confirm, CreditReply,
                       DequeueReply, Monitor, QueueExpired, RejectPublish)
@@ -60,9 +60,9 @@ def _enqueue(meta: Meta, cmd: Enqueue, q: QueueState) -> Applied:
         enq.next_seq = seq + 1
     cfg = q.config
     limited = cfg.max_length is not None or cfg.max_bytes is not None
-    if limited and not cfg.drops_head and over_limit(q):
-        # reject-publish: like RabbitMQ the check is "already over", so the queue may
-        # hold max-length + 1 (the seed says the limit is not exact)
+    if limited and update_publish_block(q):
+        # reject-publish: blocked once over the limits (the queue may hold max-length + 1),
+        # until back to 80% of them (`update_publish_block`)
         if tracked:
             effects.append(RejectPublish(pub, (seq,)))
         finish(meta, q, effects)

@@ -27,7 +27,8 @@ class QueueState:
     every message is in exactly one of ready, a consumer's checked_out or dlx.held;
     `live` holds exactly their log indexes; checked_bytes sums checked-out sizes."""
     __slots__ = ("config", "ready", "consumers", "waiting", "sq", "enqueuers", "dlx",
-                 "live", "checked_bytes", "last_active", "timer_at", "released")
+                 "live", "checked_bytes", "last_active", "timer_at", "released",
+                 "publish_blocked")
 
     def __init__(self, config: QueueConfig, created_ms: int | None = None) -> None:
         self.config = config.normalise()
@@ -44,6 +45,7 @@ class QueueState:
         self.last_active = created_ms      # for x-expires
         self.timer_at: int | None = None   # the last SetTimer emitted
         self.released: int | None = None   # the last ReleaseCursor.smallest_live emitted
+        self.publish_blocked = False       # reject-publish: refusing enqueues (delivery.py)
 
     # counts -----------------------------------------------------------------
     def messages_ready(self) -> int:
@@ -106,6 +108,7 @@ def snapshot(q: QueueState) -> bytes:
         q.dlx.to_wire(),
         q.live.live(),
         q.checked_bytes, q.last_active, q.timer_at, q.released,
+        q.publish_blocked,
     ])
 
 
@@ -125,6 +128,7 @@ def restore(data: bytes) -> QueueState:
     q.dlx = DlxState.from_wire(w[7])
     q.live = LiveIndexes(w[8])
     q.checked_bytes, q.last_active, q.timer_at, q.released = w[9:13]
+    q.publish_blocked = bool(w[13]) if len(w) > 13 else False  # absent in older snapshots
     return q
 
 

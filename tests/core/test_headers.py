@@ -87,7 +87,7 @@ def test_routing_key_is_ignored():
     [
         ("bogus", "PRECONDITION_FAILED - Invalid x-match field value <<\"bogus\">>; "
                   "expected all, any, all-with-x, or any-with-x"),
-        (5, "PRECONDITION_FAILED - Invalid x-match field type long (value 5); expected longstr"),
+        (5, "PRECONDITION_FAILED - Invalid x-match field type signedint (value 5); expected longstr"),
     ],
 )
 def test_invalid_x_match_refused(mode, text):

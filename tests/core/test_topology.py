@@ -109,7 +109,7 @@ def test_unknown_type_compat_profiles():
 
 def test_bad_alternate_exchange_type(topo):
     _raises(PreconditionFailed,
-            "PRECONDITION_FAILED - invalid type 'long' for arg 'alternate-exchange' in exchange 'e' in vhost '/'",
+            "PRECONDITION_FAILED - invalid type 'signedint' for arg 'alternate-exchange' in exchange 'e' in vhost '/'",
             topo.declare_exchange, "e", "direct", arguments={"alternate-exchange": 5})
 
 

@@ -114,7 +114,7 @@ def materialise(h: Harness, op: tuple, seqs: dict):
     raise AssertionError(op)
 
 
-def _account(h: Harness, led: Ledger, cmd, a, before_ready: list[int], pre_over: bool,
+def _account(h: Harness, led: Ledger, cmd, a, before_ready: list[int], pre_blocked: bool,
              was_alo: bool) -> None:
     meta_index = h.index
     limit = h.q.config.delivery_limit
@@ -123,9 +123,9 @@ def _account(h: Harness, led: Ledger, cmd, a, before_ready: list[int], pre_over:
             led.alive[meta_index] = None
             led.hi[meta_index] = cmd.priority is not None and cmd.priority > 4
             if not h.q.config.drops_head:
-                assert not pre_over, "accepted while over the limit"
+                assert not pre_blocked, "accepted while publishing is blocked"
         elif a.reply == REJECTED:
-            assert pre_over, "rejected while within the limits"
+            assert pre_blocked, "rejected while publishing is not blocked"
         else:
             assert a.reply in (DUPLICATE, OUT_OF_SEQUENCE)
     if isinstance(cmd, (Settle,)):
@@ -218,8 +218,24 @@ def check(h: Harness, led: Ledger) -> None:
     assert len(q.sq) == sum(1 for c in q.consumers.values() if c.in_sq)
 
 
+def _reject_publish_blocked(q, blocked: bool) -> bool:
+    """The model of overflow reject-publish (rabbit_fifo): blocked once over the limits,
+    unblocked only at or below 80% of them (rounded down)."""
+    cfg = q.config
+    if (cfg.max_length is None and cfg.max_bytes is None) or cfg.drops_head:
+        return False
+    n, b = len(q.ready) + len(q.dlx), q.ready.bytes + q.dlx.bytes
+    if not blocked:
+        return ((cfg.max_length is not None and n > cfg.max_length)
+                or (cfg.max_bytes is not None and b > cfg.max_bytes))
+    soft = ((cfg.max_length is None or n <= int(cfg.max_length * 0.8))
+            and (cfg.max_bytes is None or b <= int(cfg.max_bytes * 0.8)))
+    return not soft
+
+
 def run(config: QueueConfig, ops: list[tuple]) -> tuple[Harness, list]:
     h = Harness(config, ts=0)
+    blocked = False
     led = Ledger()
     seqs: dict = {}
     applied = []
@@ -227,16 +243,13 @@ def run(config: QueueConfig, ops: list[tuple]) -> tuple[Harness, list]:
     for step, (dt, op) in enumerate(ops):
         cmd = materialise(h, op, seqs)
         before_ready = [m.index for m in (*h.q.ready.returns, *h.q.ready.hi, *h.q.ready.lo)]
-        cfg = h.q.config
-        pre_over = (cfg.max_length is not None
-                    and len(h.q.ready) + len(h.q.dlx) > cfg.max_length) or \
-            (cfg.max_bytes is not None and h.q.ready.bytes + h.q.dlx.bytes > cfg.max_bytes)
+        blocked = _reject_publish_blocked(h.q, blocked)
         was_alo = h.q.config.at_least_once
         a = h(cmd, h.ts + dt)
         led.note_limit(h.q.config.delivery_limit)
         applied.append(a)
         try:
-            _account(h, led, cmd, a, before_ready, pre_over, was_alo)
+            _account(h, led, cmd, a, before_ready, blocked, was_alo)
             check(h, led)
         except AssertionError as e:
             raise AssertionError(f"step {step}: {cmd}: {e}") from e

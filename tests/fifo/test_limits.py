@@ -1,7 +1,7 @@
 """x-max-length / x-max-length-bytes with overflow drop-head, reject-publish and
 reject-publish-dlx (treated as drop-head)."""
-from quorum.fifo import (REJECTED, Checkout, Confirm, DeadLetter, QueueConfig, RejectPublish,
-                         Settle, UpdateConfig)
+from quorum.fifo import (REJECTED, Checkout, Confirm, DeadLetter, Dequeue, QueueConfig,
+                         RejectPublish, Settle, UpdateConfig, restore, snapshot)
 
 from .harness import C1, Harness, effects
 
@@ -48,6 +48,22 @@ def test_reject_publish_accepts_again_once_consumed():
     h(Checkout(C1, prefetch=10))
     h(Settle(C1, (0, 1)))
     assert h.publish()[0].reply == "ok"
+
+
+def test_reject_publish_stays_blocked_until_80_percent():
+    # RabbitMQ 3.10 (measured): max-length 2, m1..m3 confirmed, m4 nacked; after one get m5
+    # is still nacked (2 ready > 1 = 80% of 2); after another get m6 is accepted.
+    h = Harness(QueueConfig(max_length=2, overflow="reject-publish"))
+    assert [a.reply for a in h.publish(4)] == ["ok", "ok", "ok", REJECTED]
+    h(Checkout(C1, prefetch=10))   # takes all three: 0 ready, unblocked at once
+    assert h.publish()[0].reply == "ok"
+    h2 = Harness(QueueConfig(max_length=2, overflow="reject-publish"))
+    h2.publish(3)
+    h2(Dequeue(C1, settled=True))
+    assert h2.q.publish_blocked and h2.publish()[0].reply == REJECTED
+    h2(Dequeue(C1, settled=True))
+    assert not h2.q.publish_blocked and h2.publish()[0].reply == "ok"
+    assert restore(snapshot(h2.q)).publish_blocked == h2.q.publish_blocked
 
 
 def test_reject_publish_dlx_behaves_as_drop_head():

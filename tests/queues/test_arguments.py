@@ -8,6 +8,8 @@ from amqp_broker.core.policies import QueueSettings
 from amqp_broker.queues import (
     ClassicQueue,
     check_dead_letter_exchange_type,
+    check_declare_arguments,
+    check_server_named,
     parse_consumer_priority,
     parse_queue_arguments,
 )
@@ -29,10 +31,16 @@ PREFIX = "PRECONDITION_FAILED - invalid arg '{}' for queue 'q' in vhost '/': "
         ("x-max-priority", 256, "{max_value_exceeded,256}"),
         ("x-max-priority", True, '"expected integer, got bool"'),
         ("x-overflow", "drop-tail", "invalid_overflow"),
-        ("x-overflow", 1, "{unacceptable_type,long}"),
-        ("x-single-active-consumer", 1, "{unacceptable_type,long}"),
-        ("x-dead-letter-exchange", 5, "{unacceptable_type,long}"),
+        ("x-overflow", 1, "{unacceptable_type,signedint}"),
+        ("x-single-active-consumer", 1, "{unacceptable_type,signedint}"),
+        ("x-single-active-consumer", 2**40, "{unacceptable_type,long}"),
+        ("x-dead-letter-exchange", 5, "{unacceptable_type,signedint}"),
         ("x-queue-type", "fancy", "\"unsupported queue type 'fancy'\""),
+        ("x-queue-type", "stream",
+         "\"unsupported queue type 'stream': streams are not supported by this broker\""),
+        ("x-queue-mode", "bogus", "\"unsupported queue mode 'bogus'\""),
+        ("x-queue-mode", 5, "{unacceptable_type,signedint}"),
+        ("x-queue-version", 3, "\"unsupported queue version '3'\""),
     ],
 )
 def test_invalid_declare_args(key, value, why):
@@ -40,6 +48,59 @@ def test_invalid_declare_args(key, value, why):
         ClassicQueue("q", "/", arguments={key: value})
     assert err.value.reply_code == 406
     assert err.value.reply_text == PREFIX.format(key) + why
+
+
+@pytest.mark.parametrize(
+    "args, key, why",
+    [
+        ({"x-queue-type": "quorum", "x-dead-letter-strategy": "bogus"}, "x-dead-letter-strategy",
+         "invalid_dlx_strategy"),
+        ({"x-queue-type": "quorum", "x-dead-letter-strategy": 1}, "x-dead-letter-strategy",
+         "{unacceptable_type,signedint}"),
+        ({"x-queue-type": "quorum", "x-quorum-initial-group-size": 0},
+         "x-quorum-initial-group-size", "{value_zero,0}"),
+    ],
+)
+def test_invalid_quorum_args(args, key, why):
+    with pytest.raises(PreconditionFailed) as err:
+        check_declare_arguments("q", "/", args)
+    assert err.value.reply_text == PREFIX.format(key) + why
+
+
+@pytest.mark.parametrize(
+    "args, key, module",
+    [
+        ({"x-queue-type": "quorum", "x-queue-mode": "lazy"}, "x-queue-mode", "rabbit_quorum_queue"),
+        ({"x-queue-type": "quorum", "x-max-priority": 5}, "x-max-priority", "rabbit_quorum_queue"),
+        ({"x-dead-letter-strategy": "at-least-once"}, "x-dead-letter-strategy",
+         "rabbit_classic_queue"),
+        ({"x-queue-type": "classic", "x-delivery-limit": 3}, "x-delivery-limit",
+         "rabbit_classic_queue"),
+        ({"x-max-age": "1D"}, "x-max-age", "rabbit_classic_queue"),
+    ],
+)
+def test_argument_of_another_queue_type(args, key, module):
+    with pytest.raises(PreconditionFailed) as err:
+        check_declare_arguments("q", "/", args)
+    assert err.value.reply_text == (f"PRECONDITION_FAILED - invalid arg '{key}' for queue 'q' in "
+                                    f"vhost '/' of queue type {module}")
+
+
+def test_value_checked_before_other_types_arguments():
+    with pytest.raises(PreconditionFailed) as err:
+        check_declare_arguments("q", "/", {"x-queue-mode": "lazy", "x-max-length": -1})
+    assert err.value.reply_text == PREFIX.format("x-max-length") + "{value_negative,-1}"
+
+
+@pytest.mark.parametrize("qtype, module", [("quorum", "rabbit_quorum_queue"),
+                                           ("stream", "rabbit_stream_queue")])
+def test_server_named_only_classic(qtype, module):
+    check_server_named(None)
+    check_server_named({"x-queue-type": "classic"})
+    with pytest.raises(PreconditionFailed) as err:
+        check_server_named({"x-queue-type": qtype})
+    assert err.value.reply_text == ("PRECONDITION_FAILED - Cannot declare a server-named queue "
+                                    f"for type {module}")
 
 
 def test_dlrk_without_dlx():
