@@ -12,16 +12,18 @@ RabbitMQ), decided from the server-properties of connection.start.
 
 from __future__ import annotations
 
+import functools
 import os
-import urllib.parse
 import time
+import urllib.parse
 
 import httpx
 import kombu
 import pika
 import pytest
 
-from compat_tests.support import LaunchError, Names, ServerInfo, launch_our_broker, probe_server, run_aio
+from compat_tests.support import (LaunchError, Names, ServerInfo, launch_our_broker, pika_connections,
+                                  pika_parameters, probe_server, run_aio)
 
 _TEST_TIMEOUT = 60  # seconds per test unless the test says otherwise
 
@@ -95,33 +97,15 @@ def _skip_by_server(request, server_info):
 @pytest.fixture
 def pika_params(broker_url):
     """A factory of pika.URLParameters for the broker, with keyword overrides."""
-    def _make(**overrides) -> pika.URLParameters:
-        params = pika.URLParameters(broker_url)
-        params.connection_attempts = 1
-        for key, value in overrides.items():
-            setattr(params, key, value)
-        return params
-    return _make
+    return functools.partial(pika_parameters, broker_url)
 
 
 @pytest.fixture
-def pika_connect(pika_params):
+def pika_connect(broker_url):
     """Open pika BlockingConnections (keyword overrides go to the parameters); all are closed
     after the test."""
-    opened: list[pika.BlockingConnection] = []
-
-    def _connect(**overrides) -> pika.BlockingConnection:
-        conn = pika.BlockingConnection(pika_params(**overrides))
-        opened.append(conn)
-        return conn
-
-    yield _connect
-    for conn in opened:
-        if conn.is_open:
-            try:
-                conn.close()
-            except Exception:  # already closing after a broker error
-                pass
+    with pika_connections() as connect:
+        yield functools.partial(connect, broker_url)
 
 
 @pytest.fixture
@@ -132,6 +116,16 @@ def conn(pika_connect) -> pika.BlockingConnection:
 @pytest.fixture
 def ch(conn):
     return conn.channel()
+
+
+@pytest.fixture
+def confirm_ch(conn):
+    """A channel in confirm mode: each basic_publish returns once the broker has routed (and
+    confirmed) the message, so counts and orders observed afterwards do not race the publishes;
+    an unroutable mandatory publish raises UnroutableError, a nack NackError."""
+    channel = conn.channel()
+    channel.confirm_delivery()
+    return channel
 
 
 @pytest.fixture

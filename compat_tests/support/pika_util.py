@@ -1,20 +1,57 @@
-"""Small polling helpers for pika BlockingConnection tests.
+"""pika BlockingConnection helpers: opening connections that are closed after the test, and
+small polling helpers.
 
-No fixed sleeps: each helper polls the connection with a deadline so tests stay fast on a quick
-broker and still pass on a slow one.  Called by the pika-based test modules.
+`pika_parameters` / `pika_connections` are the one way the pika fixtures of compat_tests/,
+tests/integration/ and tests/mgmt/ open connections.  No fixed sleeps: each polling helper pumps
+the connection with a deadline so tests stay fast on a quick broker and still pass on a slow one.
+Called by the conftests and the pika-based test modules.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import pika
 import pika.exceptions
 import pytest
 
 DEFAULT_TIMEOUT = 10.0
+
+
+def pika_parameters(url: str, **overrides) -> pika.URLParameters:
+    """URLParameters for `url` with a single connection attempt (a broker that does not answer
+    fails the test at once); keyword overrides set any other attribute (heartbeat=,
+    credentials=, virtual_host=, ...)."""
+    params = pika.URLParameters(url)
+    params.connection_attempts = 1
+    for key, value in overrides.items():
+        setattr(params, key, value)
+    return params
+
+
+@contextlib.contextmanager
+def pika_connections() -> Iterator[Callable[..., pika.BlockingConnection]]:
+    """Yields `connect(url, **overrides)`, which opens a BlockingConnection with
+    `pika_parameters(url, **overrides)`; every connection still open is closed on exit (errors
+    from a connection the broker is already closing are ignored)."""
+    opened: list[pika.BlockingConnection] = []
+
+    def connect(url: str, **overrides) -> pika.BlockingConnection:
+        conn = pika.BlockingConnection(pika_parameters(url, **overrides))
+        opened.append(conn)
+        return conn
+
+    try:
+        yield connect
+    finally:
+        for conn in opened:
+            if conn.is_open:
+                try:
+                    conn.close()
+                except pika.exceptions.AMQPError:  # already closing after a broker error
+                    pass
 
 
 def roundtrip(ch) -> None:
