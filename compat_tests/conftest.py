@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import time
 import urllib.parse
+import uuid
 
 import httpx
 import kombu
@@ -126,6 +128,30 @@ def confirm_ch(conn):
     channel = conn.channel()
     channel.confirm_delivery()
     return channel
+
+
+@pytest.fixture
+def restricted_conn(api, broker_url):
+    """`restricted_conn(prefix)` adds a user (password "pw") who may configure, write and read in
+    vhost "/" only the resources whose names start with `prefix`, and returns (user, a pika
+    connection as that user).  After the test the connections are closed and the users deleted
+    (over the management API, so skipped without one)."""
+    vhost = urllib.parse.quote("/", safe="")
+    users: list[str] = []
+    with pika_connections() as connect:
+        def _open(prefix: str) -> tuple[str, pika.BlockingConnection]:
+            user = f"compat-user-{uuid.uuid4().hex[:8]}"
+            created = api.put(f"/users/{user}", json={"password": "pw", "tags": ""})
+            assert created.status_code in (201, 204), created.text
+            users.append(user)
+            pattern = "^" + re.escape(prefix)
+            perms = {"configure": pattern, "write": pattern, "read": pattern}
+            set_perms = api.put(f"/permissions/{vhost}/{user}", json=perms)
+            assert set_perms.status_code in (201, 204), set_perms.text
+            return user, connect(broker_url, credentials=pika.PlainCredentials(user, "pw"))
+        yield _open
+    for user in users:
+        api.delete(f"/users/{user}")
 
 
 @pytest.fixture

@@ -6,13 +6,12 @@ Policies are set over the management HTTP API with the `api` / `policy` fixtures
 `conftest.py` (which says how the API is found; without one the tests are skipped).
 """
 
-import urllib.parse
 
 import pika
 import pika.exceptions
 import pytest
 
-from compat_tests.support import get_n
+from compat_tests.support import channel_closed, get_n
 
 
 def _dlx(ch, names, kind="fanout", key=""):
@@ -142,28 +141,12 @@ def test_switching_overflow_to_drop_head_drops_held_messages(confirm_ch, names, 
     assert [b for _, _, b in get_n(confirm_ch, src, 2)] == [b"5", b"6"]
 
 
-def test_declare_with_dlx_needs_write_on_the_exchange(api, broker_url, names):
+def test_declare_with_dlx_needs_write_on_the_exchange(restricted_conn, names):
     """Seed 002: besides configure on the queue, read on it and write on the DLX."""
-    user = names.queue().replace("compat.", "dlxuser.", 1)
-    vhost = urllib.parse.quote("/", safe="")
-    assert api.put(f"/users/{user}", json={"password": "pw", "tags": ""}).status_code in (201, 204)
-    try:
-        perms = {"configure": "^dlxperm\\.", "write": "^dlxperm\\.", "read": "^dlxperm\\."}
-        assert api.put(f"/permissions/{vhost}/{user}", json=perms).status_code in (201, 204)
-        parts = urllib.parse.urlsplit(broker_url)
-        params = pika.URLParameters(
-            f"amqp://{user}:pw@{parts.hostname}:{parts.port}/%2F")
-        conn = pika.BlockingConnection(params)
-        try:
-            ok, refused = "dlxperm." + user, "dlxperm.b." + user
-            names.track_queue(ok)
-            names.track_queue(refused)
-            conn.channel().queue_declare(ok, arguments={"x-dead-letter-exchange": "dlxperm.x"})
-            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as err:
-                conn.channel().queue_declare(refused,
-                                             arguments={"x-dead-letter-exchange": "other.x"})
-            assert err.value.reply_code == 403
-        finally:
-            conn.close()
-    finally:
-        api.delete(f"/users/{user}")
+    prefix = names.queue() + "."
+    user, conn = restricted_conn(prefix)
+    ok, refused = names.track_queue(prefix + "ok"), names.track_queue(prefix + "refused")
+    conn.channel().queue_declare(ok, arguments={"x-dead-letter-exchange": prefix + "x"})
+    with channel_closed(403, "ACCESS_REFUSED - access to exchange 'other.x' in vhost '/' "
+                             f"refused for user '{user}'"):
+        conn.channel().queue_declare(refused, arguments={"x-dead-letter-exchange": "other.x"})
