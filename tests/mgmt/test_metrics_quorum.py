@@ -6,20 +6,17 @@ segment sizes, dead letters counted by strategy, and x-delivery-count sent as a 
 
 from __future__ import annotations
 
-import re
 import time
 
-import httpx
 import pika
 import pytest
 
 from amqp_broker.queues.message import Message
 from amqp_broker.queues.quorum_effects import with_delivery_count
 from compat_tests.support.launcher import Broker
+from compat_tests.support.metrics import scrape
 from compat_tests.support.pika_util import pika_connections
 from quorum.log.segment import parse_segment_name
-
-_SAMPLE = re.compile(r'^([a-z_]+)(\{[^}]*\})? (-?[0-9.e+-]+)$')
 
 _CONF = """\
 # tiny limits: a few dozen publishes fill the WAL, which rolls into segment files of at most 8
@@ -34,23 +31,6 @@ def raft_node(tmp_path):
     """A node of the test's own with the tiny raft.* limits, management API and metrics on."""
     with Broker(tmp_path, config=_CONF).start() as node:
         yield node
-
-
-def _scrape(node: Broker, path: str = "/metrics") -> dict[str, float]:
-    """GET /metrics (or /metrics/per-object) from the node's Prometheus listener, parsed."""
-    r = httpx.get(node.metrics_url + path, timeout=30)
-    assert r.status_code == 200, r.text
-    return _samples(r.text)
-
-
-def _samples(text: str) -> dict[str, float]:
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            m = _SAMPLE.match(line)
-            assert m, f"not a Prometheus sample line: {line!r}"
-            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
-    return out
 
 
 def _publish_and_get(conn: pika.BlockingConnection, queue: str, n: int) -> None:
@@ -79,8 +59,8 @@ def test_x_delivery_count_header_is_a_long():
 def test_raft_settings_reach_the_log_and_raft_metrics(raft_node):
     with pika_connections() as connect:
         _publish_and_get(connect(raft_node.url), "qq.metrics", 200)
-    per_queue = _scrape(raft_node, "/metrics/per-object")
-    node = _scrape(raft_node)
+    per_queue = scrape(raft_node.metrics_url, "/metrics/per-object")
+    node = scrape(raft_node.metrics_url)
 
     # raft.wal_max_size_bytes: the WAL rolled over (at the 512 MiB default it never would) ...
     spans = [parse_segment_name(p.name) for p in (raft_node.data_dir / "quorum").rglob("*.seg")]
@@ -130,7 +110,7 @@ def _reject_into_dlx(conn: pika.BlockingConnection) -> None:
 def test_quorum_dead_letters_counted_by_strategy(raft_node):
     with pika_connections() as connect:
         _reject_into_dlx(connect(raft_node.url))
-    s = _scrape(raft_node)
+    s = scrape(raft_node.metrics_url)
     name = "rabbitmq_global_messages_dead_lettered_rejected_total"
     assert s[name + '{queue_type="rabbit_quorum_queue",dead_letter_strategy="at_most_once"}'] == 1
     assert s[name + '{queue_type="rabbit_quorum_queue",dead_letter_strategy="at_least_once"}'] == 1
