@@ -102,6 +102,21 @@ def consume_n(ch, queue: str, n: int, *, auto_ack: bool = False, timeout: float 
     return tag, got
 
 
+def drain(ch, queue: str, limit: int | None = None, *, timeout: float = 5.0) -> list:
+    """Consume from `queue` acking each delivery, until `limit` deliveries (if given) or until none
+    came for `timeout` seconds, then cancel the consumer.  Returns [(method, properties, body)]."""
+    got: list = []
+    for method, props, body in ch.consume(queue, inactivity_timeout=timeout):
+        if method is None:
+            break
+        got.append((method, props, body))
+        ch.basic_ack(method.delivery_tag)
+        if len(got) == limit:
+            break
+    ch.cancel()
+    return got
+
+
 def publish(ch, routing_key: str, body: bytes, exchange: str = "", **props) -> None:
     ch.basic_publish(exchange, routing_key, body, pika.BasicProperties(**props) if props else None)
 

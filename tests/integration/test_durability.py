@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pika
 
+from compat_tests.support.pika_util import drain
+
 
 def _publish_confirmed(connect, b, queue: str, n: int) -> None:
     conn = connect(b)
@@ -16,19 +18,7 @@ def _publish_confirmed(connect, b, queue: str, n: int) -> None:
 
 
 def _consume_all(connect, b, queue: str, limit: int) -> list[bytes]:
-    conn = connect(b)
-    ch = conn.channel()
-    got = []
-    for method, _, body in ch.consume(queue, inactivity_timeout=2):
-        if method is None:
-            break
-        got.append(body)
-        ch.basic_ack(method.delivery_tag)
-        if len(got) == limit:
-            break
-    ch.cancel()
-    conn.close()
-    return got
+    return [body for _, _, body in drain(connect(b).channel(), queue, limit, timeout=2)]
 
 
 def test_kill_9_keeps_every_confirmed_persistent_message_in_order(fresh_broker, connect):
