@@ -142,7 +142,7 @@ def test_first_death_headers_survive_a_second_death(confirm_ch, names):
     q1, q2, q3 = names.queue(), names.queue(), names.queue()
     confirm_ch.queue_declare(q3)
     confirm_ch.queue_declare(q2, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": q3,
-                                    "x-message-ttl": 10})
+                                            "x-message-ttl": 10})
     confirm_ch.queue_declare(q1, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": q2})
     confirm_ch.basic_publish("", q1, b"twice")
     _reject_one(confirm_ch, q1)

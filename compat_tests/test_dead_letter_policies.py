@@ -66,7 +66,7 @@ def test_policy_change_reaches_existing_queue(confirm_ch, names, policy, kind):
     x2, q2 = _dlx(confirm_ch, names)
     src = names.queue()
     confirm_ch.queue_declare(src, durable=True,
-                     arguments={"x-queue-type": kind} if kind == "quorum" else {})
+                             arguments={"x-queue-type": kind} if kind == "quorum" else {})
     policy({"dead-letter-exchange": x1}, src)
     _reject(confirm_ch, src, b"first")
     assert [b for _, _, b in get_n(confirm_ch, q1, 1)] == [b"first"]

@@ -180,7 +180,7 @@ def test_expiry_cycle_is_dropped_other_targets_kept(confirm_ch, names, kind):
     confirm_ch.exchange_declare(fan, "fanout")
     confirm_ch.queue_declare(witness, durable=True)
     _declare(confirm_ch, q1, kind, **{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": q2,
-                              "x-message-ttl": 20})
+                                      "x-message-ttl": 20})
     _declare(confirm_ch, q2, kind, **{"x-dead-letter-exchange": fan, "x-message-ttl": 20})
     confirm_ch.queue_bind(q1, fan)
     confirm_ch.queue_bind(witness, fan)
@@ -197,8 +197,8 @@ def test_expiry_cycle_is_dropped_other_targets_kept(confirm_ch, names, kind):
 def test_at_least_once_held_messages_count_against_max_length(confirm_ch, names):
     src = names.queue()
     _declare(confirm_ch, src, "quorum", **{"x-dead-letter-exchange": names.exchange(),  # never declared
-                                   "x-dead-letter-strategy": "at-least-once",
-                                   "x-overflow": "reject-publish", "x-max-length": 2})
+                                           "x-dead-letter-strategy": "at-least-once",
+                                           "x-overflow": "reject-publish", "x-max-length": 2})
     for b in (b"1", b"2"):
         confirm_ch.basic_publish("", src, b)
     for _ in range(2):
@@ -215,8 +215,8 @@ def test_at_least_once_delivers_once_the_dlx_exists(confirm_ch, names):
     """RabbitMQ retries only on its 3-minute timer; this broker retries within a second."""
     dlx, dlq, src = names.exchange(), names.queue(), names.queue()
     _declare(confirm_ch, src, "quorum", **{"x-dead-letter-exchange": dlx,
-                                   "x-dead-letter-strategy": "at-least-once",
-                                   "x-overflow": "reject-publish", "x-max-length": 2})
+                                           "x-dead-letter-strategy": "at-least-once",
+                                           "x-overflow": "reject-publish", "x-max-length": 2})
     for b in (b"1", b"2"):
         confirm_ch.basic_publish("", src, b)
     for _ in range(2):

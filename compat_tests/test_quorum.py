@@ -117,7 +117,7 @@ def test_delivery_limit_dead_letters(confirm_ch, names):
     q, dlq = names.queue(), names.queue()
     confirm_ch.queue_declare(dlq)
     _declare(confirm_ch, q, **{"x-delivery-limit": 1, "x-dead-letter-exchange": "",
-                       "x-dead-letter-routing-key": dlq})
+                               "x-dead-letter-routing-key": dlq})
     confirm_ch.basic_publish("", q, b"poison")
     for _ in range(2):
         (m, _, _), = get_n(confirm_ch, q, 1, auto_ack=False)

@@ -1,5 +1,5 @@
-"""Helpers shared by the compat tests: server detection, our-broker launcher, raw AMQP sockets,
-pika polling helpers and the aio-pika runner.  Imported by compat_tests/conftest.py and the tests.
+"""Helpers shared by the compat tests (and tests/): server detection, our-broker launcher, raw AMQP sockets,
+pika connections and polling helpers, the aio-pika runner (Prometheus parsing: `metrics`).  Imported by compat_tests/conftest.py and the tests.
 """
 
 from compat_tests.support.aio import run_aio
