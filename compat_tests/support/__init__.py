@@ -1,5 +1,6 @@
-"""Helpers shared by the compat tests (and tests/): server detection, our-broker launcher, raw AMQP sockets,
-pika connections and polling helpers, the aio-pika runner (Prometheus parsing: `metrics`).  Imported by compat_tests/conftest.py and the tests.
+"""Helpers shared by the compat tests and tests/: server detection, our-broker launcher, raw
+AMQP sockets, pika connections and polling helpers, the aio-pika runner (Prometheus parsing is
+in `metrics`).  Imported by the conftests and the tests.
 """
 
 from compat_tests.support.aio import run_aio
