@@ -12,16 +12,20 @@ RabbitMQ), decided from the server-properties of connection.start.
 
 from __future__ import annotations
 
+import functools
 import os
-import urllib.parse
+import re
 import time
+import urllib.parse
+import uuid
 
 import httpx
 import kombu
 import pika
 import pytest
 
-from compat_tests.support import LaunchError, Names, ServerInfo, launch_our_broker, probe_server, run_aio
+from compat_tests.support import (LaunchError, Names, ServerInfo, launch_our_broker, pika_connections,
+                                  pika_parameters, probe_server, run_aio)
 
 _TEST_TIMEOUT = 60  # seconds per test unless the test says otherwise
 
@@ -95,33 +99,15 @@ def _skip_by_server(request, server_info):
 @pytest.fixture
 def pika_params(broker_url):
     """A factory of pika.URLParameters for the broker, with keyword overrides."""
-    def _make(**overrides) -> pika.URLParameters:
-        params = pika.URLParameters(broker_url)
-        params.connection_attempts = 1
-        for key, value in overrides.items():
-            setattr(params, key, value)
-        return params
-    return _make
+    return functools.partial(pika_parameters, broker_url)
 
 
 @pytest.fixture
-def pika_connect(pika_params):
+def pika_connect(broker_url):
     """Open pika BlockingConnections (keyword overrides go to the parameters); all are closed
     after the test."""
-    opened: list[pika.BlockingConnection] = []
-
-    def _connect(**overrides) -> pika.BlockingConnection:
-        conn = pika.BlockingConnection(pika_params(**overrides))
-        opened.append(conn)
-        return conn
-
-    yield _connect
-    for conn in opened:
-        if conn.is_open:
-            try:
-                conn.close()
-            except Exception:  # already closing after a broker error
-                pass
+    with pika_connections() as connect:
+        yield functools.partial(connect, broker_url)
 
 
 @pytest.fixture
@@ -132,6 +118,40 @@ def conn(pika_connect) -> pika.BlockingConnection:
 @pytest.fixture
 def ch(conn):
     return conn.channel()
+
+
+@pytest.fixture
+def confirm_ch(conn):
+    """A channel in confirm mode: each basic_publish returns once the broker has routed (and
+    confirmed) the message, so counts and orders observed afterwards do not race the publishes;
+    an unroutable mandatory publish raises UnroutableError, a nack NackError."""
+    channel = conn.channel()
+    channel.confirm_delivery()
+    return channel
+
+
+@pytest.fixture
+def restricted_conn(api, broker_url):
+    """`restricted_conn(prefix)` adds a user (password "pw") who may configure, write and read in
+    vhost "/" only the resources whose names start with `prefix`, and returns (user, a pika
+    connection as that user).  After the test the connections are closed and the users deleted
+    (over the management API, so skipped without one)."""
+    vhost = urllib.parse.quote("/", safe="")
+    users: list[str] = []
+    with pika_connections() as connect:
+        def _open(prefix: str) -> tuple[str, pika.BlockingConnection]:
+            user = f"compat-user-{uuid.uuid4().hex[:8]}"
+            created = api.put(f"/users/{user}", json={"password": "pw", "tags": ""})
+            assert created.status_code in (201, 204), created.text
+            users.append(user)
+            pattern = "^" + re.escape(prefix)
+            perms = {"configure": pattern, "write": pattern, "read": pattern}
+            set_perms = api.put(f"/permissions/{vhost}/{user}", json=perms)
+            assert set_perms.status_code in (201, 204), set_perms.text
+            return user, connect(broker_url, credentials=pika.PlainCredentials(user, "pw"))
+        yield _open
+    for user in users:
+        api.delete(f"/users/{user}")
 
 
 @pytest.fixture

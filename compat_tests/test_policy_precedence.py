@@ -12,13 +12,6 @@ import pytest
 from compat_tests.support import get_n
 
 
-@pytest.fixture
-def ch(conn):
-    channel = conn.channel()
-    channel.confirm_delivery()
-    return channel
-
-
 def _declare(ch, names, kind, **args):
     q = names.queue()
     if kind == "quorum":
@@ -53,22 +46,22 @@ def _overflow_in_force(ch, q):
     ("quorum", "reject-publish", "drop-head", "drop-head"),        # the policy
     ("quorum", "drop-head", "reject-publish", "reject-publish"),
 ])
-def test_overflow_argument_against_policy(ch, names, policy, kind, arg, pol, wins):
-    q = _declare(ch, names, kind, **{"x-max-length": 1, "x-overflow": arg})
+def test_overflow_argument_against_policy(confirm_ch, names, policy, kind, arg, pol, wins):
+    q = _declare(confirm_ch, names, kind, **{"x-max-length": 1, "x-overflow": arg})
     policy({"overflow": pol}, q)
-    assert _overflow_in_force(ch, q) == wins
+    assert _overflow_in_force(confirm_ch, q) == wins
 
 
 @pytest.mark.parametrize("kind", ["classic", "quorum"])
-def test_overflow_from_policy_alone(ch, names, policy, kind):
-    q = _declare(ch, names, kind, **{"x-max-length": 1})
+def test_overflow_from_policy_alone(confirm_ch, names, policy, kind):
+    q = _declare(confirm_ch, names, kind, **{"x-max-length": 1})
     policy({"overflow": "reject-publish"}, q)
-    assert _overflow_in_force(ch, q) == "reject-publish"
+    assert _overflow_in_force(confirm_ch, q) == "reject-publish"
 
 
 @pytest.mark.parametrize("kind", ["classic", "quorum"])
 @pytest.mark.parametrize("arg_len,pol_len", [(1, 5), (5, 1)])
-def test_lower_max_length_wins(ch, names, policy, kind, arg_len, pol_len):
-    q = _declare(ch, names, kind, **{"x-max-length": arg_len, "x-overflow": "reject-publish"})
+def test_lower_max_length_wins(confirm_ch, names, policy, kind, arg_len, pol_len):
+    q = _declare(confirm_ch, names, kind, **{"x-max-length": arg_len, "x-overflow": "reject-publish"})
     policy({"max-length": pol_len}, q)
-    assert _overflow_in_force(ch, q) == "reject-publish"
+    assert _overflow_in_force(confirm_ch, q) == "reject-publish"

@@ -10,15 +10,6 @@ import pytest
 from compat_tests.support import channel_closed, get_n, wait_until
 
 
-@pytest.fixture
-def ch(conn):
-    """A confirming channel: each publish has reached the queue when basic_publish returns, so
-    counts and orders observed afterwards are not racing the publishes."""
-    channel = conn.channel()
-    channel.confirm_delivery()
-    return channel
-
-
 def _count(ch, q) -> int:
     return ch.queue_declare(q, passive=True).method.message_count
 
@@ -27,46 +18,46 @@ def _bodies(got):
     return [body for _, _, body in got]
 
 
-def test_message_ttl_expires_messages(ch, names):
+def test_message_ttl_expires_messages(confirm_ch, names):
     q = names.queue()
-    ch.queue_declare(q, arguments={"x-message-ttl": 50})
-    ch.basic_publish("", q, b"short-lived")
-    assert wait_until(ch.connection, lambda: _count(ch, q) == 0)
-    assert ch.basic_get(q, auto_ack=True)[0] is None
+    confirm_ch.queue_declare(q, arguments={"x-message-ttl": 50})
+    confirm_ch.basic_publish("", q, b"short-lived")
+    assert wait_until(confirm_ch.connection, lambda: _count(confirm_ch, q) == 0)
+    assert confirm_ch.basic_get(q, auto_ack=True)[0] is None
 
 
-def test_message_ttl_zero_without_consumer_drops(ch, names):
+def test_message_ttl_zero_without_consumer_drops(confirm_ch, names):
     q = names.queue()
-    ch.queue_declare(q, arguments={"x-message-ttl": 0})
-    ch.basic_publish("", q, b"gone")
-    assert wait_until(ch.connection, lambda: _count(ch, q) == 0)
+    confirm_ch.queue_declare(q, arguments={"x-message-ttl": 0})
+    confirm_ch.basic_publish("", q, b"gone")
+    assert wait_until(confirm_ch.connection, lambda: _count(confirm_ch, q) == 0)
 
 
-def test_message_ttl_zero_with_waiting_consumer_delivers(ch, names):
+def test_message_ttl_zero_with_waiting_consumer_delivers(confirm_ch, names):
     q = names.queue()
-    ch.queue_declare(q, arguments={"x-message-ttl": 0})
+    confirm_ch.queue_declare(q, arguments={"x-message-ttl": 0})
     got = []
-    ch.basic_consume(q, lambda c, m, p, b: got.append(b), auto_ack=True)
-    ch.basic_publish("", q, b"immediate")
-    assert wait_until(ch.connection, lambda: got == [b"immediate"])
+    confirm_ch.basic_consume(q, lambda c, m, p, b: got.append(b), auto_ack=True)
+    confirm_ch.basic_publish("", q, b"immediate")
+    assert wait_until(confirm_ch.connection, lambda: got == [b"immediate"])
 
 
-def test_per_message_expiration(ch, names):
+def test_per_message_expiration(confirm_ch, names):
     q = names.queue()
-    ch.queue_declare(q)
-    ch.basic_publish("", q, b"expires", pika.BasicProperties(expiration="30"))
-    ch.basic_publish("", q, b"stays")
+    confirm_ch.queue_declare(q)
+    confirm_ch.basic_publish("", q, b"expires", pika.BasicProperties(expiration="30"))
+    confirm_ch.basic_publish("", q, b"stays")
     # Classic queues drop expired messages only at the head, so the expired one goes first.
-    assert wait_until(ch.connection, lambda: _count(ch, q) == 1)
-    (method, props, body), = get_n(ch, q, 1)
+    assert wait_until(confirm_ch.connection, lambda: _count(confirm_ch, q) == 1)
+    (method, props, body), = get_n(confirm_ch, q, 1)
     assert body == b"stays" and props.expiration is None
 
 
-def test_per_message_expiration_header_kept_on_delivery(ch, names):
+def test_per_message_expiration_header_kept_on_delivery(confirm_ch, names):
     q = names.queue()
-    ch.queue_declare(q)
-    ch.basic_publish("", q, b"x", pika.BasicProperties(expiration="600000"))
-    (_, props, _), = get_n(ch, q, 1)
+    confirm_ch.queue_declare(q)
+    confirm_ch.basic_publish("", q, b"x", pika.BasicProperties(expiration="600000"))
+    (_, props, _), = get_n(confirm_ch, q, 1)
     assert props.expiration == "600000"
 
 
@@ -107,32 +98,32 @@ def test_zero_expires_is_406(conn, names):
         conn.channel().queue_declare(names.queue(), arguments={"x-expires": 0})
 
 
-def test_max_length_drop_head(ch, names):
+def test_max_length_drop_head(confirm_ch, names):
     q = names.queue()
-    ch.queue_declare(q, arguments={"x-max-length": 2})
+    confirm_ch.queue_declare(q, arguments={"x-max-length": 2})
     for body in (b"1", b"2", b"3"):
-        ch.basic_publish("", q, body)
-    assert wait_until(ch.connection, lambda: _count(ch, q) == 2)
-    assert _bodies(get_n(ch, q, 2)) == [b"2", b"3"]
+        confirm_ch.basic_publish("", q, body)
+    assert wait_until(confirm_ch.connection, lambda: _count(confirm_ch, q) == 2)
+    assert _bodies(get_n(confirm_ch, q, 2)) == [b"2", b"3"]
 
 
-def test_max_length_zero_keeps_nothing(ch, names):
+def test_max_length_zero_keeps_nothing(confirm_ch, names):
     q = names.queue()
-    ch.queue_declare(q, arguments={"x-max-length": 0})
-    ch.basic_publish("", q, b"1")
-    assert _count(ch, q) == 0
+    confirm_ch.queue_declare(q, arguments={"x-max-length": 0})
+    confirm_ch.basic_publish("", q, b"1")
+    assert _count(confirm_ch, q) == 0
 
 
-def test_max_length_reject_publish_nacks_with_confirms(ch, names):
+def test_max_length_reject_publish_nacks_with_confirms(confirm_ch, names):
     q = names.queue()
-    ch.queue_declare(q, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
-    ch.confirm_delivery()
-    ch.basic_publish("", q, b"kept")
+    confirm_ch.queue_declare(q, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    confirm_ch.confirm_delivery()
+    confirm_ch.basic_publish("", q, b"kept")
     with pytest.raises(pika.exceptions.NackError):
-        ch.basic_publish("", q, b"refused")
-    assert ch.is_open
-    assert _bodies(get_n(ch, q, 1)) == [b"kept"]
-    ch.basic_publish("", q, b"room-again")  # acked now that there is room
+        confirm_ch.basic_publish("", q, b"refused")
+    assert confirm_ch.is_open
+    assert _bodies(get_n(confirm_ch, q, 1)) == [b"kept"]
+    confirm_ch.basic_publish("", q, b"room-again")  # acked now that there is room
 
 
 def test_max_length_reject_publish_without_confirms_drops_silently(conn, names):
@@ -150,42 +141,42 @@ def test_invalid_overflow_value_is_406(conn, names):
         conn.channel().queue_declare(names.queue(), arguments={"x-overflow": "explode"})
 
 
-def test_max_length_bytes_drops_head(ch, names):
+def test_max_length_bytes_drops_head(confirm_ch, names):
     q = names.queue()
-    ch.queue_declare(q, arguments={"x-max-length-bytes": 10})
+    confirm_ch.queue_declare(q, arguments={"x-max-length-bytes": 10})
     for body in (b"aaaa", b"bbbb", b"cccc"):
-        ch.basic_publish("", q, body)
-    assert wait_until(ch.connection, lambda: _count(ch, q) == 2)
-    assert _bodies(get_n(ch, q, 2)) == [b"bbbb", b"cccc"]
+        confirm_ch.basic_publish("", q, body)
+    assert wait_until(confirm_ch.connection, lambda: _count(confirm_ch, q) == 2)
+    assert _bodies(get_n(confirm_ch, q, 2)) == [b"bbbb", b"cccc"]
 
 
-def test_max_priority_orders_by_priority(ch, names):
+def test_max_priority_orders_by_priority(confirm_ch, names):
     q = names.queue()
-    ch.queue_declare(q, arguments={"x-max-priority": 10})
+    confirm_ch.queue_declare(q, arguments={"x-max-priority": 10})
     for prio in (1, 5, 3, 0, 9):
-        ch.basic_publish("", q, b"p%d" % prio, pika.BasicProperties(priority=prio))
-    assert wait_until(ch.connection, lambda: _count(ch, q) == 5)
-    assert _bodies(get_n(ch, q, 5)) == [b"p9", b"p5", b"p3", b"p1", b"p0"]
+        confirm_ch.basic_publish("", q, b"p%d" % prio, pika.BasicProperties(priority=prio))
+    assert wait_until(confirm_ch.connection, lambda: _count(confirm_ch, q) == 5)
+    assert _bodies(get_n(confirm_ch, q, 5)) == [b"p9", b"p5", b"p3", b"p1", b"p0"]
 
 
-def test_priority_above_max_counts_as_max_and_keeps_fifo(ch, names):
+def test_priority_above_max_counts_as_max_and_keeps_fifo(confirm_ch, names):
     q = names.queue()
-    ch.queue_declare(q, arguments={"x-max-priority": 2})
-    ch.basic_publish("", q, b"first-200", pika.BasicProperties(priority=200))
-    ch.basic_publish("", q, b"second-2", pika.BasicProperties(priority=2))
-    ch.basic_publish("", q, b"low", pika.BasicProperties(priority=1))
-    assert wait_until(ch.connection, lambda: _count(ch, q) == 3)
-    got = get_n(ch, q, 3)
+    confirm_ch.queue_declare(q, arguments={"x-max-priority": 2})
+    confirm_ch.basic_publish("", q, b"first-200", pika.BasicProperties(priority=200))
+    confirm_ch.basic_publish("", q, b"second-2", pika.BasicProperties(priority=2))
+    confirm_ch.basic_publish("", q, b"low", pika.BasicProperties(priority=1))
+    assert wait_until(confirm_ch.connection, lambda: _count(confirm_ch, q) == 3)
+    got = get_n(confirm_ch, q, 3)
     assert _bodies(got) == [b"first-200", b"second-2", b"low"]
     assert got[0][1].priority == 200  # the property is delivered unchanged
 
 
-def test_priority_queue_same_priority_is_fifo(ch, names):
+def test_priority_queue_same_priority_is_fifo(confirm_ch, names):
     q = names.queue()
-    ch.queue_declare(q, arguments={"x-max-priority": 5})
+    confirm_ch.queue_declare(q, arguments={"x-max-priority": 5})
     for i in range(4):
-        ch.basic_publish("", q, b"%d" % i, pika.BasicProperties(priority=3))
-    assert _bodies(get_n(ch, q, 4)) == [b"0", b"1", b"2", b"3"]
+        confirm_ch.basic_publish("", q, b"%d" % i, pika.BasicProperties(priority=3))
+    assert _bodies(get_n(confirm_ch, q, 4)) == [b"0", b"1", b"2", b"3"]
 
 
 def test_single_active_consumer_only_first_receives(conn, names):
@@ -273,7 +264,7 @@ def test_wrong_type_for_dead_letter_exchange_is_406(conn, names):
     {"x-unknown-argument": 1},        # unknown x-arguments are stored, not rejected
     {"x-overflow": "reject-publish-dlx"},
 ])
-def test_accepted_queue_arguments(ch, names, args):
+def test_accepted_queue_arguments(confirm_ch, names, args):
     q = names.queue()
-    ch.queue_declare(q, arguments=args)
-    ch.queue_declare(q, arguments=args)
+    confirm_ch.queue_declare(q, arguments=args)
+    confirm_ch.queue_declare(q, arguments=args)

@@ -7,13 +7,6 @@ import pytest
 from compat_tests.support import get_n, wait_until
 
 
-@pytest.fixture
-def ch(conn):
-    channel = conn.channel()
-    channel.confirm_delivery()  # publishes are routed before basic_publish returns
-    return channel
-
-
 def _queues(ch, names, n):
     out = []
     for _ in range(n):
@@ -36,37 +29,37 @@ def _drain(ch, q) -> list[bytes]:
         out.append(body)
 
 
-def test_direct_routes_on_exact_key(ch, names):
+def test_direct_routes_on_exact_key(confirm_ch, names):
     x = names.exchange()
-    ch.exchange_declare(x, "direct")
-    qa, qb = _queues(ch, names, 2)
-    ch.queue_bind(qa, x, "a")
-    ch.queue_bind(qb, x, "b")
-    ch.queue_bind(qb, x, "a")  # one queue, two keys
+    confirm_ch.exchange_declare(x, "direct")
+    qa, qb = _queues(confirm_ch, names, 2)
+    confirm_ch.queue_bind(qa, x, "a")
+    confirm_ch.queue_bind(qb, x, "b")
+    confirm_ch.queue_bind(qb, x, "a")  # one queue, two keys
     for key in ("a", "b", "c", "A"):
-        ch.basic_publish(x, key, key.encode())
-    assert _drain(ch, qa) == [b"a"]
-    assert _drain(ch, qb) == [b"a", b"b"]
+        confirm_ch.basic_publish(x, key, key.encode())
+    assert _drain(confirm_ch, qa) == [b"a"]
+    assert _drain(confirm_ch, qb) == [b"a", b"b"]
 
 
-def test_direct_duplicate_bindings_deliver_once(ch, names):
+def test_direct_duplicate_bindings_deliver_once(confirm_ch, names):
     x = names.exchange()
-    ch.exchange_declare(x, "direct")
-    q, = _queues(ch, names, 1)
-    ch.queue_bind(q, x, "k")
-    ch.queue_bind(q, x, "k")
-    ch.basic_publish(x, "k", b"once")
-    assert _drain(ch, q) == [b"once"]
+    confirm_ch.exchange_declare(x, "direct")
+    q, = _queues(confirm_ch, names, 1)
+    confirm_ch.queue_bind(q, x, "k")
+    confirm_ch.queue_bind(q, x, "k")
+    confirm_ch.basic_publish(x, "k", b"once")
+    assert _drain(confirm_ch, q) == [b"once"]
 
 
-def test_fanout_ignores_routing_key(ch, names):
+def test_fanout_ignores_routing_key(confirm_ch, names):
     x = names.exchange()
-    ch.exchange_declare(x, "fanout")
-    qs = _queues(ch, names, 3)
+    confirm_ch.exchange_declare(x, "fanout")
+    qs = _queues(confirm_ch, names, 3)
     for i, q in enumerate(qs):
-        ch.queue_bind(q, x, f"ignored-{i}")
-    ch.basic_publish(x, "whatever", b"all")
-    assert [_drain(ch, q) for q in qs] == [[b"all"]] * 3
+        confirm_ch.queue_bind(q, x, f"ignored-{i}")
+    confirm_ch.basic_publish(x, "whatever", b"all")
+    assert [_drain(confirm_ch, q) for q in qs] == [[b"all"]] * 3
 
 
 @pytest.mark.parametrize("pattern,key,match", [
@@ -89,23 +82,23 @@ def test_fanout_ignores_routing_key(ch, names):
     ("#.#", "a.b", True),
     ("*.#", "", False),
 ])
-def test_topic_matching(ch, names, pattern, key, match):
+def test_topic_matching(confirm_ch, names, pattern, key, match):
     x = names.exchange()
-    ch.exchange_declare(x, "topic")
-    q, = _queues(ch, names, 1)
-    ch.queue_bind(q, x, pattern)
-    ch.basic_publish(x, key, b"m")
-    assert _drain(ch, q) == ([b"m"] if match else [])
+    confirm_ch.exchange_declare(x, "topic")
+    q, = _queues(confirm_ch, names, 1)
+    confirm_ch.queue_bind(q, x, pattern)
+    confirm_ch.basic_publish(x, key, b"m")
+    assert _drain(confirm_ch, q) == ([b"m"] if match else [])
 
 
-def test_topic_overlapping_bindings_deliver_once(ch, names):
+def test_topic_overlapping_bindings_deliver_once(confirm_ch, names):
     x = names.exchange()
-    ch.exchange_declare(x, "topic")
-    q, = _queues(ch, names, 1)
+    confirm_ch.exchange_declare(x, "topic")
+    q, = _queues(confirm_ch, names, 1)
     for pattern in ("a.*", "#", "a.b"):
-        ch.queue_bind(q, x, pattern)
-    ch.basic_publish(x, "a.b", b"once")
-    assert _drain(ch, q) == [b"once"]
+        confirm_ch.queue_bind(q, x, pattern)
+    confirm_ch.basic_publish(x, "a.b", b"once")
+    assert _drain(confirm_ch, q) == [b"once"]
 
 
 def _headers_setup(ch, names, binding_args):
@@ -123,10 +116,10 @@ def _headers_setup(ch, names, binding_args):
     ({"format": "zip", "type": "report"}, False),
     (None, False),
 ])
-def test_headers_all(ch, names, headers, match):
-    x, q = _headers_setup(ch, names, {"x-match": "all", "format": "pdf", "type": "report"})
-    ch.basic_publish(x, "rk-ignored", b"h", pika.BasicProperties(headers=headers))
-    assert _drain(ch, q) == ([b"h"] if match else [])
+def test_headers_all(confirm_ch, names, headers, match):
+    x, q = _headers_setup(confirm_ch, names, {"x-match": "all", "format": "pdf", "type": "report"})
+    confirm_ch.basic_publish(x, "rk-ignored", b"h", pika.BasicProperties(headers=headers))
+    assert _drain(confirm_ch, q) == ([b"h"] if match else [])
 
 
 @pytest.mark.parametrize("headers,match", [
@@ -135,80 +128,80 @@ def test_headers_all(ch, names, headers, match):
     ({"format": "zip", "type": "log"}, False),
     ({}, False),
 ])
-def test_headers_any(ch, names, headers, match):
-    x, q = _headers_setup(ch, names, {"x-match": "any", "format": "pdf", "type": "report"})
-    ch.basic_publish(x, "", b"h", pika.BasicProperties(headers=headers))
-    assert _drain(ch, q) == ([b"h"] if match else [])
+def test_headers_any(confirm_ch, names, headers, match):
+    x, q = _headers_setup(confirm_ch, names, {"x-match": "any", "format": "pdf", "type": "report"})
+    confirm_ch.basic_publish(x, "", b"h", pika.BasicProperties(headers=headers))
+    assert _drain(confirm_ch, q) == ([b"h"] if match else [])
 
 
-def test_headers_default_match_is_all(ch, names):
-    x, q = _headers_setup(ch, names, {"a": 1, "b": 2})
-    ch.basic_publish(x, "", b"one", pika.BasicProperties(headers={"a": 1}))
-    ch.basic_publish(x, "", b"both", pika.BasicProperties(headers={"a": 1, "b": 2}))
-    assert _drain(ch, q) == [b"both"]
+def test_headers_default_match_is_all(confirm_ch, names):
+    x, q = _headers_setup(confirm_ch, names, {"a": 1, "b": 2})
+    confirm_ch.basic_publish(x, "", b"one", pika.BasicProperties(headers={"a": 1}))
+    confirm_ch.basic_publish(x, "", b"both", pika.BasicProperties(headers={"a": 1, "b": 2}))
+    assert _drain(confirm_ch, q) == [b"both"]
 
 
-def test_headers_binding_without_keys_matches_everything(ch, names):
-    x, q = _headers_setup(ch, names, {"x-match": "all"})
-    ch.basic_publish(x, "", b"plain")
-    assert _drain(ch, q) == [b"plain"]
+def test_headers_binding_without_keys_matches_everything(confirm_ch, names):
+    x, q = _headers_setup(confirm_ch, names, {"x-match": "all"})
+    confirm_ch.basic_publish(x, "", b"plain")
+    assert _drain(confirm_ch, q) == [b"plain"]
 
 
-def test_headers_value_types_must_match(ch, names):
-    x, q = _headers_setup(ch, names, {"x-match": "all", "n": 1})
-    ch.basic_publish(x, "", b"str", pika.BasicProperties(headers={"n": "1"}))
-    ch.basic_publish(x, "", b"int", pika.BasicProperties(headers={"n": 1}))
-    assert _drain(ch, q) == [b"int"]
+def test_headers_value_types_must_match(confirm_ch, names):
+    x, q = _headers_setup(confirm_ch, names, {"x-match": "all", "n": 1})
+    confirm_ch.basic_publish(x, "", b"str", pika.BasicProperties(headers={"n": "1"}))
+    confirm_ch.basic_publish(x, "", b"int", pika.BasicProperties(headers={"n": 1}))
+    assert _drain(confirm_ch, q) == [b"int"]
 
 
-def test_cc_header_adds_routing_keys(ch, names):
+def test_cc_header_adds_routing_keys(confirm_ch, names):
     x = names.exchange()
-    ch.exchange_declare(x, "direct")
-    qa, qb, qc = _queues(ch, names, 3)
-    ch.queue_bind(qa, x, "a")
-    ch.queue_bind(qb, x, "b")
-    ch.queue_bind(qc, x, "c")
-    ch.basic_publish(x, "a", b"cc", pika.BasicProperties(headers={"CC": ["b"]}))
-    (_, props, _), = get_n(ch, qb, 1)
+    confirm_ch.exchange_declare(x, "direct")
+    qa, qb, qc = _queues(confirm_ch, names, 3)
+    confirm_ch.queue_bind(qa, x, "a")
+    confirm_ch.queue_bind(qb, x, "b")
+    confirm_ch.queue_bind(qc, x, "c")
+    confirm_ch.basic_publish(x, "a", b"cc", pika.BasicProperties(headers={"CC": ["b"]}))
+    (_, props, _), = get_n(confirm_ch, qb, 1)
     assert props.headers["CC"] == ["b"]  # CC stays on the message
-    assert _drain(ch, qa) == [b"cc"]
-    assert _drain(ch, qc) == []
+    assert _drain(confirm_ch, qa) == [b"cc"]
+    assert _drain(confirm_ch, qc) == []
 
 
-def test_bcc_header_routes_and_is_removed(ch, names):
+def test_bcc_header_routes_and_is_removed(confirm_ch, names):
     x = names.exchange()
-    ch.exchange_declare(x, "direct")
-    qa, qb = _queues(ch, names, 2)
-    ch.queue_bind(qa, x, "a")
-    ch.queue_bind(qb, x, "b")
-    ch.basic_publish(x, "a", b"bcc", pika.BasicProperties(headers={"BCC": ["b"], "keep": "me"}))
+    confirm_ch.exchange_declare(x, "direct")
+    qa, qb = _queues(confirm_ch, names, 2)
+    confirm_ch.queue_bind(qa, x, "a")
+    confirm_ch.queue_bind(qb, x, "b")
+    confirm_ch.basic_publish(x, "a", b"bcc", pika.BasicProperties(headers={"BCC": ["b"], "keep": "me"}))
     for q in (qa, qb):
-        (_, props, body), = get_n(ch, q, 1)
+        (_, props, body), = get_n(confirm_ch, q, 1)
         assert body == b"bcc"
         assert "BCC" not in props.headers
         assert props.headers["keep"] == "me"
 
 
-def test_cc_via_default_exchange(ch, names):
-    qa, qb = _queues(ch, names, 2)
-    ch.basic_publish("", qa, b"both", pika.BasicProperties(headers={"CC": [qb]}))
-    assert _drain(ch, qa) == [b"both"]
-    assert _drain(ch, qb) == [b"both"]
+def test_cc_via_default_exchange(confirm_ch, names):
+    qa, qb = _queues(confirm_ch, names, 2)
+    confirm_ch.basic_publish("", qa, b"both", pika.BasicProperties(headers={"CC": [qb]}))
+    assert _drain(confirm_ch, qa) == [b"both"]
+    assert _drain(confirm_ch, qb) == [b"both"]
 
 
-def test_one_message_to_many_queues_keeps_properties(ch, names):
+def test_one_message_to_many_queues_keeps_properties(confirm_ch, names):
     x = names.exchange()
-    ch.exchange_declare(x, "fanout")
-    qs = _queues(ch, names, 2)
+    confirm_ch.exchange_declare(x, "fanout")
+    qs = _queues(confirm_ch, names, 2)
     for q in qs:
-        ch.queue_bind(q, x)
+        confirm_ch.queue_bind(q, x)
     props = pika.BasicProperties(content_type="text/plain", correlation_id="c1", message_id="m1",
                                  headers={"h": "v"}, delivery_mode=2, app_id="compat", type="t",
                                  user_id="guest", reply_to="r", timestamp=1700000000,
                                  content_encoding="utf-8", priority=4)
-    ch.basic_publish(x, "", b"props", props)
+    confirm_ch.basic_publish(x, "", b"props", props)
     for q in qs:
-        (method, got, body), = get_n(ch, q, 1)
+        (method, got, body), = get_n(confirm_ch, q, 1)
         assert body == b"props" and method.exchange == x and method.routing_key == ""
         for field in ("content_type", "correlation_id", "message_id", "headers", "delivery_mode",
                       "app_id", "type", "user_id", "reply_to", "timestamp", "content_encoding",
@@ -216,23 +209,23 @@ def test_one_message_to_many_queues_keeps_properties(ch, names):
             assert getattr(got, field) == getattr(props, field), field
 
 
-def test_unroutable_without_mandatory_is_dropped_and_acked(ch, names):
+def test_unroutable_without_mandatory_is_dropped_and_acked(confirm_ch, names):
     x = names.exchange()
-    ch.exchange_declare(x, "direct")
-    ch.basic_publish(x, "nobody", b"dropped")  # confirm channel: returns only after the ack
-    assert ch.is_open
+    confirm_ch.exchange_declare(x, "direct")
+    confirm_ch.basic_publish(x, "nobody", b"dropped")  # confirm channel: returns only after the ack
+    assert confirm_ch.is_open
 
 
-def test_large_body_is_split_and_reassembled(ch, names):
-    q, = _queues(ch, names, 1)
+def test_large_body_is_split_and_reassembled(confirm_ch, names):
+    q, = _queues(confirm_ch, names, 1)
     body = bytes(range(256)) * 2048  # 512 KiB, several frames at frame_max 131072
-    ch.basic_publish("", q, body)
-    got = get_n(ch, q, 1)
+    confirm_ch.basic_publish("", q, body)
+    got = get_n(confirm_ch, q, 1)
     assert got[0][2] == body
 
 
-def test_empty_body(ch, names):
-    q, = _queues(ch, names, 1)
-    ch.basic_publish("", q, b"")
-    assert wait_until(ch.connection, lambda: _ready(ch, q) == 1)
-    assert get_n(ch, q, 1)[0][2] == b""
+def test_empty_body(confirm_ch, names):
+    q, = _queues(confirm_ch, names, 1)
+    confirm_ch.basic_publish("", q, b"")
+    assert wait_until(confirm_ch.connection, lambda: _ready(confirm_ch, q) == 1)
+    assert get_n(confirm_ch, q, 1)[0][2] == b""

@@ -1,5 +1,6 @@
-"""Helpers shared by the compat tests: server detection, our-broker launcher, raw AMQP sockets,
-pika polling helpers and the aio-pika runner.  Imported by compat_tests/conftest.py and the tests.
+"""Helpers shared by the compat tests and tests/: server detection, our-broker launcher, raw
+AMQP sockets, pika connections and polling helpers, the aio-pika runner (Prometheus parsing is
+in `metrics`).  Imported by the conftests and the tests.
 """
 
 from compat_tests.support.aio import run_aio
@@ -9,8 +10,11 @@ from compat_tests.support.pika_util import (
     channel_closed,
     connection_closed,
     consume_n,
+    drain,
     get_body,
     get_n,
+    pika_connections,
+    pika_parameters,
     publish,
     roundtrip,
     wait_until,
@@ -27,11 +31,14 @@ __all__ = [
     "RawClient",
     "ServerInfo",
     "consume_n",
+    "drain",
     "get_body",
     "free_port",
     "free_ports",
     "get_n",
     "launch_our_broker",
+    "pika_connections",
+    "pika_parameters",
     "probe_server",
     "publish",
     "roundtrip",

@@ -1,20 +1,57 @@
-"""Small polling helpers for pika BlockingConnection tests.
+"""pika BlockingConnection helpers: opening connections that are closed after the test, and
+small polling helpers.
 
-No fixed sleeps: each helper polls the connection with a deadline so tests stay fast on a quick
-broker and still pass on a slow one.  Called by the pika-based test modules.
+`pika_parameters` / `pika_connections` are the one way the pika fixtures of compat_tests/,
+tests/integration/ and tests/mgmt/ open connections.  No fixed sleeps: each polling helper pumps
+the connection with a deadline so tests stay fast on a quick broker and still pass on a slow one.
+Called by the conftests and the pika-based test modules.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import pika
 import pika.exceptions
 import pytest
 
 DEFAULT_TIMEOUT = 10.0
+
+
+def pika_parameters(url: str, **overrides) -> pika.URLParameters:
+    """URLParameters for `url` with a single connection attempt (a broker that does not answer
+    fails the test at once); keyword overrides set any other attribute (heartbeat=,
+    credentials=, virtual_host=, ...)."""
+    params = pika.URLParameters(url)
+    params.connection_attempts = 1
+    for key, value in overrides.items():
+        setattr(params, key, value)
+    return params
+
+
+@contextlib.contextmanager
+def pika_connections() -> Iterator[Callable[..., pika.BlockingConnection]]:
+    """Yields `connect(url, **overrides)`, which opens a BlockingConnection with
+    `pika_parameters(url, **overrides)`; every connection still open is closed on exit (errors
+    from a connection the broker is already closing are ignored)."""
+    opened: list[pika.BlockingConnection] = []
+
+    def connect(url: str, **overrides) -> pika.BlockingConnection:
+        conn = pika.BlockingConnection(pika_parameters(url, **overrides))
+        opened.append(conn)
+        return conn
+
+    try:
+        yield connect
+    finally:
+        for conn in opened:
+            if conn.is_open:
+                try:
+                    conn.close()
+                except pika.exceptions.AMQPError:  # already closing after a broker error
+                    pass
 
 
 def roundtrip(ch) -> None:
@@ -63,6 +100,21 @@ def consume_n(ch, queue: str, n: int, *, auto_ack: bool = False, timeout: float 
     tag = ch.basic_consume(queue, _on, auto_ack=auto_ack, **consume_kwargs)
     wait_until(ch.connection, lambda: len(got) >= n, timeout)
     return tag, got
+
+
+def drain(ch, queue: str, limit: int | None = None, *, timeout: float = 5.0) -> list:
+    """Consume from `queue` acking each delivery, until `limit` deliveries (if given) or until none
+    came for `timeout` seconds, then cancel the consumer.  Returns [(method, properties, body)]."""
+    got: list = []
+    for method, props, body in ch.consume(queue, inactivity_timeout=timeout):
+        if method is None:
+            break
+        got.append((method, props, body))
+        ch.basic_ack(method.delivery_tag)
+        if len(got) == limit:
+            break
+    ch.cancel()
+    return got
 
 
 def publish(ch, routing_key: str, body: bytes, exchange: str = "", **props) -> None:

@@ -1,5 +1,5 @@
 """Fixtures: an `amqp-broker` process per test module (compat_tests' launcher, management off),
-a fresh one per restart/kill test, and pika helpers."""
+a fresh one per restart/kill test, and pika connections (compat_tests.support.pika_connections)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pika
 import pytest
 
 from compat_tests.support.launcher import Broker
+from compat_tests.support.pika_util import pika_connections
 
 
 @pytest.fixture(scope="module")
@@ -25,25 +26,13 @@ def fresh_broker(tmp_path):
 
 
 @pytest.fixture
-def connect(broker):
-    opened = []
-
-    def _connect(b=None, **kw) -> pika.BlockingConnection:
-        params = pika.URLParameters((b or broker).url)
-        params.connection_attempts = 1
-        for k, v in kw.items():
-            setattr(params, k, v)
-        c = pika.BlockingConnection(params)
-        opened.append(c)
-        return c
-
-    yield _connect
-    for c in opened:
-        if c.is_open:
-            try:
-                c.close()
-            except Exception:
-                pass
+def connect(request):
+    """`connect(b=None, **overrides)`: a pika BlockingConnection to broker `b` (default: the
+    module's `broker`, started only when asked for); closed after the test."""
+    with pika_connections() as open_conn:
+        def _connect(b: Broker | None = None, **overrides) -> pika.BlockingConnection:
+            return open_conn((b or request.getfixturevalue("broker")).url, **overrides)
+        yield _connect
 
 
 @pytest.fixture

@@ -14,19 +14,12 @@ import time
 import urllib.parse
 
 import httpx
-import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker
 
 from compat_tests.support.launcher import Broker, LaunchError
 
 QQ = {"x-queue-type": "quorum"}
-
-
-def _connect(b: Broker) -> pika.BlockingConnection:
-    params = pika.URLParameters(b.url)
-    params.connection_attempts = 1
-    return pika.BlockingConnection(params)
 
 
 @pytest.fixture
@@ -37,8 +30,8 @@ def relaxed_broker(tmp_path):
     b.stop()
 
 
-def test_relaxed_checks_accept_a_classic_redeclare_of_a_quorum_queue(relaxed_broker):
-    conn = _connect(relaxed_broker)
+def test_relaxed_checks_accept_a_classic_redeclare_of_a_quorum_queue(relaxed_broker, connect):
+    conn = connect(relaxed_broker)
     ch = conn.channel()
     ch.queue_declare("relaxed.q", durable=True, arguments={**QQ, "x-expires": 100_000})
     # as classic, implicitly or explicitly, with the shared arguments equal: accepted
@@ -64,8 +57,8 @@ def mgmt_broker(tmp_path):
     b.stop()
 
 
-def test_consumer_timeout_policy_applies_to_existing_queues(mgmt_broker):
-    conn = _connect(mgmt_broker)
+def test_consumer_timeout_policy_applies_to_existing_queues(mgmt_broker, connect):
+    conn = connect(mgmt_broker)
     ch = conn.channel()
     ch.queue_declare("ct.policy")
     vhost = urllib.parse.quote("/", safe="")

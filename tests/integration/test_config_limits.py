@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker
 
@@ -19,15 +18,9 @@ def limited_broker(tmp_path):
     b.stop()
 
 
-def _channel(b):
-    params = pika.URLParameters(b.url)
-    params.connection_attempts = 1
-    conn = pika.BlockingConnection(params)
-    return conn, conn.channel()
-
-
-def test_unacked_delivery_past_consumer_timeout_closes_channel(limited_broker):
-    conn, ch = _channel(limited_broker)
+def test_unacked_delivery_past_consumer_timeout_closes_channel(limited_broker, connect):
+    conn = connect(limited_broker)
+    ch = conn.channel()
     ch.queue_declare("lim.slow")
     ch.basic_publish("", "lim.slow", b"x")
     ch.basic_consume("lim.slow", lambda *a: None)  # never acks
@@ -45,8 +38,9 @@ def test_unacked_delivery_past_consumer_timeout_closes_channel(limited_broker):
     conn.close()
 
 
-def test_message_larger_than_max_message_size_is_406(limited_broker):
-    conn, ch = _channel(limited_broker)
+def test_message_larger_than_max_message_size_is_406(limited_broker, connect):
+    conn = connect(limited_broker)
+    ch = conn.channel()
     ch.queue_declare("lim.big")
     with pytest.raises(ChannelClosedByBroker) as info:
         ch.basic_publish("", "lim.big", b"x" * 2048)
@@ -57,13 +51,11 @@ def test_message_larger_than_max_message_size_is_406(limited_broker):
     conn.close()
 
 
-def test_memory_alarm_blocks_publishers(tmp_path):
+def test_memory_alarm_blocks_publishers(tmp_path, connect):
     b = Broker(tmp_path, management=False, config="vm_memory_high_watermark.absolute = 1MB\n").start()
     try:
-        params = pika.URLParameters(b.url)
-        params.connection_attempts = 1
         blocked = []
-        conn = pika.BlockingConnection(params)
+        conn = connect(b)
         conn.add_on_connection_blocked_callback(lambda c, m: blocked.append(m.method.reason))
         conn.channel().basic_publish("", "nowhere", b"x")  # only publishers get blocked
         deadline = time.monotonic() + 10
@@ -71,7 +63,7 @@ def test_memory_alarm_blocks_publishers(tmp_path):
             conn.process_data_events(time_limit=0.5)
         assert blocked == ["low on memory"]
         # Connections that never published are still served.
-        other = pika.BlockingConnection(params)
+        other = connect(b)
         assert other.channel().queue_declare("lim.q").method.queue == "lim.q"
         other.close()
     finally:

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import pika
 
-
-def _connect(b) -> pika.BlockingConnection:
-    params = pika.URLParameters(b.url)
-    params.connection_attempts = 1
-    return pika.BlockingConnection(params)
+from compat_tests.support.pika_util import drain
 
 
-def _publish_confirmed(b, queue: str, n: int) -> None:
-    conn = _connect(b)
+def _publish_confirmed(connect, b, queue: str, n: int) -> None:
+    conn = connect(b)
     ch = conn.channel()
     ch.queue_declare(queue, durable=True)
     ch.confirm_delivery()
@@ -21,34 +17,22 @@ def _publish_confirmed(b, queue: str, n: int) -> None:
     conn.close()
 
 
-def _consume_all(b, queue: str, limit: int) -> list[bytes]:
-    conn = _connect(b)
-    ch = conn.channel()
-    got = []
-    for method, _, body in ch.consume(queue, inactivity_timeout=2):
-        if method is None:
-            break
-        got.append(body)
-        ch.basic_ack(method.delivery_tag)
-        if len(got) == limit:
-            break
-    ch.cancel()
-    conn.close()
-    return got
+def _consume_all(connect, b, queue: str, limit: int) -> list[bytes]:
+    return [body for _, _, body in drain(connect(b).channel(), queue, limit, timeout=2)]
 
 
-def test_kill_9_keeps_every_confirmed_persistent_message_in_order(fresh_broker):
+def test_kill_9_keeps_every_confirmed_persistent_message_in_order(fresh_broker, connect):
     b = fresh_broker.start()
     n = 1000
-    _publish_confirmed(b, "dur.q", n)
+    _publish_confirmed(connect, b, "dur.q", n)
     b.kill()
     b.start()
-    assert _consume_all(b, "dur.q", n + 1) == [f"msg-{i}".encode() for i in range(n)]
+    assert _consume_all(connect, b, "dur.q", n + 1) == [f"msg-{i}".encode() for i in range(n)]
 
 
-def test_durable_topology_survives_clean_restart(fresh_broker):
+def test_durable_topology_survives_clean_restart(fresh_broker, connect):
     b = fresh_broker.start()
-    conn = _connect(b)
+    conn = connect(b)
     ch = conn.channel()
     ch.exchange_declare("dur.x", "topic", durable=True)
     ch.queue_declare("dur.bound", durable=True)
@@ -60,7 +44,7 @@ def test_durable_topology_survives_clean_restart(fresh_broker):
     conn.close()
     assert b.stop() == 0
     b.start()
-    conn = _connect(b)
+    conn = connect(b)
     ch = conn.channel()
     ch.exchange_declare("dur.x", "topic", passive=True)
     ch.basic_publish("dur.x", "a.c", b"after", pika.BasicProperties(delivery_mode=2))
@@ -69,7 +53,7 @@ def test_durable_topology_survives_clean_restart(fresh_broker):
     method, _, body = ch.basic_get("dur.bound", auto_ack=True)
     assert body == b"after"
     conn.close()
-    conn = _connect(b)
+    conn = connect(b)
     try:
         conn.channel().queue_declare("dur.transient", passive=True)
         survived = True
@@ -79,10 +63,10 @@ def test_durable_topology_survives_clean_restart(fresh_broker):
     assert not survived
 
 
-def test_acked_messages_do_not_come_back_and_unacked_are_redelivered(fresh_broker):
+def test_acked_messages_do_not_come_back_and_unacked_are_redelivered(fresh_broker, connect):
     b = fresh_broker.start()
-    _publish_confirmed(b, "dur.acks", 10)
-    conn = _connect(b)
+    _publish_confirmed(connect, b, "dur.acks", 10)
+    conn = connect(b)
     ch = conn.channel()
     for _ in range(5):
         method, _, _ = ch.basic_get("dur.acks")
@@ -93,7 +77,7 @@ def test_acked_messages_do_not_come_back_and_unacked_are_redelivered(fresh_broke
     ch.basic_publish("", "dur.acks", b"tail", pika.BasicProperties(delivery_mode=2))
     b.kill()
     b.start()
-    conn = _connect(b)
+    conn = connect(b)
     ch = conn.channel()
     method, _, body = ch.basic_get("dur.acks", auto_ack=True)
     assert body == b"msg-5" and method.redelivered
@@ -102,9 +86,9 @@ def test_acked_messages_do_not_come_back_and_unacked_are_redelivered(fresh_broke
     conn.close()
 
 
-def test_tx_commit_of_persistent_messages_survives_kill_9(fresh_broker):
+def test_tx_commit_of_persistent_messages_survives_kill_9(fresh_broker, connect):
     b = fresh_broker.start()
-    conn = _connect(b)
+    conn = connect(b)
     ch = conn.channel()
     ch.queue_declare("dur.tx", durable=True)
     ch.tx_select()
@@ -113,12 +97,12 @@ def test_tx_commit_of_persistent_messages_survives_kill_9(fresh_broker):
     ch.tx_commit()  # returns only once the journal holds the messages
     b.kill()
     b.start()
-    assert _consume_all(b, "dur.tx", 4) == [b"tx-0", b"tx-1", b"tx-2"]
+    assert _consume_all(connect, b, "dur.tx", 4) == [b"tx-0", b"tx-1", b"tx-2"]
 
 
-def test_sigterm_closes_clients_with_320_and_exits_cleanly(fresh_broker):
+def test_sigterm_closes_clients_with_320_and_exits_cleanly(fresh_broker, connect):
     b = fresh_broker.start()
-    conn = _connect(b)
+    conn = connect(b)
     closed = []
     b.proc.send_signal(15)
     try:
@@ -130,9 +114,9 @@ def test_sigterm_closes_clients_with_320_and_exits_cleanly(fresh_broker):
     assert b.proc.wait(15) == 0
 
 
-def test_clean_stop_flushes_unconfirmed_persistent_messages(fresh_broker):
+def test_clean_stop_flushes_unconfirmed_persistent_messages(fresh_broker, connect):
     b = fresh_broker.start()
-    conn = _connect(b)
+    conn = connect(b)
     ch = conn.channel()
     ch.queue_declare("dur.flush", durable=True)
     for i in range(100):
@@ -140,4 +124,4 @@ def test_clean_stop_flushes_unconfirmed_persistent_messages(fresh_broker):
     ch.queue_declare("dur.flush", passive=True)  # a round trip: every publish was processed
     assert b.stop() == 0
     b.start()
-    assert _consume_all(b, "dur.flush", 101) == [f"f-{i}".encode() for i in range(100)]
+    assert _consume_all(connect, b, "dur.flush", 101) == [f"f-{i}".encode() for i in range(100)]

@@ -7,18 +7,7 @@ import asyncio
 import aio_pika
 import pika
 
-
-def _drain(ch, queue, n, timeout=5):
-    got = []
-    for method, props, body in ch.consume(queue, inactivity_timeout=timeout):
-        if method is None:
-            break
-        got.append((method, props, body))
-        ch.basic_ack(method.delivery_tag)
-        if len(got) == n:
-            break
-    ch.cancel()
-    return got
+from compat_tests.support.pika_util import drain
 
 
 def test_default_exchange_roundtrip_with_confirms(ch):
@@ -27,7 +16,7 @@ def test_default_exchange_roundtrip_with_confirms(ch):
     for i in range(50):
         ch.basic_publish("", "it.rt", f"m{i}".encode(),
                          pika.BasicProperties(content_type="text/plain", headers={"i": i}))
-    got = _drain(ch, "it.rt", 50)
+    got = drain(ch, "it.rt", 50)
     assert [b for _, _, b in got] == [f"m{i}".encode() for i in range(50)]
     assert got[7][1].headers == {"i": 7}
     assert got[7][1].content_type == "text/plain"
@@ -46,9 +35,9 @@ def test_topic_and_fanout_routing(ch):
     ch.basic_publish("it.topic", "a.z", b"both")
     ch.basic_publish("it.topic", "a.b", b"one")
     ch.basic_publish("it.fan", "ignored", b"fan")
-    assert [b for _, _, b in _drain(ch, "it.t1", 2)] == [b"both", b"one"]
-    assert [b for _, _, b in _drain(ch, "it.t2", 1)] == [b"both"]
-    assert [b for _, _, b in _drain(ch, "it.f", 1)] == [b"fan"]
+    assert [b for _, _, b in drain(ch, "it.t1", 2)] == [b"both", b"one"]
+    assert [b for _, _, b in drain(ch, "it.t2", 1)] == [b"both"]
+    assert [b for _, _, b in drain(ch, "it.f", 1)] == [b"fan"]
 
 
 def test_basic_get_and_get_empty(ch):

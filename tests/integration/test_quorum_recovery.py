@@ -6,30 +6,17 @@ from __future__ import annotations
 
 import pika
 
-
-def _channel(b):
-    conn = pika.BlockingConnection(pika.URLParameters(b.url))
-    return conn, conn.channel()
+from compat_tests.support.pika_util import drain
 
 
 def _declare(ch, name: str, **args) -> None:
     ch.queue_declare(name, durable=True, arguments={"x-queue-type": "quorum", **args})
 
 
-def _drain(ch, queue: str, timeout: float = 5):
-    got = []
-    for method, props, body in ch.consume(queue, inactivity_timeout=timeout):
-        if method is None:
-            break
-        got.append((method, props, body))
-        ch.basic_ack(method.delivery_tag)
-    ch.cancel()
-    return got
-
-
-def test_kill_9_keeps_confirmed_and_returns_unacked(fresh_broker):
+def test_kill_9_keeps_confirmed_and_returns_unacked(fresh_broker, connect):
     b = fresh_broker.start()
-    conn, ch = _channel(b)
+    conn = connect(b)
+    ch = conn.channel()
     ch.confirm_delivery()
     _declare(ch, "rec.q")
     for i in range(300):  # every publish returns only once confirmed
@@ -44,9 +31,10 @@ def test_kill_9_keeps_confirmed_and_returns_unacked(fresh_broker):
     assert held == [str(i).encode() for i in range(5)]
     b.kill()
     b.start()
-    conn2, ch2 = _channel(b)
+    conn2 = connect(b)
+    ch2 = conn2.channel()
     assert ch2.queue_declare("rec.q", passive=True).method.message_count == 300
-    got = _drain(ch2, "rec.q")
+    got = drain(ch2, "rec.q")
     bodies = [body for _, _, body in got]
     assert sorted(bodies, key=int) == [str(i).encode() for i in range(300)]
     assert len(bodies) == 300
@@ -60,9 +48,10 @@ def test_kill_9_keeps_confirmed_and_returns_unacked(fresh_broker):
     conn2.close()
 
 
-def test_clean_restart_keeps_messages_and_deletes(fresh_broker):
+def test_clean_restart_keeps_messages_and_deletes(fresh_broker, connect):
     b = fresh_broker.start()
-    conn, ch = _channel(b)
+    conn = connect(b)
+    ch = conn.channel()
     ch.confirm_delivery()
     _declare(ch, "rec.keep")
     _declare(ch, "rec.gone")
@@ -73,18 +62,20 @@ def test_clean_restart_keeps_messages_and_deletes(fresh_broker):
     conn.close()
     b.stop()
     b.start()
-    conn2, ch2 = _channel(b)
-    assert [body for _, _, body in _drain(ch2, "rec.keep")] == [str(i).encode() for i in range(10)]
+    conn2 = connect(b)
+    ch2 = conn2.channel()
+    assert [body for _, _, body in drain(ch2, "rec.keep")] == [str(i).encode() for i in range(10)]
     _declare(ch2, "rec.gone")
     assert ch2.queue_declare("rec.gone", passive=True).method.message_count == 0
     conn2.close()
 
 
-def test_tx_commit_ok_means_committed_to_the_quorum_log(fresh_broker):
+def test_tx_commit_ok_means_committed_to_the_quorum_log(fresh_broker, connect):
     """commit-ok for publishes to a quorum queue is sent only once their Enqueues are
     committed and fsynced: a kill -9 right after it loses none of them."""
     b = fresh_broker.start()
-    conn, ch = _channel(b)
+    conn = connect(b)
+    ch = conn.channel()
     _declare(ch, "tx.q")
     ch.tx_select()
     body = b"x" * 4096
@@ -93,6 +84,7 @@ def test_tx_commit_ok_means_committed_to_the_quorum_log(fresh_broker):
     ch.tx_commit()
     b.kill()
     b.start()
-    conn2, ch2 = _channel(b)
+    conn2 = connect(b)
+    ch2 = conn2.channel()
     assert ch2.queue_declare("tx.q", passive=True).method.message_count == 1500
     conn2.close()

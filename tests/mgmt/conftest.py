@@ -8,10 +8,10 @@ import itertools
 import os
 
 import httpx
-import pika
 import pytest
 
 from compat_tests.support.launcher import Broker
+from compat_tests.support.pika_util import pika_connections
 
 _seq = itertools.count()
 
@@ -41,19 +41,7 @@ def name():
 
 @pytest.fixture
 def amqp(node):
-    conns = []
-
-    def connect(url: str | None = None) -> pika.BlockingConnection:
-        params = pika.URLParameters(url or node.url)
-        params.connection_attempts = 1
-        c = pika.BlockingConnection(params)
-        conns.append(c)
-        return c
-
-    yield connect
-    for c in conns:
-        if c.is_open:
-            try:
-                c.close()
-            except pika.exceptions.AMQPError:
-                pass
+    """`amqp(url=None)`: a pika BlockingConnection to `url` (default: the node's); closed after
+    the test."""
+    with pika_connections() as connect:
+        yield lambda url=None: connect(url or node.url)

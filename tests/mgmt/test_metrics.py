@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import time
 
 import httpx
 import pika
 
 from amqp_broker.mgmt import render_metrics
-
-_SAMPLE = re.compile(r'^([a-z_]+)(\{[^}]*\})? (-?[0-9.e+]+)$')
-
-
-def _samples(text: str) -> dict[str, float]:
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("#") or not line:
-            continue
-        m = _SAMPLE.match(line)
-        assert m, f"not a Prometheus sample line: {line!r}"
-        out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
-    return out
+from compat_tests.support.metrics import samples, scrape
 
 
 def test_metrics_endpoint(api, node, amqp, name):
@@ -36,7 +23,7 @@ def test_metrics_endpoint(api, node, amqp, name):
     r = httpx.get(node.metrics_url + "/metrics/per-object")
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
-    s = _samples(r.text)
+    s = samples(r.text)
     label = f'{{vhost="/",queue="{name}"}}'
     assert s["rabbitmq_queue_messages_ready" + label] == 0
     assert s["rabbitmq_queue_messages_unacked" + label] == 3
@@ -45,7 +32,7 @@ def test_metrics_endpoint(api, node, amqp, name):
     assert s["rabbitmq_connections"] == 1 and s["rabbitmq_channels"] == 1
     assert "# TYPE rabbitmq_queue_messages_ready gauge" in r.text
     # /metrics: the same families summed over the node, without labels
-    agg = _samples(httpx.get(node.metrics_url + "/metrics").text)
+    agg = scrape(node.metrics_url)
     assert agg["rabbitmq_queue_messages_unacked"] == sum(
         v for k, v in s.items() if k.startswith("rabbitmq_queue_messages_unacked{"))
     assert not any(k.startswith("rabbitmq_queue_messages_ready{") for k in agg)
@@ -66,7 +53,7 @@ def test_counters_exported_only_when_the_broker_keeps_them():
     broker.dead_lettered = None
     assert "rabbitmq_global_messages_received_total" not in render_metrics(admin)
     broker.counters = {"messages_received": 7, "dead_lettered_expired": 2}
-    s = _samples(render_metrics(admin))
+    s = samples(render_metrics(admin))
     assert s["rabbitmq_global_messages_received_total"] == 7
     # without labelled counts, what the broker counted is classic at-most-once
     assert s['rabbitmq_global_messages_dead_lettered_expired_total'
@@ -82,7 +69,7 @@ def test_dead_letter_counters_labelled_by_queue_type_and_strategy(node, amqp, na
         return samples[f'{metric}{{queue_type="{kind}",dead_letter_strategy="{strategy}"}}']
 
     def now():
-        return _samples(httpx.get(node.metrics_url + "/metrics").text)
+        return scrape(node.metrics_url)
 
     kinds = [("rabbit_quorum_queue", "at_least_once"), ("rabbit_classic_queue", "at_most_once"),
              ("rabbit_quorum_queue", "at_most_once")]
@@ -120,7 +107,7 @@ _DL = '{queue_type="rabbit_classic_queue",dead_letter_strategy="at_most_once"}'
 
 def test_message_counters_after_pika_publish_and_consume(node, amqp, api, name):
     def now():
-        return _samples(httpx.get(node.metrics_url + "/metrics").text)
+        return scrape(node.metrics_url)
 
     before = now()
     ch = amqp().channel()

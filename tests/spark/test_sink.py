@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-import httpx
 import pytest
+
+from compat_tests.support.metrics import scrape
 
 from .amqp_util import unique
 from .conftest import spark_available
@@ -57,10 +58,7 @@ def test_s6_unroutable_with_mandatory_fails_the_query(spark, broker_url, tmp_pat
 
 def _returned_total(broker) -> float:
     """The broker's own count of mandatory messages it returned (Prometheus /metrics)."""
-    text = httpx.get(broker.metrics_url + "/metrics", timeout=10).text
-    line, = [ln for ln in text.splitlines()
-             if ln.startswith("rabbitmq_global_messages_unroutable_returned_total ")]
-    return float(line.split()[1])
+    return scrape(broker.metrics_url)["rabbitmq_global_messages_unroutable_returned_total"]
 
 
 def test_s6_unroutable_can_be_counted(spark, broker_url, launched_broker):

@@ -12,7 +12,7 @@ from amqp_broker.queues import ClassicQueue, Message, queue_key
 from amqp_broker.store import MessageJournal, StoreFatalError
 from amqp_broker.store.journal_codec import replay
 
-from .helpers import consumer, msg
+from queues.helpers import consumer, msg  # tests/queues (pytest puts tests/ on sys.path)
 
 
 class CountingFsync:

@@ -14,7 +14,7 @@ from amqp_broker.queues import ClassicQueue
 from amqp_broker.store import MessageJournal
 from amqp_broker.store.journal_codec import replay
 
-from .helpers import consumer, msg
+from queues.helpers import consumer, msg  # tests/queues (pytest puts tests/ on sys.path)
 
 QUEUES = ("a", "b")
 
