@@ -46,6 +46,7 @@ def test_unknown_delivery_tag_names_the_method_sent(broker_url, method, ids):
     ("-1", "{value_negative,-1}"),
     ("abc", "no_integer"),
     ("1.5", '{leftover_string,".5"}'),
+    ("315360000001", "{value_too_large,315360000001}"),  # over ten years
 ])
 def test_invalid_expiration_text(broker_url, expiration, reason):
     with RawClient(broker_url) as raw:
@@ -82,3 +83,29 @@ def test_short_heartbeat_is_sent_at_least_every_interval(broker_url, interval):
         worst = max(worst, time.monotonic() - last)
         assert beats >= 3, beats
         assert worst <= interval + 0.25, (beats, worst)
+
+
+@pytest.mark.parametrize("expiration,kept", [("+60000", True), ("315360000000", True), ("-0", False),
+                                             ("", None)])
+def test_expirations_rabbitmq_accepts(conn, names, expiration, kept):
+    # string:to_integer takes a sign ("+60000" is 60 s, "-0" is a TTL of 0: gone as soon as it
+    # is found with no consumer); ten years is the longest TTL accepted; "" is no integer.
+    import pika
+
+    from compat_tests.support import wait_until
+
+    q = names.queue()
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.queue_declare(q)
+    if kept is None:  # pika sends the expiration flag with an empty string
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+            ch.basic_publish("", q, b"x", pika.BasicProperties(expiration=expiration))
+        assert info.value.reply_text == "PRECONDITION_FAILED - invalid expiration '': no_integer"
+        return
+    ch.basic_publish("", q, b"x", pika.BasicProperties(expiration=expiration))
+    if kept:
+        method, _props, _body = ch.basic_get(q, auto_ack=True)
+        assert method is not None
+    else:
+        assert wait_until(conn, lambda: ch.queue_declare(q, passive=True).method.message_count == 0)

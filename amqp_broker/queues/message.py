@@ -75,8 +75,21 @@ def _parse(raw: bytes) -> tuple[bool, int, int | None, int]:
         pos += 1 + raw[pos]
     n = raw[pos]
     text = raw[pos + 1 : pos + 1 + n]
-    expiration = int(text) if text.isdigit() else None
+    expiration = int(text) if text.isdigit() else _signed_expiration(text)
+    if expiration is not None and expiration > MAX_EXPIRATION_MS:
+        expiration = None  # refused by the channel: {value_too_large,N}
     return persistent, priority, expiration, headers_offset
+
+
+MAX_EXPIRATION_MS = 315_360_000_000  # ten years: RabbitMQ 3.10 refuses larger per-message TTLs
+
+
+def _signed_expiration(text: bytes) -> int | None:
+    # Erlang's string:to_integer takes a sign: "+1" and "-0" are valid TTLs for RabbitMQ.
+    if text[:1] in (b"+", b"-") and text[1:].isdigit():
+        value = int(text)
+        return value if value >= 0 else None
+    return None
 
 
 class Message:

@@ -97,7 +97,7 @@ class Channel:
             props = self._rewrite_reply_to(props)
         msg = Message.from_publish(ev.exchange, ev.routing_key, props, ev.body)
         if msg.expiration_ms is None and props and props[0] & 0x01:
-            # expiration flag set but not a non-negative integer string
+            # expiration flag set but not a TTL the queue layer took
             text = peek_expiration(props)
             raise PreconditionFailed(format_after(
                 f"invalid expiration '{text}': ", expiration_error(text))).with_method(*_PUBLISH)
@@ -478,7 +478,8 @@ class _TxBarrier:
 def expiration_error(text: str | None) -> object:
     """Why RabbitMQ refuses an expiration string (rabbit_basic:parse_expiration, whose
     string:to_integer takes an optional sign and leading digits), as the Erlang term its
-    error text prints: no_integer, {leftover_string,Rest} or {value_negative,N}. Called only
+    error text prints: no_integer, {leftover_string,Rest}, {value_negative,N} or
+    {value_too_large,N} (over ten years in ms). Called only
     for strings the queue layer did not take as plain digits."""
     text = text or ""
     sign = 1 if text[:1] != "-" else -1
@@ -491,5 +492,5 @@ def expiration_error(text: str | None) -> object:
     value = sign * int(body)
     if value < 0:
         return (Atom("value_negative"), value)
-    return Atom("no_integer")  # "+N": RabbitMQ accepts it; the queue layer does not parse it
+    return (Atom("value_too_large"), value)  # the queue layer takes every other value
 
