@@ -145,7 +145,7 @@ def connection_row(session: Any, node: str, connected_at: int) -> dict:
         "state": session.info()["state"],  # "running", or "blocked" by a resource alarm
         "type": "network",
         "protocol": "AMQP 0-9-1",
-        "auth_mechanism": "PLAIN",
+        "auth_mechanism": session.auth_mechanism,
         "host": host,
         "port": port,
         "peer_host": session.peer[0],
@@ -158,6 +158,11 @@ def connection_row(session: Any, node: str, connected_at: int) -> dict:
         "frame_max": conn.frame_max,
         "channel_max": conn.channel_max,
         "timeout": conn.heartbeat,
+        "recv_oct": session.recv_oct,
+        "recv_cnt": session.recv_cnt,
+        "send_oct": session.send_oct,
+        "send_cnt": session.send_cnt,
+        "send_pend": 0,  # each flush is one send_all that completes before the next
     }
 
 

@@ -76,6 +76,9 @@ class Session:
         self._blocked_sent = False
         self.congested = False
         self.has_published = False  # set by channels; alarms stop reading from publishers
+        self.auth_mechanism = ""  # the SASL mechanism the client logged in with
+        # Socket counters as RabbitMQ's connection stats: bytes and reads / writes.
+        self.recv_oct = self.recv_cnt = self.send_oct = self.send_cnt = 0
 
     # -- called by channels, queues and the broker -------------------------------------------
     def wake(self) -> None:
@@ -146,6 +149,8 @@ class Session:
                 data = await self.stream.receive_some(_RECV_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
+            self.recv_oct += len(data)
+            self.recv_cnt += 1
             conn.feed(data)  # b"" tells the protocol the peer went away
             self._handle_events()
             self.wake()
@@ -165,6 +170,8 @@ class Session:
             if data:
                 # While a big batch is on its way, queues hold further deliveries back.
                 self.congested = len(data) >= _CONGESTED
+                self.send_oct += len(data)
+                self.send_cnt += 1
                 try:
                     await self.stream.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -284,6 +291,7 @@ class Session:
         self.client_properties = ev.client_properties or {}
         caps = self.client_properties.get("capabilities")
         self.capabilities = caps if isinstance(caps, dict) else {}
+        self.auth_mechanism = ev.mechanism
         username, password = ev.username, ev.password
         if ev.mechanism == "ANONYMOUS":  # offered only when a user is configured for it
             username = self.settings.anonymous_login_user or ""
