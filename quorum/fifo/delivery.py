@@ -201,6 +201,20 @@ def add_waiting(q: QueueState, c: Consumer) -> None:
     sort_waiting(q)
 
 
+def _install(q: QueueState, nxt: Consumer) -> Consumer:
+    """Make the waiting consumer `nxt` the active one. A cancelled consumer re-subscribed
+    under the same key may still hold unacked messages: it keeps them, with the new
+    settings, rather than being replaced (which would lose them)."""
+    old = q.consumers.get(nxt.key)
+    if old is None:
+        q.consumers[nxt.key] = nxt
+        return nxt
+    old.priority, old.prefetch, old.credited = nxt.priority, nxt.prefetch, nxt.credited
+    old.status, old.once = UP, False
+    old.credit = max(0, (0 if nxt.credited else nxt.prefetch) - len(old.checked_out))
+    return old
+
+
 def activate_next(q: QueueState, effects: list) -> None:
     """Single active consumer: activate the best waiting consumer when none is active,
     or let a higher-priority waiting one take over (at once if the active consumer has
@@ -213,14 +227,7 @@ def activate_next(q: QueueState, effects: list) -> None:
     act = active_consumer(q)
     if act is None:
         q.waiting.pop(0)
-        old = q.consumers.get(nxt.key)
-        if old is not None:      # a cancelled consumer re-subscribed under the same key
-            old.priority, old.prefetch, old.credited = nxt.priority, nxt.prefetch, nxt.credited
-            old.status, old.once = UP, False
-            old.credit = max(0, (0 if nxt.credited else nxt.prefetch) - len(old.checked_out))
-            nxt = old
-        else:
-            q.consumers[nxt.key] = nxt
+        nxt = _install(q, nxt)
         if nxt.credit > 0 and not nxt.in_sq:
             q.sq.push(nxt)
         effects.append(ConsumerActive(nxt.key, True))
@@ -230,8 +237,8 @@ def activate_next(q: QueueState, effects: list) -> None:
             del q.consumers[act.key]
             q.sq.remove(act)
             act.status = UP
-            q.consumers[nxt.key] = nxt
-            if nxt.credit > 0:
+            nxt = _install(q, nxt)
+            if nxt.credit > 0 and not nxt.in_sq:
                 q.sq.push(nxt)
             add_waiting(q, act)
             effects.append(ConsumerActive(act.key, False))

@@ -25,6 +25,19 @@ def test_credit_command_does_not_raise_a_prefetch_consumer_over_its_prefetch():
               (0, ("credit", 2, 2, False))])
 
 
+def test_sac_resubscribe_taking_over_keeps_the_cancelled_consumers_unacked():
+    # c1 holds unacked messages, is cancelled, c2 becomes active; c1 subscribes again with a
+    # higher priority and takes over: its unacked messages stay checked out to it (they were
+    # lost when the new consumer replaced the cancelled one under the same key).
+    cfg = QueueConfig(single_active_consumer=True, delivery_limit=None, **DLX)
+    enq = (0, ("enq", 0, 1, None, None, 0))
+    log = [enq] * 3 + [(0, ("checkout", 0, 0, 0, False)), (0, ("checkout", 1, 0, 0, True)),
+                       enq, (0, ("cancel", 0, False)), enq, (0, ("checkout", 0, 0, 1, False))]
+    h, _ = run(cfg, log)      # run() checks after every step that no message was lost
+    c1 = h.q.consumers[KEYS[0]]
+    assert c1.status == "up" and len(c1.checked_out) >= 3
+
+
 def test_lowered_delivery_limit_applies_at_the_next_return():
     cfg = QueueConfig(delivery_limit=None, **DLX)
     log = [(0, ("enq", 0, 1, None, None, 0)), (0, ("checkout", 0, 1, 0, False)),
