@@ -3,9 +3,10 @@ order.  Each test asserts the reply code, its class/method and that the connecti
 channel) is closed.  See /work/shared/PROTOCOL-ERRORS.md for the measured table."""
 
 import struct
+import time
 
 import pytest
-from pamqp import body, commands, header, heartbeat
+from pamqp import body, commands, frame, header, heartbeat
 
 from compat_tests.support.raw import RawClient
 
@@ -229,3 +230,33 @@ def test_server_sends_heartbeats_and_drops_a_silent_client(broker_url):
         rest = raw.read_until_eof(timeout=20)
         assert raw.eof
         assert rest == b"\x08\x00\x00\x00\x00\x00\x00\xce" * (len(rest) // 8)
+
+
+def test_frames_after_client_close_are_discarded_not_reset(broker_url):
+    # amqplib sends connection.close on channel 0 ahead of channel frames still buffered behind it
+    # (its own suite's "find high watermark" then hangs in close).  RabbitMQ answers close-ok and
+    # keeps reading, discarding what follows, until the client closes the socket (rabbit_reader:
+    # connection_state closed, terminate_connection after at most ?CLOSING_TIMEOUT s).  Closing
+    # the socket with frames still arriving makes the kernel answer them with a TCP reset.
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.open_channel(1)
+        publish = commands.Basic.Publish(exchange="", routing_key="compat-nowhere")
+        batch = b"".join(
+            frame_bytes for _ in range(200) for frame_bytes in (
+                frame.marshal(publish, 1),
+                frame.marshal(header.ContentHeader(0, 5, commands.Basic.Properties()), 1),
+                frame.marshal(body.ContentBody(b"hello"), 1)))
+        raw.send_raw(frame.marshal(commands.Connection.Close(
+            reply_code=200, reply_text="bye", class_id=0, method_id=0), 0) + batch)
+        assert raw.read_method().name == "Connection.CloseOk"
+        try:
+            for _ in range(5):  # frames the client had queued before it saw close-ok
+                raw.send_raw(batch)
+                time.sleep(0.05)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            pytest.fail(f"the server reset the connection after close-ok: {exc!r}")
+        tail = raw.read_until_eof(timeout=0.5)
+        assert tail == b"", f"nothing may follow close-ok, got {tail[:40]!r}"
+        assert not raw.reset, "the server reset the connection instead of discarding the frames"
+

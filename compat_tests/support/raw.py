@@ -26,6 +26,7 @@ class RawClient:
         self.sock = socket.create_connection((u.hostname or "localhost", u.port or 5672), timeout=timeout)
         self._buf = b""
         self.eof = False  # set by read_until_eof when the server closed the socket
+        self.reset = False  # set by read_until_eof when that close was a TCP reset
         self.start: commands.Connection.Start | None = None
         self.tune: commands.Connection.Tune | None = None
 
@@ -71,7 +72,7 @@ class RawClient:
             except socket.timeout:
                 break
             except ConnectionResetError:
-                self.eof = True
+                self.eof = self.reset = True
                 break
             if not chunk:
                 self.eof = True
