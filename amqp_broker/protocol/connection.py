@@ -6,7 +6,7 @@ Called by the trio shell (`amqp_broker/server/`):
     loop:  conn.feed(await stream.receive_some())    # b"" means the peer closed the socket
            for event in conn.next_events(): ...        # answer with accept_login() etc.
            await stream.send_all(conn.data_to_send())
-           if conn.closed: sleep(conn.linger); close the socket
+           if conn.closed: sleep(conn.linger); discard input for conn.drain s; close the socket
     timer: conn.tick(trio.current_time())              # about once a second
 
 Contract:
@@ -16,7 +16,10 @@ Contract:
   server should then drop its channels and consumers. `closed` becomes true when the socket
   should be closed (after our close got its close-ok, at once for a client close, or after a
   timeout counted by `tick`); `linger` is how long to wait first (RabbitMQ's 3 s silent-close
-  delay against pre-auth floods and after frame errors).
+  delay against pre-auth floods and after frame errors). After a client's connection.close,
+  `drain` says how long to keep reading (and discarding) what the client still sends, so that
+  frames it queued behind its close do not meet a reset socket (as RabbitMQ: until the client
+  closes, at most the heartbeat interval capped at 30 s).
 - While a LoginRequest or OpenRequest is unanswered, input is buffered and not parsed.
   accept_login()/accept_open() parse what was buffered at once, so they may produce new
   events: call next_events() again after answering (loop until it returns []).
@@ -64,6 +67,7 @@ _CHANNEL_OPEN = commands.Channel.Open.index
 _CHANNEL_CLOSE = commands.Channel.Close.index
 _CHANNEL_CLOSE_OK = commands.Channel.CloseOk.index
 _CONNECTION_CLASS = 10
+_DRAIN_MAX = 30  # seconds of input discarded after a client close, at most (RabbitMQ)
 
 
 class ServerConnection(Handshake, Liveness):
@@ -76,6 +80,7 @@ class ServerConnection(Handshake, Liveness):
         self._ended = False  # ConnectionClosed emitted
         self._init_liveness()
         self.linger = 0.0
+        self.drain = 0.0
 
     # -- input ---------------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -202,7 +207,9 @@ class ServerConnection(Handshake, Liveness):
     def _set_closed(self, linger: float) -> None:
         self.state = CLOSED
         self.linger = linger
-        self._buf.clear()
+        # A new buffer rather than clear(): the frame loop may hold a memoryview of the old one
+        # (clear() would raise BufferError there); it stops once the state is CLOSED.
+        self._buf = bytearray()
         self._channels.clear()
 
     def _silent_close(self, reason: str, linger: float = _SILENT_CLOSE_DELAY) -> None:
@@ -439,6 +446,7 @@ class ServerConnection(Handshake, Liveness):
             method.reply_code, method.reply_text, method.class_id, method.method_id))
         self._finish("client closed the connection")
         self._set_closed(0.0)
+        self.drain = float(min(self.heartbeat or _DRAIN_MAX, _DRAIN_MAX))
 
 
 def _frame_text(ftype: int, payload: bytes, error: object = None) -> str:

@@ -128,11 +128,24 @@ class Session:
             if self.conn.linger:
                 # RabbitMQ's silent-close delay after pre-auth and framing errors.
                 await trio.sleep(self.conn.linger)
+            if self.conn.drain:
+                await self._discard_input(self.conn.drain)
         finally:
             self._cleanup()
             with trio.move_on_after(1) as scope:
                 scope.shield = True
                 await self.stream.aclose()
+
+    async def _discard_input(self, limit: float) -> None:
+        """After the client's connection.close: read and drop what it still sends (frames it
+        queued behind the close) until it closes the socket, for at most `limit` seconds, so
+        that those frames do not meet a reset socket."""
+        with trio.move_on_after(limit):
+            try:
+                while await self.stream.receive_some(_RECV_SIZE):
+                    pass
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
 
     async def _reader(self) -> None:
         conn = self.conn

@@ -7,7 +7,7 @@ from amqp_broker.protocol import (
     default_server_properties,
 )
 
-from .peer import HEADER, close_of, method, parse, server, start_ok, to_login
+from .peer import HEADER, close_of, method, opened, parse, server, start_ok, to_login
 
 
 def test_header_gets_connection_start_with_server_properties():
@@ -179,3 +179,21 @@ def test_server_close_connection_discards_until_close_ok():
     assert not conn.closed
     conn.feed(method(0, c.Connection.CloseOk()))
     assert conn.closed
+
+
+def test_client_close_with_frames_behind_it_is_clean_and_asks_for_a_drain():
+    # connection.close followed, in the same read, by frames the client had queued: close-ok,
+    # the connection's end says why (not an internal error), the rest is discarded, and the
+    # server is told how long to keep reading and discarding: the heartbeat, capped at 30 s.
+    from amqp_broker.protocol import ConnectionClosed
+
+    for heartbeat, drain in ((0, 30.0), (10, 10.0), (60, 30.0)):
+        conn = opened(heartbeat=heartbeat)
+        conn.feed(method(0, c.Connection.Close(200, "bye", 0, 0)) +
+                  method(1, c.Basic.Publish(exchange="", routing_key="q")))
+        ends = [e for e in conn.next_events() if isinstance(e, ConnectionClosed)]
+        assert [e.reason for e in ends] == ["client closed the connection"]
+        assert conn.closed and conn.drain == drain
+        assert [type(f) for _ch, f in parse(conn.data_to_send())] == [c.Connection.CloseOk]
+        conn.feed(method(1, c.Channel.Close(200, "", 0, 0)))  # discarded
+        assert conn.next_events() == [] and conn.data_to_send() == b""
