@@ -48,6 +48,42 @@ def test_inequivalent_arg_text(conn, ch, names, first, second, detail):
                                  f"{detail}")
 
 
+@pytest.mark.parametrize("sent,name", [(5, "byte"), (300, "short"), (100_000, "signedint"),
+                                       (2**40, "long")])
+def test_inequivalent_arg_names_the_type_the_client_sent(broker_url, names, sent, name):
+    # pamqp (aio-pika, aiormq) encodes an int in the smallest type that holds it; RabbitMQ's
+    # text names that wire type, on either side of the comparison.
+    from pamqp import commands
+
+    from compat_tests.support.raw import RawClient
+
+    q = names.queue()
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.open_channel(1)
+        raw.send(1, commands.Queue.Declare(queue=q, arguments={"x-max-length": sent}))
+        raw.read_method(commands.Queue.DeclareOk)
+        raw.send(1, commands.Queue.Declare(queue=q))
+        reply = raw.read_method(commands.Channel.Close)
+        assert reply.reply_text == (
+            f"PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue '{q}' in vhost '/': "
+            f"received none but current is the value '{sent}' of type '{name}'")
+        raw.send(1, commands.Channel.CloseOk())
+        raw.open_channel(2)
+        raw.send(2, commands.Queue.Delete(queue=q))
+        raw.read_method(commands.Queue.DeleteOk)
+        raw.send(2, commands.Queue.Declare(queue=q))
+        raw.read_method(commands.Queue.DeclareOk)
+        raw.send(2, commands.Queue.Declare(queue=q, arguments={"x-max-length": sent}))
+        reply = raw.read_method(commands.Channel.Close)
+        assert reply.reply_text.endswith(
+            f"received the value '{sent}' of type '{name}' but current is none")
+        raw.send(2, commands.Channel.CloseOk())
+        raw.open_channel(3)
+        raw.send(3, commands.Queue.Delete(queue=q))
+        raw.read_method(commands.Queue.DeleteOk)
+
+
 def test_inequivalent_queue_type_explicit_classic(conn, ch, names):
     q = names.queue()
     ch.queue_declare(q, durable=True, arguments=QQ)

@@ -13,8 +13,8 @@ import datetime
 import decimal
 from typing import Any, Mapping
 
-__all__ = ["Long", "args_equivalent", "describe_mismatch", "describe_value", "type_name",
-           "values_equal"]
+__all__ = ["Long", "WireInt", "WIRE_INTS", "args_equivalent", "describe_mismatch",
+           "describe_value", "plain_arguments", "type_name", "values_equal"]
 
 
 class Long(int):
@@ -31,19 +31,56 @@ class Long(int):
         return f"Long({int(self)})"
 
 
+class WireInt(int):
+    """An int that remembers the AMQP field type a client sent it as (pamqp's decoder drops
+    it): `amqp_type` is RabbitMQ's name for it. Made by the protocol layer for queue.declare
+    arguments only, so that equivalence errors name the type as RabbitMQ does; converted back
+    to plain ints (`plain_arguments`) before the arguments are stored or reach a queue."""
+
+    __slots__ = ()
+    amqp_type = ""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({int(self)})"
+
+    __str__ = int.__repr__  # texts print the number (int's str would use the repr above)
+
+
+def _wire_int(name: str, amqp_type: str) -> type:
+    return type(name, (WireInt,), {"__slots__": (), "amqp_type": amqp_type})
+
+
+# field-table type octet -> the int class that keeps it (rabbit_binary_parser's names)
+WIRE_INTS: dict[int, type] = {
+    ord("b"): _wire_int("Byte", "byte"),
+    ord("B"): _wire_int("UnsignedByte", "unsignedbyte"),
+    ord("s"): _wire_int("Short", "short"),
+    ord("u"): _wire_int("UnsignedShort", "unsignedshort"),
+    ord("I"): _wire_int("SignedInt", "signedint"),
+    ord("i"): _wire_int("UnsignedInt", "unsignedint"),
+    ord("l"): _wire_int("WireLong", "long"),
+}
+
+
+def plain_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """`arguments` with every `WireInt` turned back into a plain int (what is stored)."""
+    return {k: int(v) if isinstance(v, WireInt) else v for k, v in arguments.items()}
+
+
 def type_name(value: Any) -> str:
     """The AMQP field type RabbitMQ names for a decoded value (in its error texts): a ``str``
     or ``bytes`` (pamqp leaves a non-UTF-8 long string as bytes) is a longstr, a ``bytearray``
     the 'x' byte array; anything unknown is a binary.
 
-    pamqp's decoder drops the wire type of integers. An int in the signed 32-bit range is named
-    'signedint' ('I'), a larger one (or a `Long`) 'long' ('l'): what pika, py-amqp (kombu) and
-    the Java client send. A client that sends the smallest type (pamqp, i.e. aio-pika, sends 5
-    as a 'b' byte) would see RabbitMQ say 'byte' where this says 'signedint'."""
+    pamqp's decoder drops the wire type of integers; queue.declare arguments keep it
+    (`WireInt`). Any other int in the signed 32-bit range is named 'signedint' ('I'), a larger
+    one (or a `Long`) 'long' ('l'): what pika and the Java client send."""
     if value is None:
         return "void"
     if isinstance(value, bool):
         return "bool"
+    if isinstance(value, WireInt):
+        return value.amqp_type
     if isinstance(value, int):
         return "signedint" if -2**31 <= value < 2**31 and type(value) is not Long else "long"
     if isinstance(value, float):

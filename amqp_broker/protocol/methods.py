@@ -11,6 +11,8 @@ import struct
 
 from pamqp import commands, frame
 
+from amqp_broker.core.fieldtypes import WIRE_INTS
+
 from .replies import FRAME_ERROR, NOT_IMPLEMENTED, ProtocolError
 
 __all__ = ["decode_method", "encode_method", "method_id", "SERVER_ONLY", "cannot_decode"]
@@ -55,9 +57,11 @@ def _layout(cls: type) -> tuple[str, ...]:
     return layout
 
 
-def _check_args(layout: tuple[str, ...], data: bytes, pos: int) -> None:
-    """Raise ValueError unless every argument of `layout` fits in `data` from `pos`."""
+def _check_args(layout: tuple[str, ...], data: bytes, pos: int) -> int | None:
+    """Raise ValueError unless every argument of `layout` fits in `data` from `pos`; return
+    where the (last) field table starts, if the method has one."""
     n = len(data)
+    table = None
     bits = 0  # bits used in the current bit octet; 0 = no octet open
     for kind in layout:
         if kind == "bit":
@@ -76,11 +80,44 @@ def _check_args(layout: tuple[str, ...], data: bytes, pos: int) -> None:
         elif kind in ("longstr", "table"):
             if pos + 4 > n:
                 raise ValueError("truncated")
+            if kind == "table":
+                table = pos
             pos += 4 + _I.unpack_from(data, pos)[0]
         else:
             pos += _FIXED[kind]
         if pos > n:
             raise ValueError("truncated")
+    return table
+
+
+# Sizes of the field values `_keep_int_types` steps over; an unknown type stops the walk.
+_VALUE_SIZE = {ord(t): n for t, n in (("t", 1), ("b", 1), ("B", 1), ("s", 2), ("u", 2),
+                                       ("I", 4), ("i", 4), ("l", 8), ("L", 8), ("f", 4),
+                                       ("d", 8), ("D", 5), ("T", 8), ("V", 0))}
+_PREFIXED = frozenset(map(ord, "SxFA"))  # a 32-bit length, then that many octets
+
+
+def _keep_int_types(data: bytes, table: int, arguments: dict) -> None:
+    """Re-type the top-level integer arguments with the wire type the client used (pamqp
+    decodes b/s/I/l... all to int; RabbitMQ's inequivalent-arg texts name the type)."""
+    end = table + 4 + _I.unpack_from(data, table)[0]
+    pos = table + 4
+    while pos < end:
+        klen = data[pos]
+        key = data[pos + 1:pos + 1 + klen].decode("utf-8", "replace")
+        pos += 1 + klen
+        tag = data[pos]
+        pos += 1
+        cls = WIRE_INTS.get(tag)
+        value = arguments.get(key)
+        if cls is not None and type(value) is int:
+            arguments[key] = cls(value)
+        if tag in _PREFIXED:
+            pos += 4 + _I.unpack_from(data, pos)[0]
+        elif tag in _VALUE_SIZE:
+            pos += _VALUE_SIZE[tag]
+        else:
+            return
 
 
 def decode_method(mid: int, payload: bytes):
@@ -94,9 +131,11 @@ def decode_method(mid: int, payload: bytes):
             NOT_IMPLEMENTED, f"unknown method {mid >> 16}.{mid & 0xFFFF}", mid >> 16, mid & 0xFFFF
         )
     try:
-        _check_args(_layout(cls), payload, 4)
+        table = _check_args(_layout(cls), payload, 4)
         method = cls()
         method.unmarshal(payload[4:])
+        if cls is commands.Queue.Declare and table is not None and method.arguments:
+            _keep_int_types(payload, table, method.arguments)
     except Exception:  # pamqp raises struct.error, ValueError, TypeError, KeyError...
         raise ProtocolError(
             FRAME_ERROR, cannot_decode(payload[4:]), mid >> 16, mid & 0xFFFF

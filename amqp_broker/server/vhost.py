@@ -16,7 +16,7 @@ from amqp_broker.core.bindings import Dest
 from amqp_broker.core.errors import (
     AccessRefused, CommandInvalid, NotFound, NotImplemented_, PreconditionFailed, ResourceLocked,
 )
-from amqp_broker.core.fieldtypes import args_equivalent, describe_mismatch
+from amqp_broker.core.fieldtypes import WireInt, args_equivalent, describe_mismatch, plain_arguments
 from amqp_broker.core.router import Topology
 from amqp_broker.queues import check_dead_letter_exchange_type, check_declare_arguments, queue_type_of
 from amqp_broker.queues.classic import ClassicQueue
@@ -64,6 +64,9 @@ class VHost:
         self._default_queue_type = None if profile == "rabbitmq-3.10" else "classic"
         self.topology = Topology(name, unknown_type_error=unknown)
         self.queues: dict[str, QueueRuntime] = {}
+        # queue -> {argument: the int as the declaring client typed it (WireInt)}: only for
+        # RabbitMQ's inequivalent-arg texts; the queue itself and the store get plain ints.
+        self._declared_ints: dict[str, dict] = {}
 
     # -- hot path ------------------------------------------------------------------------------
     def route(self, exchange: str, routing_key: str, msg: "Message") -> list[QueueRuntime]:
@@ -114,9 +117,13 @@ class VHost:
         check_declare_arguments(name, self.name, arguments)
         if queue_type_of(arguments) == "quorum":
             self._check_quorum_properties(name, durable, exclusive, auto_delete)
-        return self.create_queue(name, durable=durable, exclusive=exclusive,
-                                 auto_delete=auto_delete, arguments=arguments,
-                                 owner=session if exclusive else None)
+        rt = self.create_queue(name, durable=durable, exclusive=exclusive,
+                               auto_delete=auto_delete, arguments=plain_arguments(arguments),
+                               owner=session if exclusive else None)
+        typed = {k: v for k, v in arguments.items() if isinstance(v, WireInt)}
+        if typed:
+            self._declared_ints[name] = typed
+        return rt
 
     def create_queue(self, name: str, *, durable: bool, exclusive: bool, auto_delete: bool,
                      arguments: dict, owner: "Session | None", persist: bool = True) -> QueueRuntime:
@@ -179,7 +186,7 @@ class VHost:
             if current != received:
                 raise PreconditionFailed(f"inequivalent arg '{field}' for {where}: received "
                                          f"'{_atom(received)}' but current is '{_atom(current)}'")
-        cur_args = rt.arguments
+        cur_args = {**rt.arguments, **self._declared_ints.get(rt.name, {})}
         for key in _EQUIV_ARGS:
             cur, new = cur_args.get(key), arguments.get(key)
             if key == "x-queue-type":
@@ -212,6 +219,7 @@ class VHost:
         if self.queues.get(rt.name) is not rt:
             return 0
         del self.queues[rt.name]
+        self._declared_ints.pop(rt.name, None)
         count = rt.delete()
         for x in self.topology.delete_queue(rt.name):
             self._store("exchange_deleted", self.name, x)
