@@ -1,4 +1,4 @@
-"""Queue types: the interface the channel code calls (`base`), the message model (`message`) and
+"""Queue types: the one interface the server and mgmt call on any queue (`base.QueueType`), the message model (`message`) and
 the in-memory classic queue (`classic`), the Raft-replicated quorum queue (`quorum`). See
 `base.py` for how the server drives a queue."""
 
@@ -18,9 +18,13 @@ from amqp_broker.queues.base import (
     REASON_EXPIRED,
     REASON_MAXLEN,
     REASON_REJECTED,
+    Confirm,
+    ConfirmSink,
     Consumer,
     DeadLetter,
     Delivery,
+    GetReply,
+    Placement,
     QueueJournal,
     QueueType,
     queue_key,
@@ -43,11 +47,15 @@ __all__ = [
     "queue_type_of",
     "parse_queue_arguments",
     "queue_key",
+    "Confirm",
+    "ConfirmSink",
     "Consumer",
     "DeadLetter",
     "Delivery",
     "Entry",
+    "GetReply",
     "Message",
+    "Placement",
     "QueueJournal",
     "QueueType",
     "QuorumQueue",

@@ -182,7 +182,7 @@ class Broker:
             # queues hand over dead letters only when they have a DLX (at_most_once here;
             # quorum at-least-once ones go through dlx/worker.py and are counted there)
             rt = vhost.queues.get(dl.queue)
-            kind = "rabbit_quorum_queue" if getattr(rt, "queue_type", "") == "quorum" \
+            kind = "rabbit_quorum_queue" if rt is not None and rt.queue_type == "quorum" \
                 else "rabbit_classic_queue"
             self.count_dead_lettered(dl.reason, kind, "at_most_once")
         deadletter.route_dead_letters(self, vhost, dead_letters)

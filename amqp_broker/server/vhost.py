@@ -123,16 +123,15 @@ class VHost:
         factory = self.broker.queue_factories.get(queue_type_of(arguments))
         if factory is not None:
             # Another queue type (e.g. the quorum adapter) owns its own persistence and confirms.
-            tap = None
             q = factory(name, self.name, durable=durable, auto_delete=auto_delete,
                         exclusive=exclusive, arguments=arguments, now_ms=self.broker.now_ms)
         else:
             journal = self.broker.journal if durable and not exclusive else None
-            tap = JournalTap(journal) if journal is not None else None
+            tap = JournalTap(journal, self.broker.durability) if journal is not None else None
             q = ClassicQueue(name, self.name, durable=durable, auto_delete=auto_delete,
                              exclusive=exclusive, exclusive_owner=owner, arguments=arguments,
                              journal=tap, now_ms=self.broker.now_ms)
-        rt = QueueRuntime(self.broker, self, q, tap, owner)
+        rt = QueueRuntime(self.broker, self, q, owner)
         if owner is not None:
             owner.exclusive_queues.append(rt)  # so closing the owner costs O(its queues)
         self.queues[name] = rt
