@@ -11,6 +11,7 @@ from amqp_broker.queues.arguments import (
     check_server_named,
     parse_consumer_priority,
     parse_queue_arguments,
+    queue_type_module,
     queue_type_of,
 )
 from amqp_broker.queues.base import (
@@ -44,6 +45,7 @@ __all__ = [
     "check_dead_letter_exchange_type",
     "check_declare_arguments",
     "check_server_named",
+    "queue_type_module",
     "queue_type_of",
     "parse_queue_arguments",
     "queue_key",

@@ -203,6 +203,7 @@ class QueueType(Protocol):
     arguments: dict[str, Any]  # as declared
     settings: QueueSettings  # effective: arguments + policy (consumer timeout, DLX, limits)
     supports_global_qos: bool  # False: basic.consume under basic.qos global=true is refused
+    supports_conditional_delete: bool  # False: queue.delete if-unused / if-empty is refused
 
     @property
     def message_count(self) -> int:

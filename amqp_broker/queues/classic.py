@@ -61,6 +61,7 @@ class ClassicQueue:
 
     queue_type = "classic"
     supports_global_qos = True
+    supports_conditional_delete = True
 
     def __init__(
         self,

@@ -57,6 +57,7 @@ class QuorumQueue:
     exclusive = False
     queue_type = "quorum"
     supports_global_qos = False  # RabbitMQ refuses consumers under basic.qos global=true
+    supports_conditional_delete = False  # nor queue.delete with if-unused / if-empty (3.10-4.2)
 
     def __init__(self, runtime: Any, broker: Any, name: str, vhost: str, *,
                  arguments: dict, now_ms: int,

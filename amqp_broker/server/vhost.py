@@ -195,12 +195,12 @@ class VHost:
         if rt is None:
             return 0  # idempotent, as the spec says
         self._check_owner(rt, session)
-        if rt.queue_type == "quorum" and (if_unused or if_empty):
+        if (if_unused or if_empty) and not rt.queue.supports_conditional_delete:
             # rabbit_quorum_queue:delete/4 (3.10 to 4.2): a connection error, whatever the state.
             flag = "if-unused" if if_unused else "if-empty"
             raise NotImplemented_(
                 f"cannot delete queue '{name}' in vhost '{self.name}'. queue.delete operations "
-                f"with {flag} flag set are not supported by quorum queues")
+                f"with {flag} flag set are not supported by {rt.queue_type} queues")
         if if_unused and rt.consumer_count:
             raise PreconditionFailed(f"queue '{name}' in vhost '{self.name}' in use")
         if if_empty and rt.message_count:

@@ -43,7 +43,8 @@ def _protocol_members() -> tuple[set[str], dict[str, object]]:
 def test_the_protocol_covers_what_the_server_needs():
     attrs, members = _protocol_members()
     # a sample of each group, so an accidental deletion from base.py fails here
-    assert {"name", "vhost", "settings", "queue_type", "supports_global_qos"} <= attrs
+    assert {"name", "vhost", "settings", "queue_type", "supports_global_qos",
+            "supports_conditional_delete"} <= attrs
     assert {"publish", "basic_get", "get", "settle", "requeue", "discard", "add_consumer",
             "remove_consumer", "remove_channel", "dispatch", "apply_policy", "purge", "delete",
             "next_deadline", "expire", "placement", "is_full", "message_count",
