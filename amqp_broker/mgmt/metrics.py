@@ -159,8 +159,8 @@ def _quorum_groups(broker: Any) -> list[tuple[dict[str, str], dict[str, Any]]]:
     out = []
     for vhost in list(broker.vhosts.values()):
         for rt in list(vhost.queues.values()):
-            group = getattr(rt.queue, "group", None)
-            if rt.queue_type != "quorum" or group is None or not runtime.driver.has_group(group):
+            group = rt.queue.placement("").group  # the Raft group of a replicated queue
+            if group is None or not runtime.driver.has_group(group):
                 continue
             out.append(({"vhost": vhost.name, "queue": rt.name}, runtime.raft_metrics(group)))
     return out

@@ -2,7 +2,7 @@
 
 Called by `admin.Admin`, which hands in the broker's live objects (vhosts, queue runtimes,
 sessions, channels). This module and `admin.py` are the only ones in `mgmt/` that read broker
-internals. Rate fields (`*_details`), Erlang GC stats and similar are left out: we do not keep
+internals; a queue is read only through the facts of `queues.base.QueueType`. Rate fields (`*_details`), Erlang GC stats and similar are left out: we do not keep
 them, and a constant would be a lie.
 """
 
@@ -21,23 +21,19 @@ __all__ = ["queue_row", "exchange_row", "binding_row", "connection_row", "channe
 
 
 def queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
-    row = _queue_row(rt, node, policy, effective)
-    # Replicated queues: RabbitMQ lists "leader", "members" and "online" for quorum queues.
-    for key in ("leader", "members", "online"):
-        value = getattr(rt, key, None)
-        if value is not None:
-            row[key] = list(value) if isinstance(value, (list, tuple, set)) else value
-    if row.get("type") == "quorum" and "members" not in row:
-        # Every quorum queue is a one-member Raft group on this node: it leads, and is online.
-        row.update(leader=node, members=[node], online=[node])
+    where = rt.queue.placement(node)
+    row = _queue_row(rt, where.leader, policy, effective)
+    if where.replicated:  # RabbitMQ lists "leader", "members" and "online" for quorum queues
+        row.update(leader=where.leader, members=list(where.members), online=list(where.online))
     return row
 
 
 def _queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
     q = rt.queue
     ready = q.message_count
-    unacked = getattr(q, "unacked_count", 0)
-    active = getattr(q, "active_consumer", None)
+    unacked = q.unacked_count
+    active = q.active_consumer
+    bytes_ = q.message_bytes
     sac = bool(rt.arguments.get("x-single-active-consumer"))
     return {
         "name": rt.name,
@@ -53,8 +49,8 @@ def _queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
         "messages": ready + unacked,
         "messages_ready": ready,
         "messages_unacknowledged": unacked,
-        "message_bytes": getattr(q, "message_bytes", 0),
-        "message_bytes_ready": getattr(q, "message_bytes", 0),
+        "message_bytes": bytes_,
+        "message_bytes_ready": bytes_,
         "policy": policy.name if policy is not None else None,
         "operator_policy": None,
         "effective_policy_definition": effective,
@@ -199,7 +195,7 @@ def consumer_rows(session: Any, ch: Any, node: str) -> list[dict]:
         if rt is None:  # direct reply-to pseudo consumer
             continue
         c = st.consumer
-        active = getattr(rt.queue, "active_consumer", None)
+        active = rt.queue.active_consumer
         sac = bool(rt.arguments.get("x-single-active-consumer"))
         is_active = (not sac) or active is c
         rows.append({

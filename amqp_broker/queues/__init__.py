@@ -1,4 +1,4 @@
-"""Queue types: the interface the channel code calls (`base`), the message model (`message`) and
+"""Queue types: the one interface the server and mgmt call on any queue (`base.QueueType`), the message model (`message`) and
 the in-memory classic queue (`classic`), the Raft-replicated quorum queue (`quorum`). See
 `base.py` for how the server drives a queue."""
 
@@ -11,6 +11,7 @@ from amqp_broker.queues.arguments import (
     check_server_named,
     parse_consumer_priority,
     parse_queue_arguments,
+    queue_type_module,
     queue_type_of,
 )
 from amqp_broker.queues.base import (
@@ -18,9 +19,13 @@ from amqp_broker.queues.base import (
     REASON_EXPIRED,
     REASON_MAXLEN,
     REASON_REJECTED,
+    Confirm,
+    ConfirmSink,
     Consumer,
     DeadLetter,
     Delivery,
+    GetReply,
+    Placement,
     QueueJournal,
     QueueType,
     queue_key,
@@ -40,14 +45,19 @@ __all__ = [
     "check_dead_letter_exchange_type",
     "check_declare_arguments",
     "check_server_named",
+    "queue_type_module",
     "queue_type_of",
     "parse_queue_arguments",
     "queue_key",
+    "Confirm",
+    "ConfirmSink",
     "Consumer",
     "DeadLetter",
     "Delivery",
     "Entry",
+    "GetReply",
     "Message",
+    "Placement",
     "QueueJournal",
     "QueueType",
     "QuorumQueue",

@@ -183,6 +183,12 @@ def _invalid(key: str, name: str, vhost: str, why: str) -> PreconditionFailed:
     return PreconditionFailed(f"invalid arg '{key}' for {vhost_resource('queue', name, vhost)}: {why}")
 
 
+def queue_type_module(queue_type: str) -> str:
+    """RabbitMQ's module name of a queue type ("rabbit_quorum_queue"), as its texts and the
+    Prometheus queue_type label spell it."""
+    return _TYPE_MODULES[queue_type]
+
+
 def queue_type_of(arguments: dict[str, Any] | None) -> str:
     """The queue type a declare asks for: x-queue-type, "classic" when absent or empty."""
     value = (arguments or {}).get("x-queue-type")

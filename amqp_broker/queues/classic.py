@@ -1,8 +1,10 @@
 """The classic queue: an in-memory queue on one node, RabbitMQ classic-queue semantics.
 
-Who calls it: the server's channel code, through the `QueueType` interface (see base.py), and the
-recovery code in `amqp_broker/store/` (`restore`). Pure: time comes in as `now_ms`, persistence goes
-through the injected `QueueJournal` (which only buffers), no trio, no IO.
+Who calls it: the server (`QueueRuntime`, channels, admin, recovery) and the management API,
+only through the `QueueType` interface of base.py, which it implements completely; everything it
+answers, it answers at once (a durable persistent publish's confirm waits for the journal's
+fsync through `QueueJournal.confirm_when_durable`). Pure: time comes in as `now_ms`, persistence
+goes through the injected `QueueJournal` (which only buffers), no trio, no IO.
 
 Layout: one deque of `Entry` per priority level (a single level without x-max-priority), each in
 msg-id order; `_unacked` maps msg id -> entry for deliveries awaiting ack. Publish, dispatch and ack
@@ -34,9 +36,12 @@ from amqp_broker.queues.base import (
     REASON_EXPIRED,
     REASON_MAXLEN,
     REASON_REJECTED,
+    Confirm,
     Consumer,
     DeadLetter,
     Delivery,
+    GetReply,
+    Placement,
     QueueJournal,
     queue_key,
 )
@@ -53,6 +58,10 @@ class ClassicQueue:
     delivered and removed is reported to it. `exclusive_owner` is the server's connection ref for
     exclusive queues (stored, not interpreted here).
     """
+
+    queue_type = "classic"
+    supports_global_qos = True
+    supports_conditional_delete = True
 
     def __init__(
         self,
@@ -125,19 +134,42 @@ class ClassicQueue:
 
     @property
     def active_consumer(self) -> Consumer | None:
-        return self._consumers.active
+        return self._consumers.active  # set only with x-single-active-consumer
+
+    def placement(self, local_node: str) -> Placement:
+        """A classic queue lives on the node that declared it: this one."""
+        return Placement(local_node, (local_node,), (local_node,))
+
+    def is_full(self) -> bool:
+        """At x-max-length / x-max-length-bytes under reject-publish(-dlx): the next publish is
+        refused (any message would go over the count limit; the byte limit once reached)."""
+        s = self.settings
+        if s.overflow == OVERFLOW_DROP_HEAD:
+            return False
+        if s.max_length is not None and self._ready_count >= s.max_length:
+            return True
+        return s.max_length_bytes is not None and self._ready_bytes >= s.max_length_bytes
 
     # -- publishing ----------------------------------------------------------------------------
-    def publish(self, message: Message, now_ms: int) -> bool:
+    def publish(self, message: Message, now_ms: int, confirm: Confirm | None = None) -> bool:
+        """Settles `confirm` at once, except for a persistent message in a durable queue: then
+        once the journal has fsynced its record."""
         s = self.settings
         if s.overflow != OVERFLOW_DROP_HEAD and self._would_overflow(message.size):
             if s.overflow == OVERFLOW_REJECT_PUBLISH_DLX:
                 self._dead_letter(message, REASON_MAXLEN, False)
+            if confirm is not None:
+                confirm[0].settle(confirm[1], False)
             return False
         entry = Entry(self._next_id, message, now_ms, self._deadline(message, now_ms))
         self._next_id += 1
-        if self._journal is not None and message.persistent:
-            self._journal.enqueued(self.key, entry.msg_id, message)
+        journal = self._journal
+        if journal is not None and message.persistent:
+            journal_seq = journal.enqueued(self.key, entry.msg_id, message)
+            if confirm is not None:
+                journal.confirm_when_durable(journal_seq, confirm)
+        elif confirm is not None:
+            confirm[0].settle(confirm[1], True)
         self._push(entry)
         if s.max_length is not None or s.max_length_bytes is not None:
             self._drop_head_over_limits()
@@ -266,6 +298,11 @@ class ClassicQueue:
             self._journal_delivered(first)
         self._journal_removed(removed)
         return entry
+
+    def basic_get(self, channel: Any, no_ack: bool, now_ms: int, reply: GetReply) -> None:
+        """Answers inside the call."""
+        entry = self.get(now_ms, no_ack)
+        reply(entry, self._ready_count)
 
     # -- settlement ----------------------------------------------------------------------------
     def settle(self, msg_ids: Iterable[int]) -> None:

@@ -1,7 +1,11 @@
 """The quorum queue type: the broker's `QueueType` on top of a Raft group running `quorum.fifo`.
 
 Registered for x-queue-type=quorum by `amqp_broker.cluster.install_quorum`; the server's
-`QueueRuntime` drives it like any queue. The at-least-once dead-letter worker comes from a
+`QueueRuntime`, channels, admin and mgmt drive it only through `queues.base.QueueType`, as any
+queue. What completes later: a confirmed publish settles its `Confirm` when the Enqueue is
+committed and applied (a `Confirm` effect); `basic_get` replies when its Dequeue applies;
+deliveries arrive as Deliver effects (so `dispatch` returns nothing); x-expires reaches the
+runtime through `QueueRuntime.expired`. The at-least-once dead-letter worker comes from a
 factory passed in from above (`server.dlx_port.start_dlx_worker`): this layer does not import
 the server. Every change is a fifo command proposed to the queue's
 Raft group through the node's `QuorumRuntime` (one shared WAL, group commit); nothing here
@@ -32,7 +36,8 @@ from quorum.fifo import encode_command
 from quorum.raft import NotLeader
 
 from .arguments import OVERFLOW_REJECT_PUBLISH_DLX, parse_queue_arguments
-from .base import REASON_REJECTED, Consumer, DeadLetter, queue_key
+from .base import (REASON_REJECTED, Confirm, Consumer, DeadLetter, GetReply, Placement,
+                   queue_key)
 from .message import Entry, Message
 from .quorum_config import quorum_config, warn_dead_letter_strategy
 from .quorum_effects import EffectRunner, delivery_entry
@@ -51,6 +56,8 @@ class QuorumQueue:
     auto_delete = False
     exclusive = False
     queue_type = "quorum"
+    supports_global_qos = False  # RabbitMQ refuses consumers under basic.qos global=true
+    supports_conditional_delete = False  # nor queue.delete with if-unused / if-empty (3.10-4.2)
 
     def __init__(self, runtime: Any, broker: Any, name: str, vhost: str, *,
                  arguments: dict, now_ms: int,
@@ -75,7 +82,7 @@ class QuorumQueue:
         self.deleted = False
         self._backlog: list[tuple[bytes, Any]] = []
         self._pub_seq = 0
-        self.confirms: dict[int, Callable[[bool], None]] = {}
+        self.confirms: dict[int, Confirm] = {}  # fifo publisher seq -> the publish's Confirm
         self.consumers: dict[fifo.ConsumerKey, Consumer] = {}
         # pid -> channel, for channels that consume or get (weak: a released channel that
         # held nothing needs no ConsumerDown)
@@ -187,9 +194,9 @@ class QuorumQueue:
             return
         confirms = self.confirms
         for s in seqs:
-            cb = confirms.pop(s, None)
-            if cb is not None:
-                cb(ok)
+            confirm = confirms.pop(s, None)
+            if confirm is not None:
+                confirm[0].settle(confirm[1], ok)
 
     def hold_dead_letters(self, reason: str, held: list[tuple[int, Message]]) -> None:
         worker = self.dlx_worker()
@@ -240,21 +247,20 @@ class QuorumQueue:
             self.machine.outbox.append((data, cmd, msg))
         self.propose(cmd, data=data)
 
-    def publish(self, message: Message, now_ms: int) -> bool:
-        """Unconfirmed publish: proposed; a reject-publish refusal is silent."""
-        self._enqueue(message, None, None)
-        return True
-
-    def publish_confirmed(self, message: Message, now_ms: int,
-                          callback: Callable[[bool], None]) -> None:
-        """Confirm (callback True) once the Enqueue is committed, fsynced and applied; nack
-        (False) when the queue refuses it (reject-publish)."""
+    def publish(self, message: Message, now_ms: int, confirm: Confirm | None = None) -> bool:
+        """Proposed as an Enqueue. Without `confirm` a reject-publish refusal is silent; with it,
+        settled ok once the Enqueue is committed, fsynced and applied, not ok when the queue
+        refuses it (reject-publish). Always returns True: nothing is refused at once."""
+        if confirm is None:
+            self._enqueue(message, None, None)
+            return True
         if self.deleted:
-            callback(True)
-            return
+            confirm[0].settle(confirm[1], True)
+            return True
         self._pub_seq += 1
-        self.confirms[self._pub_seq] = callback
+        self.confirms[self._pub_seq] = confirm
         self._enqueue(message, self.publisher, self._pub_seq)
+        return True
 
     # -- consumers -----------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer, now_ms: int) -> None:
@@ -291,7 +297,7 @@ class QuorumQueue:
         return []  # deliveries come from the fifo's Deliver effects
 
     def get(self, now_ms: int, no_ack: bool) -> Entry | None:
-        """The management API's synchronous get (basic.get uses `get_async`): the next
+        """The management API's synchronous get (basic.get uses `basic_get`): the next
         ready message of the applied state, in delivery order, without taking it (a Dequeue
         would have to commit first). Its msg_id is `(PEEK, index)`: `requeue` of such ids
         leaves the messages where they are, `settle` / `discard` take them off the head
@@ -332,9 +338,9 @@ class QuorumQueue:
 
             self.propose(fifo.Dequeue(key, settled=False), taken)
 
-    def get_async(self, channel: Any, no_ack: bool,
-                  reply: Callable[[Entry | None, int], None]) -> None:
-        """basic.get as a Dequeue command; `reply(entry or None, messages left)` once applied."""
+    def basic_get(self, channel: Any, no_ack: bool, now_ms: int, reply: GetReply) -> None:
+        """basic.get as a Dequeue command; `reply(entry or None, messages left)` once applied
+        ((None, 0) if the queue is deleted first)."""
         key = self.consumer_key(channel, "")
         self._get_seq += 1
         token = self._get_seq
@@ -441,8 +447,8 @@ class QuorumQueue:
         self.runtime.remove_group(self.group)
         self.runtime.catalog.forget(self.vhost, self.name)
         confirms, self.confirms = self.confirms, {}
-        for cb in confirms.values():
-            cb(True)
+        for sink, seq in confirms.values():
+            sink.settle(seq, True)
         gets, self._gets = self._gets, {}
         for reply in gets.values():
             reply(None, 0)  # the Dequeue will never apply: get-empty
@@ -503,6 +509,8 @@ class QuorumQueue:
 
     @property
     def message_bytes(self) -> int:
+        if self.deleted:
+            return 0
         q = self.state.fifo
         return q.ready.bytes + q.checked_bytes
 
@@ -513,6 +521,21 @@ class QuorumQueue:
             return None
         c = fifo.active_consumer(self.state.fifo)
         return self.consumers.get(c.key) if c is not None else None
+
+    def placement(self, local_node: str) -> Placement:
+        """Every quorum queue is a one-member Raft group on this node: it leads and is online."""
+        node = (local_node,)
+        return Placement(local_node, node, node, replicated=True, group=self.group)
+
+    def is_full(self) -> bool:
+        """reject-publish refuses only once the queue is over its limit (RabbitMQ's quorum
+        rule), so at the limit it still takes one more."""
+        s = self.settings
+        if s.overflow not in ("reject-publish", "reject-publish-dlx"):
+            return False
+        if s.max_length is not None and self.message_count > s.max_length:
+            return True
+        return s.max_length_bytes is not None and self.message_bytes > s.max_length_bytes
 
     def overview(self) -> dict:
         """The fifo's counters (management / list_queues)."""

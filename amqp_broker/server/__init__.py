@@ -5,7 +5,8 @@
   `Broker` before serving. Both report the bound AMQP port through `task_status`.
 - `Broker`: the node's state (vhosts, sessions, queue runtimes, timers, confirms after fsync);
   `broker.admin` (`Admin`) keeps users, permissions, vhosts and policies (persisted);
-  `broker.queue_factories[x_queue_type]` plugs in queue types (quorum).
+  `broker.queue_factories[x_queue_type]` plugs in queue types (quorum): each builds a
+  `queues.base.QueueType`, the only surface the server uses on a queue.
 
 Module map: listener -> session (reader/writer/heartbeat) -> channel (publish, acks, confirms,
 tx) + consumers (qos/consume/get) + declares (exchange/queue methods) -> vhost (topology,

@@ -189,7 +189,5 @@ class Admin:
         if store is None:
             return
         policy, op = store.for_queue(rt.name, rt.queue_type)
-        apply = getattr(rt.queue, "apply_policy", None)
-        if apply is not None:
-            apply(effective_definition(policy, op) if (policy or op) else None)
-            rt.kick()
+        rt.queue.apply_policy(effective_definition(policy, op) if (policy or op) else None)
+        rt.kick()

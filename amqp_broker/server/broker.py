@@ -20,6 +20,7 @@ import trio
 from amqp_broker.core.errors import NotAllowed
 from amqp_broker.core.users import loopback_allowed
 from amqp_broker.protocol import ProtocolConfig, default_server_properties
+from amqp_broker.queues import queue_type_module
 from amqp_broker.settings import Settings
 
 from .admin import Admin
@@ -182,7 +183,6 @@ class Broker:
             # queues hand over dead letters only when they have a DLX (at_most_once here;
             # quorum at-least-once ones go through dlx/worker.py and are counted there)
             rt = vhost.queues.get(dl.queue)
-            kind = "rabbit_quorum_queue" if getattr(rt, "queue_type", "") == "quorum" \
-                else "rabbit_classic_queue"
+            kind = queue_type_module(rt.queue_type if rt is not None else "classic")
             self.count_dead_lettered(dl.reason, kind, "at_most_once")
         deadletter.route_dead_letters(self, vhost, dead_letters)

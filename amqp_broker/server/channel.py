@@ -394,7 +394,7 @@ class Channel:
             if key in limits:
                 limit = limits[key]
             else:
-                queue_ms = getattr(getattr(runtime.queue, "settings", None), "consumer_timeout", None)
+                queue_ms = runtime.queue.settings.consumer_timeout
                 limit = limits[key] = timeout if queue_ms is None else queue_ms / 1000.0
             if limit is not None and now - at > limit:
                 raise PreconditionFailed(
@@ -420,12 +420,10 @@ class Channel:
         by_queue: dict = {}
         for rt, msg_id, _st, _ in recs:
             by_queue.setdefault(rt, []).append(msg_id)
-        now = self.broker.now_ms
         for rt, ids in by_queue.items():
             rt.settle(ids, "requeue")
-            if not rt.deleted:
-                # Queue types that track channels (quorum: basic.get without a consumer) let go.
-                rt.queue.remove_channel(self, now)
+            # Queue types that track channels (quorum: basic.get without a consumer) let go.
+            rt.channel_closed(self)
 
 
 _HANDLERS = {

@@ -80,7 +80,7 @@ def _consume(ch: "Channel", m: C.Basic.Consume) -> None:
     name = m.queue or _default_queue(ch)
     ch.access.basic_consume(name)
     rt = ch.vhost.get_queue(name, ch.session)
-    if rt.queue_type == "quorum" and ch.global_prefetch:
+    if ch.global_prefetch and not rt.queue.supports_global_qos:
         raise NotImplemented_(
             f"queue '{rt.name}' in vhost '{ch.vhost.name}' does not support global qos")
     st = ConsumerState(tag, rt, 0 if m.no_ack else ch.prefetch, m.no_ack)
@@ -134,13 +134,10 @@ def _get(ch: "Channel", m: C.Basic.Get) -> None:
     name = m.queue or _default_queue(ch)
     ch.access.basic_get(name)
     rt = ch.vhost.get_queue(name, ch.session)
-    get_async = getattr(rt.queue, "get_async", None)
-    if get_async is not None:
-        # Quorum queues answer once the Dequeue command is applied; the client waits for it.
-        get_async(ch, m.no_ack, lambda entry, count: _get_reply(ch, rt, m.no_ack, entry, count))
-        return
-    entry, count = rt.get(m.no_ack)
-    _get_reply(ch, rt, m.no_ack, entry, count)
+    # Classic queues answer inside the call, quorum ones once the Dequeue command is applied;
+    # the client waits for get-ok / get-empty either way.
+    no_ack = m.no_ack
+    rt.basic_get(ch, no_ack, lambda entry, count: _get_reply(ch, rt, no_ack, entry, count))
 
 
 def _get_reply(ch: "Channel", rt: "QueueRuntime", no_ack: bool, entry, count: int) -> None:

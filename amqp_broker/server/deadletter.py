@@ -78,8 +78,10 @@ def route_dead_letters(broker: "Broker", vhost: "VHost", dead_letters: list) -> 
     now = broker.now_ms
     for dl in dead_letters:
         rt = vhost.queues.get(dl.queue)
-        settings = getattr(getattr(rt, "queue", None), "settings", None)
-        dlx = getattr(settings, "dead_letter_exchange", None)
+        if rt is None:
+            continue
+        settings = rt.queue.settings
+        dlx = settings.dead_letter_exchange
         if dlx is None:
             continue
         copy = prepare_copy(dl.message, reason=dl.reason, queue=dl.queue, dlx=dlx,

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DeadLetterSource", "BrokerDlxPort", "start_dlx_worker"]
 
-_REJECTING = ("reject-publish", "reject-publish-dlx")
-
 
 class DeadLetterSource(Protocol):
     """What the port needs from the quorum queue whose dead letters it republishes."""
@@ -94,18 +92,7 @@ class BrokerDlxPort:
         rt = self._runtime(name)
         if rt is None:
             return True  # publish reports it missing
-        queue = rt.queue
-        s = getattr(queue, "settings", None)
-        if s is None or getattr(s, "overflow", None) not in _REJECTING:
-            return True
-        # classic queues refuse a message that would go over; quorum queues only refuse once
-        # already over the limit (RabbitMQ's rules), so they take one more at the limit
-        slack = 1 if getattr(queue, "queue_type", "classic") == "quorum" else 0
-        if s.max_length is not None and queue.message_count >= s.max_length + slack:
-            return False
-        size = getattr(queue, "message_bytes", None)
-        return not (s.max_length_bytes is not None and isinstance(size, int)
-                    and size >= s.max_length_bytes + slack)
+        return not rt.queue.is_full()  # each queue type applies its own limit rule
 
     def publish(self, name: str, copy: DeadLetterCopy, callback: Callable[[bool], None]) -> bool:
         rt = self._runtime(name)

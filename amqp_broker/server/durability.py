@@ -1,7 +1,7 @@
 """Publisher confirms that wait for the message journal's fsync (group commit).
 
-`QueueRuntime.publish` calls `wait(journal_seq, tracker, seq)` for a persistent message accepted
-by a durable queue. `run` (a task started by `node.run_node`) waits until the journal reports every
+A durable classic queue's `JournalTap.confirm_when_durable` calls `wait(journal_seq, tracker, seq)`
+for a persistent message it accepted with a confirm. `run` (a task started by `node.run_node`) waits until the journal reports every
 record up to the newest waited-for sequence number durable, then settles all the confirms that
 are covered at once. Waiters arrive in journal order, so a deque is enough.
 """

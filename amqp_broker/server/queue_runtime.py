@@ -1,8 +1,9 @@
-"""The trio-side owner of one queue: runs a pure `QueueType` and performs what it asks for.
+"""The trio-side owner of one queue: runs a `QueueType` and performs what it asks for.
 
-Created by `vhost.VHost` when a queue is declared (or recovered). Channels call `publish`,
-`settle`, `get`, `add_consumer`, `remove_consumer`, `kick`; `VHost` and the management API call
-`purge` and `delete`; the quorum queue type, whose state changes arrive from its Raft group
+Created by `vhost.VHost` when a queue is declared (or recovered). It holds the queue only through
+`queues.base.QueueType` (classic, quorum, later a remote proxy), with no per-type branches.
+Channels call `publish`, `settle`, `basic_get`, `add_consumer`, `remove_consumer`, `kick`;
+`VHost` and the management API call `purge`, `delete` and `get`; the quorum queue type, whose state changes arrive from its Raft group
 rather than from these calls, calls `mark_dirty`, `rearm_timer` and `expired`. None of these
 deliver directly. Instead the runtime marks itself dirty (`mark_dirty`) and the broker's
 `run_pending()` (called once after each batch of events a session handles, and by timer/journal
@@ -10,16 +11,18 @@ tasks) calls `run()`, which hands deliveries to the consumers' channels, drains 
 and re-arms the queue's timer. So a burst of publishes costs one dispatch pass, not one per
 message.
 
-Confirms: a persistent message accepted by a durable queue is confirmed only once the journal
-reports the record durable (`broker.durability`); everything else is decided at publish time.
+Confirms: the queue settles each publish's `(tracker, seq)` itself (see base.py); a durable
+classic queue hands persistent ones to `JournalTap.confirm_when_durable`, which waits for the
+journal's fsync through `broker.durability`.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
-from amqp_broker.queues import Consumer, Message
+from amqp_broker.queues import Consumer, Message, QueueType
+from amqp_broker.queues.base import Confirm, GetReply
 
 if TYPE_CHECKING:
     from .broker import Broker, VHost
@@ -31,39 +34,30 @@ _log = logging.getLogger(__name__)
 
 
 class JournalTap:
-    """Passes a queue's journal calls through and remembers the last record's sequence number,
-    so the runtime knows which journal position a publisher confirm has to wait for."""
+    """The `queues.base.QueueJournal` a durable classic queue is given: the store's journal
+    (its record methods bound straight through, so the hot path pays no extra call) plus
+    `confirm_when_durable`, which parks a publisher confirm on the broker's `Durability` task
+    until the journal has fsynced that record. Built by `VHost.create_queue`."""
 
-    __slots__ = ("journal", "last")
+    __slots__ = ("journal", "enqueued", "delivered", "removed", "drop_queue", "_wait")
 
-    def __init__(self, journal) -> None:
+    def __init__(self, journal, durability) -> None:
         self.journal = journal
-        self.last = 0
+        self.enqueued = journal.enqueued
+        self.delivered = journal.delivered
+        self.removed = journal.removed
+        self.drop_queue = journal.drop_queue
+        self._wait = durability.wait
 
-    def enqueued(self, queue: str, msg_id: int, message: Message) -> int:
-        self.last = seq = self.journal.enqueued(queue, msg_id, message)
-        return seq
-
-    def delivered(self, queue: str, msg_ids: Iterable[int]) -> int:
-        fn = getattr(self.journal, "delivered", None)
-        return fn(queue, msg_ids) if fn is not None else 0
-
-    def removed(self, queue: str, msg_ids: Iterable[int]) -> int:
-        return self.journal.removed(queue, msg_ids)
-
-    def drop_queue(self, queue: str) -> int:
-        return self.journal.drop_queue(queue)
-
-    def __getattr__(self, name: str):
-        # Anything else the queue may call on its journal passes straight through.
-        return getattr(self.journal, name)
+    def confirm_when_durable(self, journal_seq: int, confirm: Confirm) -> None:
+        self._wait(journal_seq, confirm[0], confirm[1])
 
 
 class QueueRuntime:
     """One live queue: the pure queue object plus owner, consumers, confirms and timers."""
 
-    def __init__(self, broker: "Broker", vhost: "VHost", queue: Any,
-                 tap: JournalTap | None, owner: "Session | None") -> None:
+    def __init__(self, broker: "Broker", vhost: "VHost", queue: QueueType,
+                 owner: "Session | None") -> None:
         self.broker = broker
         self.vhost = vhost
         self.queue = queue
@@ -72,10 +66,7 @@ class QueueRuntime:
         self.auto_delete: bool = queue.auto_delete
         self.exclusive: bool = queue.exclusive
         self.arguments: dict = queue.arguments
-        self.queue_type: str = str(self.arguments.get("x-queue-type") or "classic")
-        self._tap = tap
-        # publish_confirmed(msg, now_ms, callback(ok)) on queue types whose accept is asynchronous
-        self._publish_confirmed = getattr(queue, "publish_confirmed", None)
+        self.queue_type: str = queue.queue_type
         self.owner = owner  # the declaring connection of an exclusive queue
         self.consumers: dict[tuple[int, str], Consumer] = {}
         self.had_consumer = False
@@ -84,29 +75,10 @@ class QueueRuntime:
         self.timer_deadline: int | None = None
 
     # -- publish -------------------------------------------------------------------------------
-    def publish(self, msg: Message, now_ms: int, confirm: tuple | None) -> None:
-        confirmed = self._publish_confirmed
-        if confirmed is not None and confirm is not None:
-            # Queue types that confirm later (Raft commit) call back with ok=True/False.
-            tracker, seq = confirm
-            confirmed(msg, now_ms, lambda ok: tracker.settle(seq, ok))
-            self.mark_dirty()
-            return
-        tap = self._tap
-        if tap is not None:
-            before = tap.last
-        ok = self.queue.publish(msg, now_ms)
+    def publish(self, msg: Message, now_ms: int, confirm: Confirm | None) -> None:
+        """Hot path. `confirm` = (tracker, seq): the queue settles it, now or later."""
+        self.queue.publish(msg, now_ms, confirm)
         self.mark_dirty()
-        if confirm is None:
-            return
-        tracker, seq = confirm
-        if not ok:
-            tracker.settle(seq, False)
-        elif tap is not None and tap.last != before:
-            # Persisted: confirm when the journal has fsynced this record.
-            self.broker.durability.wait(tap.last, tracker, seq)
-        else:
-            tracker.settle(seq, True)
 
     # -- consumers -----------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
@@ -142,11 +114,21 @@ class QueueRuntime:
             self.queue.discard(msg_ids)
         self.mark_dirty()
 
+    def basic_get(self, channel: Any, no_ack: bool, reply: GetReply) -> None:
+        """basic.get for `channel`: `reply(entry or None, messages left)`, at once or later."""
+        self.queue.basic_get(channel, no_ack, self.broker.now_ms, reply)
+        self.mark_dirty()
+
     def get(self, no_ack: bool):
-        """basic.get: (entry or None, messages left)."""
+        """The management API's get: (entry or None, messages left), from local state."""
         entry = self.queue.get(self.broker.now_ms, no_ack)
         self.mark_dirty()
         return entry, self.queue.message_count
+
+    def channel_closed(self, channel: Any) -> None:
+        """A channel that used this queue closed (after requeueing its unacked here)."""
+        if not self.deleted:
+            self.queue.remove_channel(channel, self.broker.now_ms)
 
     # -- batch end ------------------------------------------------------------------------------
     def mark_dirty(self) -> None:

@@ -130,16 +130,15 @@ class VHost:
         factory = self.broker.queue_factories.get(queue_type_of(arguments))
         if factory is not None:
             # Another queue type (e.g. the quorum adapter) owns its own persistence and confirms.
-            tap = None
             q = factory(name, self.name, durable=durable, auto_delete=auto_delete,
                         exclusive=exclusive, arguments=arguments, now_ms=self.broker.now_ms)
         else:
             journal = self.broker.journal if durable and not exclusive else None
-            tap = JournalTap(journal) if journal is not None else None
+            tap = JournalTap(journal, self.broker.durability) if journal is not None else None
             q = ClassicQueue(name, self.name, durable=durable, auto_delete=auto_delete,
                              exclusive=exclusive, exclusive_owner=owner, arguments=arguments,
                              journal=tap, now_ms=self.broker.now_ms)
-        rt = QueueRuntime(self.broker, self, q, tap, owner)
+        rt = QueueRuntime(self.broker, self, q, owner)
         if owner is not None:
             owner.exclusive_queues.append(rt)  # so closing the owner costs O(its queues)
         self.queues[name] = rt
@@ -203,12 +202,12 @@ class VHost:
         if rt is None:
             return 0  # idempotent, as the spec says
         self._check_owner(rt, session)
-        if rt.queue_type == "quorum" and (if_unused or if_empty):
+        if (if_unused or if_empty) and not rt.queue.supports_conditional_delete:
             # rabbit_quorum_queue:delete/4 (3.10 to 4.2): a connection error, whatever the state.
             flag = "if-unused" if if_unused else "if-empty"
             raise NotImplemented_(
                 f"cannot delete queue '{name}' in vhost '{self.name}'. queue.delete operations "
-                f"with {flag} flag set are not supported by quorum queues")
+                f"with {flag} flag set are not supported by {rt.queue_type} queues")
         if if_unused and rt.consumer_count:
             raise PreconditionFailed(f"queue '{name}' in vhost '{self.name}' in use")
         if if_empty and rt.message_count:

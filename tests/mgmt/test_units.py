@@ -91,25 +91,28 @@ def test_http_listener_from_broker_settings_or_plain_settings():
     assert http_listener(Settings(host="127.0.0.1"), "management", 15672) == ("127.0.0.1", 15672)
 
 
-def test_queue_row_lists_members_when_the_queue_has_them():
+def test_queue_row_lists_members_when_the_queue_is_replicated():
     from types import SimpleNamespace
 
     from amqp_broker.mgmt.rows import queue_row
+    from amqp_broker.queues import Placement
 
-    q = SimpleNamespace(message_count=1, unacked_count=2, message_bytes=3, active_consumer=None)
+    where = Placement("b@h", ("a@h", "b@h"), ("b@h",), replicated=True)
+    q = SimpleNamespace(message_count=1, unacked_count=2, message_bytes=3, active_consumer=None,
+                        placement=lambda node: where)
     rt = SimpleNamespace(queue=q, name="qq", vhost=SimpleNamespace(name="/"), durable=True,
                          auto_delete=False, exclusive=False, arguments={"x-queue-type": "quorum"},
-                         queue_type="quorum", consumer_count=0, leader="a@h",
-                         members=("a@h", "b@h"), online=["a@h"])
+                         queue_type="quorum", consumer_count=0)
     row = queue_row(rt, "a@h", None, {})
     assert row["messages"] == 3 and row["type"] == "quorum"
-    assert (row["leader"], row["members"], row["online"]) == ("a@h", ["a@h", "b@h"], ["a@h"])
-    del rt.leader, rt.members, rt.online
-    # A quorum queue without its own membership is a one-member group on this node.
-    row = queue_row(rt, "a@h", None, {})
-    assert (row["leader"], row["members"], row["online"]) == ("a@h", ["a@h"], ["a@h"])
+    # the queue's home is its leader, wherever the listing node is
+    assert row["node"] == "b@h"
+    assert (row["leader"], row["members"], row["online"]) == ("b@h", ["a@h", "b@h"], ["b@h"])
+    # a classic queue reports the node it lives on, and no membership
+    where = Placement("a@h", ("a@h",), ("a@h",))
     rt.queue_type = "classic"
-    assert "members" not in queue_row(rt, "a@h", None, {})
+    row = queue_row(rt, "a@h", None, {})
+    assert row["node"] == "a@h" and "members" not in row and "leader" not in row
 
 
 def test_http_listener_from_port_attributes():

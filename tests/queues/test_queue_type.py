@@ -1,0 +1,138 @@
+"""Every queue type implements `queues.base.QueueType` completely and with the same signatures.
+
+The server and mgmt call queues only through that protocol (no getattr probing), so a type that
+lacks a member, or spells a parameter differently, breaks a caller at run time. A new type (a
+remote-queue proxy) is checked by adding a builder to `BUILDERS`. The behaviour tests below pin
+the parts of the contract that are easy to get subtly wrong: confirms are settled through the
+sink exactly once, basic.get replies exactly once, `is_full` follows each type's limit rule.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from amqp_broker.cluster import QuorumRuntime
+from amqp_broker.queues import ClassicQueue, Placement, QueueType, QuorumQueue
+
+from .helpers import msg
+
+
+def _classic(tmp_path):
+    return ClassicQueue("q", "/", arguments={})
+
+
+def _quorum(tmp_path):
+    runtime = QuorumRuntime(str(tmp_path / "quorum"), "n")  # not run: construction only
+    return QuorumQueue(runtime, None, "q", "/", arguments={"x-queue-type": "quorum"}, now_ms=0,
+                       dlx_worker_factory=lambda queue: None)
+
+
+BUILDERS = {"classic": _classic, "quorum": _quorum}
+
+
+def _protocol_members() -> tuple[set[str], dict[str, object]]:
+    """(data attributes, methods and properties) that QueueType declares."""
+    attrs = set(QueueType.__annotations__)
+    members = {name: value for name, value in vars(QueueType).items()
+               if not name.startswith("_") and (callable(value) or isinstance(value, property))}
+    return attrs, members
+
+
+def test_the_protocol_covers_what_the_server_needs():
+    attrs, members = _protocol_members()
+    # a sample of each group, so an accidental deletion from base.py fails here
+    assert {"name", "vhost", "settings", "queue_type", "supports_global_qos",
+            "supports_conditional_delete"} <= attrs
+    assert {"publish", "basic_get", "get", "settle", "requeue", "discard", "add_consumer",
+            "remove_consumer", "remove_channel", "dispatch", "apply_policy", "purge", "delete",
+            "next_deadline", "expire", "placement", "is_full", "message_count",
+            "consumer_count", "unacked_count", "message_bytes", "active_consumer"} <= set(members)
+
+
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_queue_type_has_every_member_with_the_protocol_signature(kind, tmp_path):
+    queue = BUILDERS[kind](tmp_path)
+    cls = type(queue)
+    attrs, members = _protocol_members()
+    missing = sorted(a for a in attrs if not hasattr(queue, a))
+    assert not missing, f"{cls.__name__} lacks attributes {missing}"
+    for name, declared in members.items():
+        actual = inspect.getattr_static(cls, name, None)
+        assert actual is not None, f"{cls.__name__} lacks {name}"
+        if isinstance(declared, property):
+            assert isinstance(actual, property), f"{cls.__name__}.{name} is not a property"
+            continue
+        want = [(p.name, p.kind, p.default) for p in inspect.signature(declared).parameters.values()]
+        got = [(p.name, p.kind, p.default) for p in inspect.signature(actual).parameters.values()]
+        assert got == want, f"{cls.__name__}.{name}{inspect.signature(actual)} differs"
+    assert isinstance(queue, QueueType)  # runtime_checkable: the members exist
+
+
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_placement_names_the_callers_node_for_a_local_queue(kind, tmp_path):
+    where = BUILDERS[kind](tmp_path).placement("rabbit@here")
+    assert isinstance(where, Placement)
+    assert (where.leader, where.members, where.online) == (
+        "rabbit@here", ("rabbit@here",), ("rabbit@here",))
+    assert where.replicated == (kind == "quorum")
+    assert (where.group is not None) == (kind == "quorum")
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.outcomes: list[tuple[int, bool]] = []
+
+    def settle(self, seq: int, ok: bool) -> None:
+        self.outcomes.append((seq, ok))
+
+
+class Journal:
+    """A durable queue's journal that records which confirms wait for which record."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.waiting: list[tuple[int, object]] = []
+
+    def enqueued(self, queue, msg_id, message) -> int:
+        self.seq += 1
+        return self.seq
+
+    def delivered(self, queue, msg_ids) -> int:
+        return self.seq
+
+    def removed(self, queue, msg_ids) -> int:
+        return self.seq
+
+    def drop_queue(self, queue) -> int:
+        return self.seq
+
+    def confirm_when_durable(self, journal_seq, confirm) -> None:
+        self.waiting.append((journal_seq, confirm))
+
+
+def test_classic_settles_confirms_now_or_after_the_journal():
+    sink, journal = Sink(), Journal()
+    q = ClassicQueue("q", "/", durable=True, journal=journal,
+                     arguments={"x-max-length": 2, "x-overflow": "reject-publish"})
+    assert q.publish(msg(b"a"), 0, (sink, 1))  # transient: confirmed at once
+    assert q.publish(msg(b"b", persistent=True), 0, (sink, 2))  # waits for record 1's fsync
+    assert not q.publish(msg(b"c"), 0, (sink, 3))  # over x-max-length: nacked at once
+    assert sink.outcomes == [(1, True), (3, False)]
+    assert journal.waiting == [(1, (sink, 2))]
+    assert q.is_full()
+    q.purge()
+    assert not q.is_full()
+
+
+def test_classic_basic_get_replies_once_inside_the_call():
+    q = ClassicQueue("q", "/")
+    q.publish(msg(b"a"), 0)
+    q.publish(msg(b"b"), 0)
+    replies: list = []
+    q.basic_get(object(), True, 0, lambda entry, left: replies.append((entry.message.body, left)))
+    assert replies == [(b"a", 1)]
+    q.basic_get(object(), True, 0, lambda entry, left: replies.append((entry.message.body, left)))
+    q.basic_get(object(), True, 0, lambda entry, left: replies.append((entry, left)))
+    assert replies == [(b"a", 1), (b"b", 0), (None, 0)]
