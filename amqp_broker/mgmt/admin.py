@@ -24,7 +24,6 @@ from amqp_broker.core.errors import AMQPError
 from amqp_broker.core.permissions import PermissionError_
 from amqp_broker.core.policies import PolicyError, PolicyStore
 from amqp_broker.core.users import User, UserError
-from amqp_broker.store import USER
 
 from .definitions import DefinitionsOps
 from .errors import BadRequest, NotFoundError
