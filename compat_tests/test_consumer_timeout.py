@@ -6,19 +6,12 @@ delivery goes back to the queue, redelivered. 3.10 has no per-queue timeout: mar
 RabbitMQ checks consumer timeouts on its channel tick, so the wait allows for a slow tick.
 """
 
-import time
-
-import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker
 
+from compat_tests.support import wait_channel_closed
+
 pytestmark = pytest.mark.rabbitmq4
-
-
-def _wait_closed(conn: pika.BlockingConnection, ch, limit: float) -> None:
-    deadline = time.monotonic() + limit
-    while ch.is_open and time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.2)
 
 
 def test_queue_argument_consumer_timeout_closes_the_channel(conn, names):
@@ -27,8 +20,7 @@ def test_queue_argument_consumer_timeout_closes_the_channel(conn, names):
     ch.queue_declare(q, arguments={"x-consumer-timeout": 1000})
     ch.basic_publish("", q, b"slow")
     ch.basic_consume(q, lambda *a: None)  # never acks
-    _wait_closed(conn, ch, 90)
-    reason = ch._closing_reason  # pika keeps the broker's channel.close here
+    reason = wait_channel_closed(conn, ch, 90)
     assert isinstance(reason, ChannelClosedByBroker)
     assert reason.reply_code == 406
     assert reason.reply_text.startswith(
@@ -47,6 +39,5 @@ def test_the_queue_timeout_applies_only_to_deliveries_from_that_queue(conn, name
     ch.basic_consume(short, lambda *a: None)
     ch.basic_publish("", plain, b"a")
     ch.basic_consume(plain, lambda *a: None)  # never acks
-    _wait_closed(conn, ch, 3)
-    assert ch.is_open
+    assert wait_channel_closed(conn, ch, 3) is None
     ch.close()

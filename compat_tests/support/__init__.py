@@ -10,6 +10,7 @@ from compat_tests.support.pika_util import (
     channel_closed,
     connection_closed,
     consume_n,
+    wait_channel_closed,
     drain,
     get_body,
     get_n,
@@ -25,6 +26,7 @@ from compat_tests.support.server import ServerInfo, probe_server
 __all__ = [
     "channel_closed",
     "connection_closed",
+    "wait_channel_closed",
     "Broker",
     "LaunchError",
     "Names",

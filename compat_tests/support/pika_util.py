@@ -70,6 +70,15 @@ def wait_until(conn, predicate: Callable[[], bool], timeout: float = DEFAULT_TIM
     return True
 
 
+def wait_channel_closed(conn, ch, timeout: float = DEFAULT_TIMEOUT):
+    """Pump `conn` until the broker closes `ch` (or `timeout` s pass); the broker's
+    channel.close as pika keeps it (a `ChannelClosedByBroker`), or None if it stayed open."""
+    deadline = time.monotonic() + timeout
+    while ch.is_open and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.2)
+    return None if ch.is_open else ch._closing_reason
+
+
 def get_n(ch, queue: str, n: int, *, auto_ack: bool = True, timeout: float = DEFAULT_TIMEOUT):
     """basic.get until n messages arrived; returns [(method, properties, body)]."""
     out = []

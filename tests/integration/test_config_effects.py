@@ -17,6 +17,7 @@ import httpx
 import pytest
 from pika.exceptions import ChannelClosedByBroker
 
+from compat_tests.support import wait_channel_closed
 from compat_tests.support.launcher import Broker, LaunchError
 
 QQ = {"x-queue-type": "quorum"}
@@ -72,10 +73,7 @@ def test_consumer_timeout_policy_applies_to_existing_queues(mgmt_broker, connect
             time.sleep(0.1)
     ch.basic_publish("", "ct.policy", b"x")
     ch.basic_consume("ct.policy", lambda *a: None)  # never acks
-    deadline = time.monotonic() + 10
-    while ch.is_open and time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.2)
-    reason = ch._closing_reason  # pika keeps the broker's channel.close here
+    reason = wait_channel_closed(conn, ch)
     assert isinstance(reason, ChannelClosedByBroker)
     assert reason.reply_code == 406
     assert "Timeout value used: 1000 ms" in reason.reply_text

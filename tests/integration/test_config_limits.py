@@ -7,6 +7,7 @@ import time
 import pytest
 from pika.exceptions import ChannelClosedByBroker
 
+from compat_tests.support import wait_channel_closed
 from compat_tests.support.launcher import Broker
 
 
@@ -24,10 +25,7 @@ def test_unacked_delivery_past_consumer_timeout_closes_channel(limited_broker, c
     ch.queue_declare("lim.slow")
     ch.basic_publish("", "lim.slow", b"x")
     ch.basic_consume("lim.slow", lambda *a: None)  # never acks
-    deadline = time.monotonic() + 10
-    while ch.is_open and time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.5)
-    reason = ch._closing_reason  # pika keeps the broker's channel.close here
+    reason = wait_channel_closed(conn, ch)
     assert isinstance(reason, ChannelClosedByBroker)
     assert reason.reply_code == 406
     assert "delivery acknowledgement on channel 1 timed out" in reason.reply_text
