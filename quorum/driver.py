@@ -26,7 +26,15 @@ Compaction: every `snapshot_every` applied entries, unless the machine has a
 carry many live message bodies).
 
 Effects: an effect that is a `quorum.raft.LocalEffect` runs on every replica, any other only
-on the leader (the choice is made here, once). The hard state is written only when the term or
+on the leader (the choice is made here, once).
+
+Proposing on any replica (`submit`): a follower or learner wraps the command in a `Forward`
+envelope (its node id and a sequence number) and sends it to the leader it knows of (held
+until one is known); the leader appends it as a FORWARDED entry. Every replica applies the
+inner command; the replica it came from resolves its callback when it applies the entry
+itself, with the reply its own state machine computed. A forwarded command whose entry has not
+come back when the term changes, or after `forward_timeout` seconds, fails with
+`LeadershipLost` (outcome unknown): the caller resends what is safe to resend. The hard state is written only when the term or
 vote changed, or together with entries: a lagging commit index is safe to lose.
 """
 
@@ -49,7 +57,24 @@ from .raft import (Entry, EntryKind, HardState, LocalEffect, LogReader, Meta, No
 from .proposals import LeadershipLost, ProposalCallback, _CallbackWaiter, _Waiter
 from .raft.machine import StateMachine
 
-__all__ = ["NodeDriver", "Sender", "GroupStatus", "LeadershipLost", "ProposalCallback"]
+__all__ = ["NodeDriver", "Sender", "GroupStatus", "LeadershipLost", "ProposalCallback",
+           "FORWARD_PREFIX"]
+
+# Transport frames whose group id starts with this carry a `_Forward` for the group named by the
+# rest; Raft groups are never named so.
+FORWARD_PREFIX = "\x01"
+
+
+class _Forward(msgspec.Struct, array_like=True, frozen=True):
+    """A command proposed on a replica that does not lead: `seq` 0 when nobody waits."""
+
+    origin: str
+    seq: int
+    data: bytes
+
+
+_encode_forward = msgspec.msgpack.Encoder().encode
+_decode_forward = msgspec.msgpack.Decoder(_Forward).decode
 
 _log = logging.getLogger(__name__)
 
@@ -59,6 +84,7 @@ class Sender(Protocol):
 
 
 EffectsHandler = Callable[[str, list[Any]], None]
+LeaderHandler = Callable[[str | None], None]
 
 
 @dataclass
@@ -75,6 +101,11 @@ class _Group:
     read_waiters: dict[bytes, _Waiter] = field(default_factory=dict)  # asked, unconfirmed
     read_ready: list[tuple[int, _Waiter]] = field(default_factory=list)  # confirmed at index
     controls: list[tuple[Callable[[RaftNode, int], Any], _Waiter]] = field(default_factory=list)
+    on_leader: LeaderHandler | None = None
+    leader_seen: str | None = None
+    forwards: dict[int, tuple[_CallbackWaiter, int]] = field(default_factory=dict)  # seq -> (w, deadline tick)
+    unsent: list[bytes] = field(default_factory=list)  # our envelopes waiting for a known leader
+    relayed: list[bytes] = field(default_factory=list)  # envelopes to append (if leading) or pass on
 
 
 class _Reader:
@@ -113,6 +144,7 @@ class NodeDriver:
         snapshot_every: int = 4096,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.time,
+        forward_timeout: float = 10.0,
     ) -> None:
         self.node_id = node_id
         self.log = log
@@ -127,20 +159,26 @@ class NodeDriver:
         self._ticks = 0
         self._wake = trio.Event()
         self._read_seq = 0
+        self._fwd_seq = 0
+        self._tick_total = 0
+        self._forward_ticks = max(1, int(forward_timeout / tick_interval))
         self.iterations = 0
         self.applied_entries = 0
 
     # -- groups -------------------------------------------------------------------------------
     def add_group(self, group: str, machine: StateMachine, voters: Iterable[str] = (),
-                  learners: Iterable[str] = (), on_effects: EffectsHandler | None = None) -> None:
+                  learners: Iterable[str] = (), on_effects: EffectsHandler | None = None,
+                  on_leader: LeaderHandler | None = None) -> None:
         """Host `group` on this node, restarting it from the log if it has durable state.
-        `voters` is the bootstrap membership (ignored once the group has a snapshot)."""
+        `voters` is the bootstrap membership (ignored once the group has a snapshot).
+        `on_leader(leader or None)` is called from the loop whenever the leader this replica
+        knows of changes."""
         persisted, state = self._load(group, machine)
         snap = persisted.snapshot
         raft = RaftNode(self.node_id, voters, rng=self._rng, persisted=persisted,
                         options=self._options, learners=learners,
                         applied=snap.meta.index if snap else 0, reader=_Reader(self.log, group))
-        self._groups[group] = _Group(group, raft, machine, state, on_effects)
+        self._groups[group] = _Group(group, raft, machine, state, on_effects, on_leader=on_leader)
         self._mark(group)
 
     def _load(self, group: str, machine: StateMachine) -> tuple[Persisted, Any]:
@@ -172,7 +210,8 @@ class NodeDriver:
         err = NotLeader(None)
         for w in [*g.waiters.values(), *(w for _, w in g.proposals if w is not None),
                   *g.read_waiters.values(), *(w for _, w in g.reads),
-                  *(w for _, w in g.read_ready), *(w for _, w in g.controls)]:
+                  *(w for _, w in g.read_ready), *(w for _, w in g.controls),
+                  *(w for w, _ in g.forwards.values())]:
             w.fail(err)
         return self.log.delete_group(group) if delete else 0
 
@@ -223,6 +262,12 @@ class NodeDriver:
     # -- inputs -------------------------------------------------------------------------------
     def deliver(self, peer: str, group: str, data: bytes) -> None:
         """A frame from the transport. Undecodable frames and unknown groups are dropped."""
+        if group.startswith(FORWARD_PREFIX):
+            g = self._groups.get(group[1:])
+            if g is not None:
+                g.relayed.append(data)  # checked when it is applied; a leader appends it as is
+                self._mark(g.id)
+            return
         g = self._groups.get(group)
         if g is None:
             return
@@ -262,6 +307,55 @@ class NodeDriver:
         g.proposals.append((data, w))  # type: ignore[arg-type]
         self._mark(group)
 
+    def submit(self, group: str, data: bytes, callback: ProposalCallback | None = None) -> None:
+        """Propose on whichever replica this is: as `propose_nowait` on the leader, else
+        forwarded to the leader (see the module docstring). `callback(reply, None)` once this
+        replica has applied it, or `callback(None, LeadershipLost)` when the outcome is unknown."""
+        g = self._groups[group]
+        if g.raft.is_leader:
+            self.propose_nowait(group, data, callback)
+            return
+        seq = 0
+        if callback is not None:
+            self._fwd_seq += 1
+            seq = self._fwd_seq
+            w = _CallbackWaiter(callback)
+            w.term = g.raft.term
+            g.forwards[seq] = (w, self._tick_total + self._forward_ticks)
+        g.unsent.append(_encode_forward(_Forward(self.node_id, seq, data)))
+        self._mark(group)
+
+    def _pass_on(self, g: _Group, now_ms: int) -> None:
+        """Forwarded envelopes: append them when leading, else send them to the leader."""
+        raft = g.raft
+        if raft.is_leader:
+            batch = g.relayed + g.unsent if g.unsent else g.relayed
+            g.relayed, g.unsent = [], []
+            if batch:
+                try:
+                    raft.propose_many(batch, now_ms, EntryKind.FORWARDED)
+                except RaftError:
+                    pass  # e.g. transferring leadership: their senders time out and resend
+            return
+        leader = raft.leader
+        if leader is None or leader == self.node_id:
+            g.relayed.clear()  # nobody to pass them to; their senders resend
+            return
+        send = self.sender.send
+        for env in (*g.relayed, *g.unsent):
+            send(leader, FORWARD_PREFIX + g.id, env)
+        g.relayed.clear()
+        g.unsent.clear()
+
+    def _expire_forwards(self, g: _Group) -> None:
+        """Fail forwarded commands sent under an older term or not back in time."""
+        term, now = g.raft.term, self._tick_total
+        gone = [seq for seq, (w, deadline) in g.forwards.items() if w.term != term or now >= deadline]
+        if gone:
+            err = LeadershipLost(g.raft.leader)
+            for seq in gone:
+                g.forwards.pop(seq)[0].fail(err)
+
     async def wait_linearizable(self, group: str) -> None:
         """Return once this node's state machine for `group` reflects every command committed
         before the call (Raft ReadIndex): read `state(group)` right after for a linearizable
@@ -300,6 +394,7 @@ class NodeDriver:
         while True:
             await trio.sleep(self._tick_interval)
             self._ticks += 1
+            self._tick_total += 1
             self._wake.set()
 
     async def _loop(self) -> None:
@@ -362,6 +457,15 @@ class NodeDriver:
             if (g.waiters or g.read_waiters or g.read_ready) and not g.raft.is_leader:
                 self._abandon(g)
             g.raft.advance(rd)
+            if g.raft.leader != g.leader_seen:
+                g.leader_seen = g.raft.leader
+                if g.unsent:
+                    self._mark(g.id)  # a leader to send them to, at last
+                if g.on_leader is not None:
+                    try:
+                        g.on_leader(g.leader_seen)
+                    except Exception:  # never stop the loop
+                        _log.exception("group %s: leader callback failed", g.id)
             if g.read_ready:
                 self._serve_reads(g)
             await self._maybe_compact(g)
@@ -391,6 +495,10 @@ class NodeDriver:
                     w.fail(e)
                     continue
                 g.read_waiters[ctx] = w
+        if g.relayed or g.unsent:
+            self._pass_on(g, now_ms)
+        if g.forwards and ticks:
+            self._expire_forwards(g)
         if g.proposals:
             props, g.proposals = g.proposals, []
             try:
@@ -429,20 +537,35 @@ class NodeDriver:
             return  # nothing, or the group was removed meanwhile (e.g. by an effect)
         machine = g.machine
         apply, decode = machine.apply, machine.decode
-        normal = EntryKind.NORMAL
+        normal, forwarded = EntryKind.NORMAL, EntryKind.FORWARDED
         is_leader = g.raft.is_leader
         effects_out: list[Any] = []
         state = g.state
         waiters = g.waiters
+        me = self.node_id
         for e in committed:
             reply = None
-            if e.kind is normal:
+            kind = e.kind
+            if kind is normal or kind is forwarded:
+                fw = None
+                data = e.data
+                if kind is forwarded:
+                    try:
+                        fw = _decode_forward(data)
+                    except (msgspec.DecodeError, msgspec.ValidationError):
+                        _log.error("group %s: undecodable forwarded entry %d", g.id, e.index)
+                        continue
+                    data = fw.data
                 state, reply, effects = apply(Meta(e.index, e.term, e.timestamp),
-                                              decode(e.data), state)
+                                              decode(data), state)
                 if is_leader:
                     effects_out += effects
                 else:
                     effects_out += [eff for eff in effects if isinstance(eff, LocalEffect)]
+                if fw is not None and fw.seq and fw.origin == me:
+                    got = g.forwards.pop(fw.seq, None)
+                    if got is not None:
+                        got[0].resolve(reply)
             w = waiters.pop(e.index, None) if waiters else None
             if w is not None:
                 if w.term == e.term:

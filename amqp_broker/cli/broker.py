@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import gc
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -31,6 +32,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--config", type=Path, default=None, help="rabbitmq.conf-style file")
     p.add_argument("--management-port", type=int, default=None,
                    help="management HTTP API port (default 15672; 0 = any free port; -1 = off)")
+    p.add_argument("--node-name", default=None,
+                   help="this node's name, name@host (default $RABBITMQ_NODENAME, else node_name "
+                        "in the config, else rabbit@<short host name>)")
     p.add_argument("--log-level", default=None,
                    help="debug, info, warning, error (default: log.* in the config, else info)")
     return p.parse_args(argv)
@@ -43,6 +47,9 @@ def build_settings(argv: list[str] | None = None) -> tuple[Settings, str]:
     args = _parse_args(argv)
     overrides = {"port": args.port, "host": args.host, "data_dir": args.data_dir}
     settings = load_settings(args.config, overrides=overrides)
+    node = args.node_name or os.environ.get("RABBITMQ_NODENAME") or settings.node_name
+    if node:
+        settings = dataclasses.replace(settings, node_name=node)
     if args.management_port is not None:
         mgmt = dataclasses.replace(settings.management, port=args.management_port)
         settings = dataclasses.replace(settings, management=mgmt)

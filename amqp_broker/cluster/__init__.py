@@ -1,11 +1,13 @@
-"""Node-level quorum runtime: one Raft driver and one shared WAL per broker node.
+"""Node-level quorum runtime and cluster: one Raft driver and one shared WAL per broker node.
 
-`install_quorum(broker, dlx_worker_factory=...)` is called by `server.node.open_broker` before
-durable queues are recovered: it opens ``<data_dir>/quorum``, registers the quorum queue type
-(x-queue-type=quorum -> `amqp_broker.queues.quorum.QuorumQueue`) and returns the
-`QuorumRuntime`, whose `run` the node starts in its nursery. The dead-letter worker factory
-comes from the server (`server.dlx_port.start_dlx_worker`), so neither this package nor the
-queue layer imports the server.
+`install_quorum(broker, dlx_worker_factory=..., cluster=...)` is called by
+`server.node.open_broker` before durable queues are recovered: it opens ``<data_dir>/quorum``,
+registers the quorum queue type (x-queue-type=quorum -> `amqp_broker.queues.quorum.QuorumQueue`)
+and returns the `QuorumRuntime`, whose `run` the node starts in its nursery. The dead-letter
+worker factory comes from the server (`server.dlx_port.start_dlx_worker`), so neither this
+package nor the queue layer imports the server. In a cluster (`nodes.ClusterConfig` with
+peers) the runtime also links the nodes, and `host_metadata` hosts the ``meta`` group
+(`metadata.py`) whose effects the server applies.
 """
 
 from __future__ import annotations
@@ -15,27 +17,45 @@ from typing import Any, Callable
 from quorum.log import LogConfig
 
 from .catalog import GroupCatalog
+from .metadata import META_GROUP, MetadataMachine
+from .nodes import ClusterConfig, cluster_config
+from .placement import choose_members
 from .runtime import QuorumRuntime
 
-__all__ = ["install_quorum", "QuorumRuntime", "GroupCatalog"]
+__all__ = ["install_quorum", "host_metadata", "QuorumRuntime", "GroupCatalog", "ClusterConfig",
+           "cluster_config"]
 
 
 def install_quorum(broker: Any, *, dlx_worker_factory: Callable[[Any], Any],
-                   node: str = "rabbit@localhost") -> QuorumRuntime:
+                   cluster: ClusterConfig | str = "rabbit@localhost") -> QuorumRuntime:
     """Register x-queue-type=quorum on `broker`; `dlx_worker_factory(queue)` builds a quorum
     queue's at-least-once dead-letter worker (a `dlx.DlxWorker`)."""
     from amqp_broker.queues.quorum import QuorumQueue
 
-    runtime = QuorumRuntime(str(broker.settings.data_dir / "quorum"), node,
+    runtime = QuorumRuntime(str(broker.settings.data_dir / "quorum"), cluster,
                             log_config=_log_config(broker.settings))
 
     def factory(name: str, vhost: str, *, durable: bool, auto_delete: bool, exclusive: bool,
-                arguments: dict, now_ms: int) -> QuorumQueue:
+                arguments: dict, now_ms: int, placement: dict | None = None) -> QuorumQueue:
+        group = members = None
+        if placement is not None:  # from the cluster's metadata
+            group, members = placement["group"], tuple(placement["members"])
+        elif runtime.cluster.clustered:  # declared here: place it
+            group = runtime.new_group_id()
+            members = choose_members(runtime, broker.settings, arguments)
         return QuorumQueue(runtime, broker, name, vhost, arguments=arguments, now_ms=now_ms,
-                           dlx_worker_factory=dlx_worker_factory)
+                           dlx_worker_factory=dlx_worker_factory, group=group, members=members)
 
     broker.queue_factories["quorum"] = factory
     return runtime
+
+
+def host_metadata(runtime: QuorumRuntime, on_effects: Callable[[str, list], None],
+                  on_ready: Callable[[], None]) -> None:
+    """Host the cluster's ``meta`` group (every node a voter); `on_effects` gets its
+    `MetaChanged` effects on every node, `on_ready()` once the local log is replayed."""
+    runtime.add_group(META_GROUP, MetadataMachine(), on_effects, on_ready,
+                      voters=runtime.cluster.nodes)
 
 
 def _log_config(settings: Any) -> LogConfig | None:

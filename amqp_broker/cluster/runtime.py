@@ -5,11 +5,15 @@ Created by `amqp_broker.cluster.install_quorum` when the broker opens (before du
 are recovered, so recovered quorum queues find their logs) and run in the node's nursery
 (`QuorumRuntime.run`). The quorum queue adapter (`amqp_broker.queues.quorum`) calls:
 
-    runtime.add_group(group, machine, on_effects, on_ready)   # host / restart a queue's group
-    runtime.propose(group, data, callback=None)               # no task per proposal
+    runtime.add_group(group, machine, on_effects, on_ready,   # host / restart a queue's group
+                      voters=..., learners=..., on_leader=...)
+    runtime.propose(group, data, callback=None)               # on any replica; no task each
     runtime.remove_group(group)                               # queue deleted
 
-Every queue is a group of one member for now: the node votes for itself and leads. All groups'
+Alone (no peers), a group has one member: the node votes for itself and leads. In a cluster
+(`ClusterConfig.clustered`) the runtime also runs the inter-node `quorum.transport.Transport`
+(cookie-authenticated, one link per node pair, every group on it); a proposal made on a replica
+that does not lead is forwarded to the leader by the driver (`NodeDriver.submit`). All groups'
 proposals made between two driver passes go into one WAL batch and one fdatasync (group commit).
 """
 
@@ -27,8 +31,10 @@ import trio
 from quorum.driver import NodeDriver
 from quorum.log import AsyncLog, LogConfig
 from quorum.raft import RaftOptions
+from quorum.transport import Transport
 
 from .catalog import GroupCatalog
+from .nodes import ClusterConfig
 
 __all__ = ["QuorumRuntime"]
 
@@ -45,21 +51,33 @@ class _NoPeers:
 
 
 class QuorumRuntime:
-    def __init__(self, directory: str, node: str = "rabbit@localhost", *,
+    def __init__(self, directory: str, cluster: ClusterConfig | str = "rabbit@localhost", *,
                  tick_interval: float = 0.05, snapshot_every: int = 4096,
                  log_config: LogConfig | None = None) -> None:
         os.makedirs(directory, exist_ok=True)
-        self.node = node
+        if isinstance(cluster, str):  # a lone node by name (tests, tools)
+            cluster = ClusterConfig(cluster, ("127.0.0.1", 0), {}, b"")
+        self.cluster = cluster
+        self.node = node = cluster.node
         self.directory = directory
         self.catalog = GroupCatalog(directory)
         # log_config: raft.wal_max_size_bytes / raft.segment_max_entries from rabbitmq.conf
         self.log = AsyncLog.open(os.path.join(directory, "log"), log_config)
+        self.transport: Transport | None = None
+        sender: Any = _NoPeers()
+        if cluster.clustered:
+            self.transport = sender = Transport(node, cluster.peers, cluster.cookie,
+                                                self._on_frame, listen=cluster.listen)
         # the machine's `compactable` gate keeps compaction from outrunning live bodies
-        self.driver = NodeDriver(node, self.log, _NoPeers(), options=RaftOptions(),
+        self.driver = NodeDriver(node, self.log, sender, options=RaftOptions(),
                                  tick_interval=tick_interval, snapshot_every=snapshot_every)
         # pids of this process's channels start with the incarnation: anything else in a
         # recovered queue belongs to a process that died with the previous run
         self.incarnation = uuid.uuid4().hex[:12]
+        self.pid_prefix = f"{node}/"  # every pid names its node: "<node>/<incarnation>.<n>"
+        self._current = f"{node}/{self.incarnation}."
+        self._watchers: set = set()  # clustered quorum queues told about links (`watch`)
+        self._links: dict[str, bool] = {p: False for p in cluster.peers}
         self._pids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._pid_seq = 0
         self._nursery: trio.Nursery | None = None
@@ -76,40 +94,102 @@ class QuorumRuntime:
         pid = self._pids.get(owner)
         if pid is None:
             self._pid_seq += 1
-            pid = self._pids[owner] = f"{self.incarnation}.{self._pid_seq}"
+            pid = self._pids[owner] = f"{self._current}{self._pid_seq}"
         return pid
 
     def is_current(self, pid: str | None) -> bool:
-        return pid is not None and pid.startswith(self.incarnation + ".")
+        return pid is not None and pid.startswith(self._current)
+
+    # -- cluster --------------------------------------------------------------------------------
+    def _on_frame(self, peer: str, group: str, data: bytes) -> None:
+        self.driver.deliver(peer, group, data)
+
+    def is_running(self, node: str) -> bool:
+        """This node, or a peer with a live authenticated link."""
+        if node == self.node:
+            return True
+        return self.transport is not None and self.transport.is_connected(node)
+
+    def new_group_id(self) -> str:
+        """A Raft group id never used before, anywhere (a deleted queue's log is never met)."""
+        return f"qq:{uuid.uuid4().hex}"
+
+    def leaders_per_node(self) -> dict[str, int]:
+        """How many groups each node leads, as this node knows (the balanced locator)."""
+        out: dict[str, int] = {}
+        for group in self.driver.groups():
+            leader = self.driver.status(group).leader
+            if leader is not None:
+                out[leader] = out.get(leader, 0) + 1
+        return out
+
+    def watch(self, queue: Any) -> None:
+        """Tell `queue` when links go down or come back (`node_changed`), and let it check its
+        own commands every few seconds (`audit`)."""
+        self._watchers.add(queue)
+
+    def unwatch(self, queue: Any) -> None:
+        self._watchers.discard(queue)
+
+    async def _watch_links(self, period: float = 0.2, audit_every: int = 10) -> None:
+        """A dropped link is a node down (as Erlang distribution's nodedown): a killed node's
+        sockets close at once. Links are looked at every `period` seconds."""
+        n = 0
+        while True:
+            await trio.sleep(period)
+            n += 1
+            for peer, was_up in list(self._links.items()):
+                up = self.is_running(peer)
+                if up != was_up:
+                    self._links[peer] = up
+                    _log.info("node %s is %s", peer, "up" if up else "down")
+                    for q in list(self._watchers):
+                        q.node_changed(peer, up)
+            if n % audit_every == 0:
+                for q in list(self._watchers):
+                    q.audit()
 
     # -- groups ---------------------------------------------------------------------------------
     def add_group(self, group: str, machine: Any, on_effects: Callable[[str, list], None],
-                  on_ready: Callable[[], None]) -> None:
-        """Host `group` (replaying its log if it has one), make this node its leader and call
-        `on_ready()` once it leads and has applied everything in its log."""
-        self.driver.add_group(group, machine, voters=[self.node], on_effects=on_effects)
-        self.driver.raft(group).campaign()
+                  on_ready: Callable[[], None], *, voters: list[str] | None = None,
+                  learners: list[str] = (), on_leader: Callable[[str | None], None] | None = None,
+                  first: bool = False) -> None:
+        """Host `group` (replaying its log if it has one) and call `on_ready()` once this
+        replica has applied what its log held. Alone (`voters` None or just this node) the node
+        campaigns at once and `on_ready` waits for it to lead; in a cluster the members elect
+        a leader among themselves (`first`: this node asks for votes at once when the group is
+        new, so the locator's choice usually leads). `learners` replicate without voting."""
+        voters = list(voters or [self.node])
+        alone = voters == [self.node] and not learners
+        self.driver.add_group(group, machine, voters=voters, learners=learners,
+                              on_effects=on_effects, on_leader=on_leader)
+        if alone or (first and self.driver.status(group).last_index == 0):
+            self.driver.raft(group).campaign()
         self.driver.wake(group)
-        self._spawn(lambda: self._wait_ready(group, on_ready))
+        st = self.driver.status(group)
+        target = st.last_index if alone else self.log.state(group).commit
+        self._spawn(lambda: self._wait_ready(group, on_ready, alone, target))
 
-    async def _wait_ready(self, group: str, on_ready: Callable[[], None]) -> None:
+    async def _wait_ready(self, group: str, on_ready: Callable[[], None], alone: bool = True,
+                          target: int = 0) -> None:
         driver = self.driver
         delay = 0.002
         while driver.has_group(group):
             st = driver.status(group)
-            if st.is_leader and st.applied >= st.last_index:
+            if (st.is_leader and st.applied >= st.last_index) if alone else st.applied >= target:
                 on_ready()
                 return
             await trio.sleep(delay)
             delay = min(delay * 2, 0.05)  # many groups replaying at start-up: poll less
 
     def propose(self, group: str, data: bytes, callback: ProposalCallback | None = None) -> None:
-        """Raises `quorum.raft.NotLeader` when this node does not lead the group."""
+        """Propose on this replica, leader or not (`NodeDriver.submit`): `callback(reply,
+        None)` once applied here, `callback(None, error)` when the outcome is unknown."""
         if group not in self._sampling:
             callback = self._sampled(group, callback)
         try:
             # the driver already logs and swallows a failing callback
-            self.driver.propose_nowait(group, data, callback)
+            self.driver.submit(group, data, callback)
         except BaseException:
             self._sampling.pop(group, None)
             raise
@@ -153,6 +233,11 @@ class QuorumRuntime:
         self._running = True
         try:
             async with trio.open_nursery() as nursery:
+                if self.transport is not None:
+                    port = await nursery.start(self.transport.run)
+                    _log.info("node %s: cluster links on port %d to %s", self.node, port,
+                              ", ".join(sorted(self.cluster.peers)))
+                    nursery.start_soon(self._watch_links)
                 await nursery.start(self.driver.run)
                 self._nursery = nursery
                 deferred, self._deferred = self._deferred, []

@@ -44,6 +44,7 @@ _DIRECT = {
     "heartbeat": "heartbeat", "frame_max": "frame_max", "channel_max": "channel_max",
     "max_message_size": "max_message_size", "consumer_timeout": "consumer_timeout",
     "connection_max": "connection_max", "queue_leader_locator": "queue_leader_locator",
+    "distribution.listener.port_range.min": "dist_port",
     "dead_letter_worker_consumer_prefetch": "dead_letter_worker_consumer_prefetch",
     "dead_letter_worker_publisher_confirm_timeout": "dead_letter_worker_publisher_confirm_timeout",
     "product.name": "product",
@@ -76,18 +77,18 @@ def build(seen: Seen, file: str, problems: list[ConfigProblem], base: BrokerSett
         wal_max_size_bytes=seen.get("raft.wal_max_size_bytes", base.raft.wal_max_size_bytes),
         segment_max_entries=seen.get("raft.segment_max_entries", base.raft.segment_max_entries))
     changes["cluster"] = _cluster(seen, file, problems, base)
-    _refuse_without_effect(seen, file, problems, changes.get("node_name", base.node_name))
+    _refuse_without_effect(seen, file, problems)
     return dataclasses.replace(base, **changes)
 
 
 # Keys RabbitMQ has that would change nothing on this broker as it is (one node, no per-channel
 # quorum flow control): refused at start-up rather than silently ignored.
-_NO_CLUSTER = "this broker runs as a single node (clustering is not available yet)"
+_NO_CLUSTER = "membership reconciliation is not available yet (issue 16)"
 REFUSED_KEYS = ("quorum_queue.commands_soft_limit", _CMR + "auto_remove", _CMR + "interval",
                 _CMR + "trigger_interval", _CMR + "target_group_size")
 
 
-def _refuse_without_effect(seen: Seen, file: str, problems: list[ConfigProblem], node: str) -> None:
+def _refuse_without_effect(seen: Seen, file: str, problems: list[ConfigProblem]) -> None:
     def refuse(key: str, name: str | None, shown: str, why: str) -> None:
         problems.append(ConfigProblem(file, seen.line(key, name), shown, why))
 
@@ -97,13 +98,8 @@ def _refuse_without_effect(seen: Seen, file: str, problems: list[ConfigProblem],
                "remove the key")
     for key in seen.exact:
         if key.startswith(_CMR) and not (key == _CMR + "enabled" and seen.exact[key] is False):
-            refuse(key, None, key, f"not supported: membership reconciliation needs a cluster and "
-                                   f"{_NO_CLUSTER}; remove the key or set {_CMR}enabled = false")
-    pattern = "cluster_formation.classic_config.nodes.$node"
-    for index, peer in seen.named.get(pattern, {}).items():
-        if peer != node:
-            refuse(pattern, index, f"cluster_formation.classic_config.nodes.{index}",
-                   f"cannot join {peer}: {_NO_CLUSTER}; list only this node ({node}) or remove the key")
+            refuse(key, None, key, f"not supported: {_NO_CLUSTER}; remove the key or set "
+                                   f"{_CMR}enabled = false")
 
 
 def _version(seen: Seen, base: BrokerSettings) -> dict[str, Any]:

@@ -102,7 +102,8 @@ class ClusterSettings:
 class BrokerSettings(Settings):
     """``Settings`` plus everything else rabbitmq.conf can say. Frozen; build with ``load_settings``."""
 
-    node_name: str = "rabbit@localhost"
+    node_name: str = ""  # "": RABBITMQ_NODENAME, else rabbit@<short host name> (cluster/nodes.py)
+    dist_port: int | None = None  # inter-node listener; None: AMQP port + 20000
     compat_profile: str = DEFAULT_PROFILE
     extra_listeners: tuple[Listener, ...] = ()
     # Permissions and tags given to default_user when the node first creates it.

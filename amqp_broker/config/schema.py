@@ -130,7 +130,8 @@ KEYS: dict[str, v.Converter] = {
     "dead_letter_worker_consumer_prefetch": _POS,
     "dead_letter_worker_publisher_confirm_timeout": _seconds(True, 1),
     "cluster_formation.peer_discovery_backend": _discovery,
-    "cluster_formation.classic_config.nodes.$node": v.node_name,
+    "cluster_formation.classic_config.nodes.$node": v.peer_node,
+    "distribution.listener.port_range.min": _PORT,
 }
 # connection_max's text when it fails (the lambda above cannot say it).
 _EXPECTED = {"connection_max": "a non-negative integer or 'infinity'"}

@@ -13,7 +13,7 @@ from typing import Callable
 
 __all__ = [
     "BadValue", "Converter", "boolean", "bytesize", "choice", "fraction", "information_unit", "integer", "ip_address",
-    "listener", "millis_or_infinity", "node_name", "text",
+    "listener", "millis_or_infinity", "node_name", "peer_node", "text",
 ]
 
 Converter = Callable[[str], object]
@@ -145,6 +145,16 @@ def node_name(raw: str) -> str:
     """An Erlang-style node name ``name@host``."""
     if not _NODE_RE.fullmatch(raw):
         raise BadValue("a node name like rabbit@hostname")
+    return raw
+
+
+def peer_node(raw: str) -> str:
+    """A cluster peer: ``name@host``, or ``name@host:port`` naming its distribution port (for
+    several nodes on one host, where RabbitMQ would ask epmd)."""
+    name, sep, port = raw.partition(":")
+    node_name(name)
+    if sep and not (port.isdigit() and 0 < int(port) < 65536):
+        raise BadValue("a node name like rabbit@hostname, optionally with :port")
     return raw
 
 

@@ -54,7 +54,7 @@ class Admin(TopologyOps, DefinitionsOps):
         self.broker = broker
         self._srv = broker.admin  # server/admin.py: users, permissions, vhosts, policies
         self.settings = broker.settings
-        self.node = node or getattr(self.settings, "node_name", None) or \
+        self.node = node or getattr(broker, "node_name", None) or \
             f"amqp-broker@{socket.gethostname().split('.')[0]}"
         self._vhost_meta: dict[str, dict] = {}
         self._connected_at: dict[int, int] = {}

@@ -109,6 +109,20 @@ class ServerConnection(Handshake, Liveness):
         self._out.clear()
         return data
 
+    def output_mark(self) -> int:
+        """Where the output buffer ends now (see `take_output_since`)."""
+        return len(self._out)
+
+    def take_output_since(self, mark: int) -> bytes:
+        """Take back the bytes queued after `mark` (a reply that must wait for something,
+        e.g. a cluster-wide commit); `put_output` queues them again."""
+        data = bytes(self._out[mark:])
+        del self._out[mark:]
+        return data
+
+    def put_output(self, data: bytes) -> None:
+        self._out += data
+
     @property
     def closed(self) -> bool:
         """True once the socket should be closed (after flushing data_to_send())."""

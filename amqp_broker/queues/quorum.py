@@ -21,6 +21,17 @@ msg_id, as the channel stores it, is `(ConsumerKey, fifo msg id)`.
 
 Synchronous answers the channel needs at once (purge and delete counts) are read from the
 applied state plus the enqueues still in flight.
+
+In a cluster every node hosts a replica of every quorum queue: the `members` (voters, placed by
+x-queue-leader-locator) and, on the other nodes, a non-voting learner, so that clients on any
+node publish, consume and get from their own node's copy (seed 003: deliveries run on the
+consumer's node only). Commands go to the leader through the driver (`runtime.propose` works
+on any replica). A command whose outcome became unknown (its leader died) is sent again:
+confirmed enqueues are kept until their confirm and resent in order when the leader changes
+(the fifo drops duplicates by publisher sequence); settles, returns, checkouts and the other
+idempotent commands are resent when their callback reports the loss. The leader proposes
+NodeDown / NodeUp as links to other nodes drop and return; a node that restarts takes down the
+processes of its previous run itself (`_on_ready`).
 """
 
 from __future__ import annotations
@@ -33,7 +44,7 @@ from amqp_broker.core.errors import AccessRefused, vhost_resource
 from amqp_broker.core.policies import resolve_queue_settings
 from quorum import fifo
 from quorum.fifo import encode_command
-from quorum.raft import NotLeader
+from quorum.raft import RaftError
 
 from .arguments import OVERFLOW_REJECT_PUBLISH_DLX, parse_queue_arguments
 from .base import (REASON_REJECTED, Confirm, Consumer, DeadLetter, GetReply, Placement,
@@ -50,6 +61,10 @@ _log = logging.getLogger(__name__)
 # The "consumer" of the management get's msg ids: looked at, not taken (see `get`).
 PEEK = fifo.ConsumerKey("", "management-get", "")
 
+# Commands that may be applied twice without harm: resent when their outcome is unknown.
+_RESENDABLE = (fifo.Settle, fifo.Return, fifo.Discard, fifo.Checkout, fifo.Cancel,
+               fifo.ConsumerDown, fifo.DlxSettle, fifo.UpdateConfig, fifo.NodeDown, fifo.NodeUp)
+
 
 class QuorumQueue:
     durable = True
@@ -61,7 +76,8 @@ class QuorumQueue:
 
     def __init__(self, runtime: Any, broker: Any, name: str, vhost: str, *,
                  arguments: dict, now_ms: int,
-                 dlx_worker_factory: Callable[["QuorumQueue"], Any]) -> None:
+                 dlx_worker_factory: Callable[["QuorumQueue"], Any],
+                 group: str | None = None, members: tuple[str, ...] | None = None) -> None:
         self.name = name
         self.vhost = vhost
         self.arguments = arguments
@@ -75,7 +91,14 @@ class QuorumQueue:
         self.runtime = runtime
         self.broker = broker
         self.node = runtime.node
-        self.group = runtime.catalog.group_for(vhost, name)
+        cluster = runtime.cluster
+        self.clustered = cluster.clustered
+        if group is None:  # a lone node keeps its queues' group ids in the local catalog
+            group = runtime.catalog.group_for(vhost, name)
+        self.group = group
+        self.members = tuple(members) if members else (self.node,)
+        self.learners = tuple(n for n in cluster.nodes if n not in self.members) \
+            if self.clustered else ()
         self.machine = QuorumMachine(self.config, now_ms)
         self.publisher = runtime.pid_of(self)
         self.ready = False
@@ -96,12 +119,20 @@ class QuorumQueue:
         self._gets: dict[int, Callable] = {}  # basic.get replies waiting for their Dequeue
         self._get_seq = 0
         self._peeked = 0  # messages the management get has looked at (see `get`)
-        self._effects = EffectRunner(self, self.node, runtime.is_current)
+        self._unconfirmed: dict[int, bytes] = {}  # clustered: seq -> Enqueue, until confirmed
+        self._audit_oldest: int | None = None
+        self._effects = EffectRunner(self, self.node, runtime.is_current,
+                                     (*self.members, *self.learners), runtime.pid_prefix)
         # factory(queue) -> dlx.DlxWorker, called on the first at-least-once dead letter
         self._dlx_worker_factory = dlx_worker_factory
         self._dlx_worker = None
         warn_dead_letter_strategy(self.config, name)
-        runtime.add_group(self.group, self.machine, self._effects.run, self._on_ready)
+        runtime.add_group(self.group, self.machine, self._effects.run, self._on_ready,
+                          voters=list(self.members), learners=list(self.learners),
+                          on_leader=self._on_leader if self.clustered else None,
+                          first=self.members[0] == self.node)
+        if self.clustered:
+            runtime.watch(self)
 
     # -- plumbing ------------------------------------------------------------------------------
     @property
@@ -117,22 +148,35 @@ class QuorumQueue:
             self._flush_settles()  # acks go first: a later Cancel/ConsumerDown must see them
         if data is None:
             data = encode_command(cmd)
+        if callback is None and self.clustered and type(cmd) in _RESENDABLE:
+            callback = self._resend_on_loss(cmd, data)
         if not self.ready:
             self._backlog.append((data, callback))
             return
-        try:
-            self.runtime.propose(self.group, data, callback)
-        except NotLeader:
-            # cannot happen with one member; should it, hold commands until we lead again
-            _log.warning("quorum queue %r: not the leader, holding commands", self.name)
-            self.ready = False
-            self._backlog.append((data, callback))
-            self.runtime.when_ready(self.group, self._on_ready)
+        self.runtime.propose(self.group, data, callback)
+
+    def _resend_on_loss(self, cmd: Any, data: bytes) -> Callable:
+        def outcome(_reply: Any, error: BaseException | None) -> None:
+            if isinstance(error, RaftError) and not self.deleted:
+                self.propose(cmd, outcome, data)
+        return outcome
 
     def _on_ready(self) -> None:
-        """The group leads and has replayed its log: run leader effects, flush the backlog."""
+        """This replica has replayed its log (alone: and leads): flush the backlog; alone,
+        run the leader's effects; in a cluster, take down this node's earlier processes."""
         self.ready = True
         self._enqueue_base = self.machine.applied_enqueues
+        if not self.clustered:
+            self._lead()
+        else:
+            self._down_earlier_processes()
+        backlog, self._backlog = self._backlog, []
+        for data, cb in backlog:
+            self.runtime.propose(self.group, data, cb)
+
+    def _lead(self) -> None:
+        """This replica became the leader: the leader's effects (timers, monitors) and the
+        at-least-once dead letters held in the state."""
         self._effects.run(self.group, fifo.leader_effects(self.state.fifo), force=True)
         held = self.state.fifo.dlx.pending()
         if held:  # at-least-once dead letters not yet settled before a restart: send again
@@ -140,15 +184,56 @@ class QuorumQueue:
             self.dlx_worker().load([(i, r, bodies[m.index]) for i, r, m in held
                                     if m.index in bodies])
             self.broker.run_pending()  # dispatch what it republished to classic targets
-        backlog, self._backlog = self._backlog, []
-        for i, (data, cb) in enumerate(backlog):
-            try:
-                self.runtime.propose(self.group, data, cb)
-            except NotLeader:
-                self.ready = False
-                self._backlog = backlog[i:] + self._backlog
-                self.runtime.when_ready(self.group, self._on_ready)
-                return
+
+    def _on_leader(self, leader: str | None) -> None:
+        """Clustered: the leader changed. Enqueues in flight may be lost with the old one:
+        send every unconfirmed one again, in order (duplicates are dropped by sequence)."""
+        if leader is None or self.deleted:
+            return
+        if self.ready and self._unconfirmed:
+            for seq in sorted(self._unconfirmed):
+                self.runtime.propose(self.group, self._unconfirmed[seq])
+        if leader == self.node and self.ready:
+            self._lead()
+            for node in self.runtime.cluster.peers:
+                if not self.runtime.is_running(node):
+                    self.propose(fifo.NodeDown(node))
+
+    def node_changed(self, node: str, up: bool) -> None:
+        """The link to `node` dropped or came back (`runtime.watch`): the leader tells the
+        queue, which suspects that node's consumers (returning their messages) or restores them."""
+        if self.deleted or not self.ready or not self.runtime.driver.status(self.group).is_leader:
+            return
+        self.propose(fifo.NodeUp(node) if up else fifo.NodeDown(node))
+
+    def audit(self) -> None:
+        """Clustered, every few seconds: commands lost on their way to a leader that never
+        said so (a dropped link, a full send queue) are sent again. Enqueues still
+        unconfirmed since the last audit go again in order; a local consumer the replicated
+        state no longer has (taken down while this node was cut off) checks out again."""
+        if self.deleted or not self.ready:
+            return
+        oldest = min(self._unconfirmed) if self._unconfirmed else None
+        if oldest is not None and oldest == self._audit_oldest:
+            for seq in sorted(self._unconfirmed):
+                self.runtime.propose(self.group, self._unconfirmed[seq])
+        self._audit_oldest = oldest
+        q = self.state.fifo
+        for key, consumer in self.consumers.items():
+            if q.find(key) is None and not consumer.channel.released:
+                prefetch = 0 if consumer.no_ack else getattr(consumer.channel, "prefetch", 0)
+                self.propose(fifo.Checkout(key, prefetch, consumer.priority))
+
+    def _down_earlier_processes(self) -> None:
+        """Consumers and publishers of this node's previous run are dead: say so (their
+        messages return to the queue at once, not when someone notices)."""
+        q = self.state.fifo
+        prefix = self.runtime.pid_prefix
+        is_current = self.runtime.is_current
+        pids = {c.key.pid for c in (*q.consumers.values(), *q.waiting)} | set(q.enqueuers)
+        for pid in pids:
+            if pid.startswith(prefix) and not is_current(pid):
+                self.propose(fifo.ConsumerDown(pid))
 
     def dlx_worker(self):
         """The at-least-once dead-letter worker beside this (leader) queue."""
@@ -193,6 +278,9 @@ class QuorumQueue:
         if publisher != self.publisher:
             return
         confirms = self.confirms
+        if self._unconfirmed:
+            for s in seqs:
+                self._unconfirmed.pop(s, None)
         for s in seqs:
             confirm = confirms.pop(s, None)
             if confirm is not None:
@@ -242,6 +330,8 @@ class QuorumQueue:
         cmd = fifo.Enqueue(publisher, seq, msg.size, encode_payload(msg),
                            msg.priority or None, msg.expiration_ms, msg.persistent)
         data = encode_command(cmd)
+        if seq is not None and self.clustered:
+            self._unconfirmed[seq] = data
         if self.ready and not self.deleted:
             # the machine applies this very command and message, not decoded copies
             self.machine.outbox.append((data, cmd, msg))
@@ -446,6 +536,8 @@ class QuorumQueue:
             self._dlx_worker.stop()
         self.runtime.remove_group(self.group)
         self.runtime.catalog.forget(self.vhost, self.name)
+        self.runtime.unwatch(self)
+        self._unconfirmed.clear()
         confirms, self.confirms = self.confirms, {}
         for sink, seq in confirms.values():
             sink.settle(seq, True)
@@ -523,9 +615,14 @@ class QuorumQueue:
         return self.consumers.get(c.key) if c is not None else None
 
     def placement(self, local_node: str) -> Placement:
-        """Every quorum queue is a one-member Raft group on this node: it leads and is online."""
-        node = (local_node,)
-        return Placement(local_node, node, node, replicated=True, group=self.group)
+        """The Raft group's voters; the leader as this replica knows it; the members whose
+        node is up (learners are not members)."""
+        if not self.clustered:
+            node = (local_node or self.node,)
+            return Placement(node[0], node, node, replicated=True, group=self.group)
+        leader = self.runtime.driver.status(self.group).leader if not self.deleted else None
+        online = tuple(n for n in self.members if self.runtime.is_running(n))
+        return Placement(leader or "", self.members, online, replicated=True, group=self.group)
 
     def is_full(self) -> bool:
         """reject-publish refuses only once the queue is over its limit (RabbitMQ's quorum

@@ -101,11 +101,13 @@ class EffectRunner:
     """Runs effect batches for one queue (`run`); owns the fifo's timer and at-most-once dead
     letters until the queue reads them."""
 
-    def __init__(self, host: EffectHost, node: str,
-                 is_current_pid: Callable[[str], bool]) -> None:
+    def __init__(self, host: EffectHost, node: str, is_current_pid: Callable[[str], bool],
+                 replica_nodes: tuple[str, ...] = (), pid_prefix: str = "") -> None:
         self.host = host
         self.node = node
         self.is_current_pid = is_current_pid  # False: a process of an earlier run of the node
+        self.replicas = replica_nodes or (node,)  # every node with a replica of the queue
+        self.pid_prefix = pid_prefix  # this node's process ids start so
         self.timer_at: int | None = None      # the fifo's next SetTimer deadline
         self._dead_letters: list[DeadLetter] = []
         self._downed: set[str] = set()  # old pids already sent ConsumerDown (str: never iterated)
@@ -132,7 +134,7 @@ class EffectRunner:
         for eff in effects:
             t = type(eff)
             if t is fifo.Deliver:
-                if fifo.should_run(eff, node, True, (node,)):
+                if fifo.should_run(eff, node, True, self.replicas):
                     self._deliver(eff, batch)
             elif t is fifo.Confirm:
                 host.answer_confirms(eff.publisher, eff.seqs, True)
@@ -198,8 +200,9 @@ class EffectRunner:
 
     def _monitor(self, eff: fifo.Monitor) -> None:
         pid = eff.pid
-        if pid is None or self.is_current_pid(pid) or pid in self._downed:
-            return
+        if pid is None or not pid.startswith(self.pid_prefix) or self.is_current_pid(pid) \
+                or pid in self._downed:
+            return  # other nodes' processes: their links are watched (`QuorumQueue.node_changed`)
         # a process of an earlier run of this node: it is dead
         self._downed.add(pid)
         self.host.propose(fifo.ConsumerDown(pid))

@@ -77,6 +77,9 @@ class Broker:
         # now_ms) -> QueueType. Classic queues are built in; a quorum adapter registers here.
         self.queue_factories: dict[str, Any] = {}
         self.quorum: Any = None  # cluster.QuorumRuntime once node.open_broker installed it
+        self.node_name = getattr(settings, "node_name", "") or "rabbit@localhost"
+        # cluster_meta.ReplicatedMetadata when the node has peers (node.open_broker), else None
+        self.cluster_meta: Any = None
         self.counters = Counters()  # message totals for /metrics and the overview
         # (reason, queue_type, dead_letter_strategy) -> messages: /metrics labels them as
         # rabbitmq_prometheus does (queue_type rabbit_classic_queue / rabbit_quorum_queue)

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 import trio
 
-from amqp_broker.cluster import install_quorum
+from amqp_broker.cluster import cluster_config, host_metadata, install_quorum
 from amqp_broker.settings import Settings
 
 from .alarms import run_alarms
 from .broker import Broker
+from .cluster_meta import ReplicatedMetadata
 from .dlx_port import start_dlx_worker
 from .listener import serve_amqp
 from .persistence import Store
@@ -39,11 +40,20 @@ def open_broker(settings: Settings) -> Broker:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = _open_store(settings)
     broker = Broker(settings, store)
+    cluster = cluster_config(settings)
+    broker.node_name = cluster.node
     # x-queue-type=quorum, before recovery; the queue layer gets the server's DLX worker
     # factory passed down instead of importing it
-    broker.quorum = install_quorum(broker,
+    broker.quorum = install_quorum(broker, cluster=cluster,
                                    dlx_worker_factory=functools.partial(start_dlx_worker, broker))
-    recover(broker, store)
+    # in a cluster the durable topology comes from the replicated metadata: journal entries
+    # of classic queues wait for their queue's record (cluster_meta) instead of being dropped
+    recover(broker, store, drop_orphans=not cluster.clustered)
+    if cluster.clustered:
+        meta = broker.cluster_meta = store.metadata = ReplicatedMetadata(broker, broker.quorum)
+        meta.ready = trio.Event()
+        host_metadata(broker.quorum, meta.on_effects, meta.ready.set)
+        meta.apply_all()  # its snapshot; the log's entries follow as effects
     for name in list(broker.vhosts):
         broker.admin.apply_policies(name)
     return broker
@@ -67,6 +77,9 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
             nursery.start_soon(broker.timers.run, broker)
             nursery.start_soon(run_alarms, broker)
             nursery.start_soon(broker.durability.run, broker)
+            if broker.cluster_meta is not None:
+                await broker.cluster_meta.ready.wait()  # the local metadata log replayed
+                store.drop_orphans()
             port = await nursery.start(serve_amqp, broker)
             await _start_http(nursery, broker, port)
             _log.info("amqp-broker %s ready on port %d", broker.settings.version, port)

@@ -19,7 +19,7 @@ from typing import Any
 
 from amqp_broker.store import BINDING, EXCHANGE, QUEUE, MessageJournal, MetadataStore
 
-__all__ = ["Store", "plain"]
+__all__ = ["Store", "plain", "args_key"]
 
 _log = logging.getLogger(__name__)
 
@@ -35,7 +35,8 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
-def _args_key(arguments: dict) -> str:
+def args_key(arguments: dict) -> str:
+    """A binding's arguments as part of its key (the metadata log's and the cluster's)."""
     return repr(sorted((str(k), repr(v)) for k, v in arguments.items()))
 
 
@@ -61,6 +62,12 @@ class Store:
             self.journal.close()
             self.meta.close()
 
+    def drop_orphans(self) -> None:
+        """Journal entries no recovered queue took: their queues are gone."""
+        for key in list(self.recovered):
+            self.journal.drop_queue(key)
+        self.recovered.clear()
+
     # -- events from VHost ---------------------------------------------------------------------
     def queue_declared(self, vhost: str, name: str, durable: bool, auto_delete: bool,
                        arguments: dict) -> None:
@@ -85,12 +92,12 @@ class Store:
 
     def binding_added(self, vhost: str, source: str, kind: str, dest: str, routing_key: str,
                       arguments: dict) -> None:
-        self.meta.put(BINDING, [vhost, source, kind, dest, routing_key, _args_key(arguments)],
+        self.meta.put(BINDING, [vhost, source, kind, dest, routing_key, args_key(arguments)],
                       plain(arguments))
 
     def binding_removed(self, vhost: str, source: str, kind: str, dest: str, routing_key: str,
                         arguments: dict) -> None:
-        self.meta.delete(BINDING, [vhost, source, kind, dest, routing_key, _args_key(arguments)])
+        self.meta.delete(BINDING, [vhost, source, kind, dest, routing_key, args_key(arguments)])
 
     def _drop_bindings(self, vhost: str, match) -> None:
         for key, _ in self.meta.items(BINDING):

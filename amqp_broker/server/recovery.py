@@ -24,7 +24,9 @@ __all__ = ["recover"]
 _log = logging.getLogger(__name__)
 
 
-def recover(broker: "Broker", store: "Store") -> None:
+def recover(broker: "Broker", store: "Store", drop_orphans: bool = True) -> None:
+    """`drop_orphans`: drop the journal entries of queues that were not recovered (in a
+    cluster the caller does it once the replicated metadata has created its queues)."""
     meta = store.meta
     recovered = store.recovered
     now = broker.update_clock()
@@ -61,8 +63,7 @@ def recover(broker: "Broker", store: "Store") -> None:
             bindings += 1
         except AMQPError as err:
             _log.warning("cannot recover binding %r: %s", key, err)
-    for key in list(recovered):
-        store.journal.drop_queue(key)
-    recovered.clear()
+    if drop_orphans:
+        store.drop_orphans()
     _log.info("recovered %d exchanges, %d queues (%d messages), %d bindings",
               exchanges, queues, messages, bindings)

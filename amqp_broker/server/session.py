@@ -7,6 +7,12 @@ connection's channels, or queues delivering to this connection's consumers from 
 calls `wake()`; the writer then drains everything queued since it last woke with a single
 `send_all`. Channels with pending publisher confirms register in `_flush_hooks` so that confirms
 are coalesced once per writer wake-up.
+
+In a cluster, a method that changes the durable topology (a declaration, a binding) makes
+metadata proposals (`cluster_meta.PendingChange`). Its reply bytes are then taken back from the
+output and the connection's later input waits (a barrier) until the change is committed: the
+-ok goes out only then, or, if the cluster cannot commit it (this node is on a minority side),
+the connection is closed with 541 INTERNAL_ERROR instead.
 """
 
 from __future__ import annotations
@@ -51,6 +57,15 @@ _RECV_SIZE = 256 * 1024
 _CONGESTED = 1024 * 1024  # bytes in one send_all above which deliveries pause until it is done
 
 
+class _Barrier:
+    __slots__ = ("changes", "reply", "rest")
+
+    def __init__(self, changes: list, reply: bytes, rest: list) -> None:
+        self.changes = changes  # cluster_meta.PendingChange
+        self.reply = reply      # the bytes the method answered with, held back
+        self.rest = rest        # events that came after it
+
+
 class Session:
     """State of one AMQP connection on the server side."""
 
@@ -73,6 +88,7 @@ class Session:
         self._retime = trio.Event()  # set when the protocol's tick_interval changed (Tuned)
         self._flush_hooks: dict[int, Callable[[], None]] = {}
         self._cancel: trio.CancelScope | None = None
+        self._barrier: _Barrier | None = None  # a reply waiting for a cluster-wide commit
         self._blocked_sent = False
         self.congested = False
         self.has_published = False  # set by channels; alarms stop reading from publishers
@@ -166,6 +182,9 @@ class Session:
             self.recv_cnt += 1
             conn.feed(data)  # b"" tells the protocol the peer went away
             self._handle_events()
+            while self._barrier is not None:
+                self.wake()  # what came before the barrier goes out meanwhile
+                await self._pass_barrier()
             self.wake()
 
     async def _writer(self) -> None:
@@ -226,15 +245,21 @@ class Session:
         self.broker.run_pending()
 
     # -- event dispatch -----------------------------------------------------------------------
-    def _handle_events(self) -> None:
+    def _handle_events(self, events: list | None = None) -> None:
         conn = self.conn
-        events = conn.next_events()
+        if events is None:
+            events = conn.next_events()
         if not events:
+            return
+        if self._barrier is not None:  # e.g. a timer's events while a reply waits
+            self._barrier.rest += events
             return
         broker = self.broker
         broker.update_clock()
+        meta = broker.cluster_meta
         while events:
-            for ev in events:
+            for i, ev in enumerate(events):
+                mark = conn.output_mark()
                 try:
                     self._handle(ev)
                 except AMQPError as err:
@@ -242,11 +267,32 @@ class Session:
                 except Exception:  # a bug in our code must not kill the node
                     _log.exception("%s: internal error handling %r", self.name, type(ev).__name__)
                     self._on_error(0, InternalError("internal error"))
+                if meta is not None and meta.pending:
+                    self._barrier = _Barrier(meta.take_pending(), conn.take_output_since(mark),
+                                             events[i + 1:] + conn.next_events())
+                    broker.run_pending()
+                    return
             # accept_login()/accept_open() parse the input buffered while they were pending:
             # handle what that produced now, not on the next read.
             events = conn.next_events()
         # Dispatch once for the whole batch (deliveries, dead letters, timers).
         broker.run_pending()
+
+    async def _pass_barrier(self) -> None:
+        """Wait for the barrier's changes; then send the held reply (or fail the connection)
+        and handle the input that waited behind it."""
+        barrier = self._barrier
+        ok = True
+        for change in barrier.changes:
+            ok = await change.wait() and ok
+        self._barrier = None
+        if ok:
+            self.conn.put_output(barrier.reply)
+        elif self.conn.state == OPEN:
+            self._on_error(0, InternalError(
+                "metadata store unavailable: this node cannot reach a majority of the cluster "
+                "(the change was not committed)"))
+        self._handle_events(barrier.rest)
 
     def _handle(self, ev) -> None:
         # Ordered by frequency: the hot path first.

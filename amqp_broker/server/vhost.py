@@ -126,12 +126,16 @@ class VHost:
         return rt
 
     def create_queue(self, name: str, *, durable: bool, exclusive: bool, auto_delete: bool,
-                     arguments: dict, owner: "Session | None", persist: bool = True) -> QueueRuntime:
+                     arguments: dict, owner: "Session | None", persist: bool = True,
+                     placement: dict | None = None) -> QueueRuntime:
+        """`placement`: a replicated queue's group and members from the cluster's metadata."""
         factory = self.broker.queue_factories.get(queue_type_of(arguments))
         if factory is not None:
             # Another queue type (e.g. the quorum adapter) owns its own persistence and confirms.
+            extra = {"placement": placement} if placement is not None else {}
             q = factory(name, self.name, durable=durable, auto_delete=auto_delete,
-                        exclusive=exclusive, arguments=arguments, now_ms=self.broker.now_ms)
+                        exclusive=exclusive, arguments=arguments, now_ms=self.broker.now_ms,
+                        **extra)
         else:
             journal = self.broker.journal if durable and not exclusive else None
             tap = JournalTap(journal, self.broker.durability) if journal is not None else None

@@ -5,6 +5,9 @@ The state machine never does IO; it says what should happen.  Who runs an effect
   `node` is its own node; the leader also runs it for consumers on nodes without a
   replica (seed 003).  Every replica computes the same deliveries because the service
   queue is part of the replicated state.
+- `Confirm` and `RejectPublish` are local too, with no node: every replica gets them and
+  answers only the publisher that is its own (a publisher id names one channel on one node),
+  so a publisher on a follower is confirmed by its own replica once the entry is applied there.
 - every other effect is run by the leader only.
 
 Effects within one `Applied` must be run in order: a `DeadLetter` reads message bodies
@@ -81,18 +84,21 @@ class Deliver(LocalEffect):
 
 
 @dataclass(slots=True, unsafe_hash=True)
-class Confirm:
+class Confirm(LocalEffect):
+    """The enqueues `seqs` of `publisher` are in the queue: basic.ack to the publisher."""
     publisher: str
     seqs: tuple[int, ...]
-    local = False
+    local = True
+    node = None  # whichever replica has the publisher
 
 
 @dataclass(frozen=True, slots=True)
-class RejectPublish:
+class RejectPublish(LocalEffect):
     """basic.nack to the publisher: the queue is full (overflow reject-publish)."""
     publisher: str
     seqs: tuple[int, ...]
-    local = False
+    local = True
+    node = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,5 +187,8 @@ def should_run(effect, node: str, is_leader: bool, replica_nodes) -> bool:
     the replica of the consumer's node, or on the leader when that node has no replica
     (`replica_nodes`: the nodes of the queue's members); every other effect on the leader."""
     if effect.local:
-        return effect.node == node or (is_leader and effect.node not in replica_nodes)
+        where = effect.node
+        if where is None:  # confirms: the runner keeps those of its own publishers
+            return True
+        return where == node or (is_leader and where not in replica_nodes)
     return is_leader

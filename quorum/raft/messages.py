@@ -54,6 +54,7 @@ class EntryKind(IntEnum):
     NORMAL = 0  # an application command: bytes for the state machine
     CONFIG = 1  # a membership change: `data` is `encode_config(ConfigState)`, the whole new config
     NOOP = 2  # appended by each new leader so that older-term entries can commit (Raft section 5.4.2)
+    FORWARDED = 3  # a command proposed through another replica: `data` is the driver's envelope
 
 
 class Entry(msgspec.Struct, array_like=True, frozen=True, gc=False):

@@ -243,14 +243,15 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
         ProposalDropped. The entry is only a proposal until it shows up in Ready.committed."""
         return self.propose_many((data,), now_ms)
 
-    def propose_many(self, datas: Iterable[bytes], now_ms: int) -> int:
-        """Append several commands at once (one Append per follower); returns the last index."""
+    def propose_many(self, datas: Iterable[bytes], now_ms: int,
+                     kind: EntryKind = EntryKind.NORMAL) -> int:
+        """Append several commands at once (one Append per follower); returns the last index.
+        `kind` is NORMAL, or FORWARDED for commands another replica passed on (the driver)."""
         self._check_can_propose()
         ts = max(now_ms, self._last_ts)
         base = self._log.last_index + 1
         term = self._term
-        normal = EntryKind.NORMAL
-        entries = [Entry(base + i, term, normal, d, ts) for i, d in enumerate(datas)]
+        entries = [Entry(base + i, term, kind, d, ts) for i, d in enumerate(datas)]
         if not entries:
             raise ValueError("nothing to propose")
         self._append_as_leader(entries)

@@ -171,7 +171,7 @@ def test_keys_that_would_change_nothing_on_one_node_are_refused_with_their_line(
                    f"{p}enabled = true\n{p}interval = 60000\n")
     text = str(info.value)
     assert "rabbitmq.conf:2: quorum_queue.commands_soft_limit: not supported" in text
-    assert f"rabbitmq.conf:3: {p}enabled: not supported: membership reconciliation needs a cluster" in text
+    assert f"rabbitmq.conf:3: {p}enabled: not supported: membership reconciliation is not available yet" in text
     assert f"rabbitmq.conf:4: {p}interval: not supported" in text
 
 
@@ -195,14 +195,16 @@ def test_cluster_nodes_naming_this_node_only():
         "classic_config"
 
 
-def test_cluster_nodes_naming_another_node_are_refused():
+def test_cluster_peers_with_and_without_distribution_port():
+    s = parse_text("node_name = rabbit1@localhost\n"
+                   "distribution.listener.port_range.min = 25701\n"
+                   "cluster_formation.classic_config.nodes.1 = rabbit1@localhost:25701\n"
+                   "cluster_formation.classic_config.nodes.2 = rabbit2@host2\n")
+    assert s.cluster.nodes == ("rabbit1@localhost:25701", "rabbit2@host2")
+    assert s.dist_port == 25701
     with pytest.raises(ConfigError) as info:
-        parse_text("cluster_formation.classic_config.nodes.1 = rabbit@localhost\n"
-                   "cluster_formation.classic_config.nodes.2 = rabbit@host2\n")
-    assert str(info.value) == (
-        "rabbitmq.conf:2: cluster_formation.classic_config.nodes.2: cannot join rabbit@host2: this broker "
-        "runs as a single node (clustering is not available yet); list only this node (rabbit@localhost) "
-        "or remove the key")
+        parse_text("cluster_formation.classic_config.nodes.1 = rabbit@host2:notaport\n")
+    assert "cluster_formation.classic_config.nodes.1" in str(info.value)
 
 
 def test_resource_alarm_keys():

@@ -1,6 +1,6 @@
 """Delivery rules: FIFO, competing consumers, prefetch/credit, consumer priorities,
 cancel, basic.get, credit flow, local delivery effects."""
-from quorum.fifo import (NOT_FOUND, UNLIMITED_PREFETCH, CancelReply, Checkout, CheckoutReply,
+from quorum.fifo import (NOT_FOUND, UNLIMITED_PREFETCH, CancelReply, Checkout, CheckoutReply, Confirm,
                          Credit, CreditReply, Cancel, Deliver, Dequeue, DequeueReply,
                          Monitor, Settle, Tick)
 
@@ -22,7 +22,11 @@ def test_deliver_is_a_local_effect_naming_the_consumer_node():
     h(Checkout(C2, prefetch=1))
     (eff,) = effects(h.publish()[0], Deliver)
     assert eff.local is True and eff.node == "node-b"
-    assert all(not e.local for e in h.publish()[0].effects)
+    # the second publish exceeds prefetch: no delivery; its confirm goes to every replica,
+    # where the publisher's own node answers it (node None)
+    second = h.publish()[0]
+    assert not effects([second], Deliver)
+    assert all(not e.local or (type(e) is Confirm and e.node is None) for e in second.effects)
 
 
 def test_checkout_reply_and_monitor():

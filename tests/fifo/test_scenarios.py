@@ -1,6 +1,6 @@
 """Shrunk failures of the property tests, kept as named scenarios, plus the helpers the
 runtime uses around apply (who runs an effect, leader start, snapshot install)."""
-from quorum.fifo import (Checkout, ConsumerKey, Deliver, Monitor, QueueConfig, SetTimer,
+from quorum.fifo import (Checkout, Confirm, ConsumerKey, Deliver, Monitor, QueueConfig, SetTimer,
                          leader_effects, should_run, snapshot_installed_effects)
 
 from .harness import C1, C2, Harness
@@ -104,7 +104,8 @@ def test_fifo_machine_fits_the_raft_driver_protocol():
     state, reply, effs = m.apply(Meta(2, 1, 6), m.decode(encode_command(
         Enqueue("p", 1, 3, b"abc"))), state)
     local = [e for e in effs if isinstance(e, LocalEffect)]
-    assert len(local) == 1 and isinstance(local[0], Deliver) and local[0].msgs[0].index == 2
+    # the delivery for the consumer's node, and the confirm for the publisher's
+    assert [type(e) for e in local] == [Deliver, Confirm] and local[0].msgs[0].index == 2
     again = m.restore(m.snapshot(state))
     assert m.snapshot(again) == m.snapshot(state)
 

@@ -1,0 +1,96 @@
+"""Who is in the cluster and how to reach them: node names, inter-node addresses, the cookie.
+
+Built once by `server/node.py` from the settings (`cluster_config(settings)`) and handed to
+`install_quorum`. Pure apart from reading (or, on first start, writing) the cookie file.
+
+Names and ports, as RabbitMQ: a node is ``name@host``; it listens for its peers on the
+distribution port (``RABBITMQ_DIST_PORT``, else ``distribution.listener.port_range.min``, else
+AMQP port + 20000). Peers come from ``cluster_formation.classic_config.nodes.N``. A peer is
+dialled at its host on the default distribution port 25672 unless its entry names another:
+``rabbit2@localhost:25702`` (an extension for several nodes on one host, where RabbitMQ would
+ask epmd; the node's name is still ``rabbit2@localhost``).
+
+The cookie is the shared secret the nodes prove to each other on every link (never sent):
+``RABBITMQ_ERLANG_COOKIE``, else ``<data_dir>/.erlang.cookie``, generated on first start. Copy
+it to every node of a cluster, as with RabbitMQ.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ClusterConfig", "cluster_config", "parse_peer", "default_node_name", "read_cookie",
+           "DEFAULT_DIST_PORT"]
+
+DEFAULT_DIST_PORT = 25672
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    node: str                                # this node's name
+    listen: tuple[str, int]                  # inter-node listener
+    peers: dict[str, tuple[str, int]]        # the other nodes -> where to dial them
+    cookie: bytes
+
+    @property
+    def nodes(self) -> list[str]:
+        """Every node of the cluster, this one included, sorted (the same list everywhere)."""
+        return sorted({self.node, *self.peers})
+
+    @property
+    def clustered(self) -> bool:
+        return bool(self.peers)
+
+
+def default_node_name() -> str:
+    """``RABBITMQ_NODENAME``, else ``rabbit@<short host name>`` (RabbitMQ's default)."""
+    env = os.environ.get("RABBITMQ_NODENAME")
+    if env:
+        return env if "@" in env else f"{env}@{socket.gethostname().split('.')[0]}"
+    return f"rabbit@{socket.gethostname().split('.')[0]}"
+
+
+def parse_peer(spec: str) -> tuple[str, tuple[str, int]]:
+    """``name@host[:port]`` -> (``name@host``, (host, port))."""
+    name, _, port = spec.partition(":")
+    host = name.partition("@")[2]
+    return name, (host, int(port) if port else DEFAULT_DIST_PORT)
+
+
+def read_cookie(data_dir: Path) -> bytes:
+    env = os.environ.get("RABBITMQ_ERLANG_COOKIE")
+    if env:
+        return env.encode()
+    path = Path(data_dir) / ".erlang.cookie"
+    try:
+        return path.read_bytes().strip()
+    except FileNotFoundError:
+        pass
+    cookie = "".join(secrets.choice(string.ascii_uppercase) for _ in range(20)).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+    with os.fdopen(fd, "wb") as f:
+        f.write(cookie)
+    return cookie
+
+
+def cluster_config(settings) -> ClusterConfig:
+    """The cluster as `settings` (BrokerSettings, or plain Settings: a lone node) describe it."""
+    node = getattr(settings, "node_name", None) or default_node_name()
+    peers: dict[str, tuple[str, int]] = {}
+    cluster = getattr(settings, "cluster", None)
+    for spec in getattr(cluster, "nodes", ()) or ():
+        name, addr = parse_peer(spec)
+        if name != node:
+            peers[name] = addr
+    env_port = os.environ.get("RABBITMQ_DIST_PORT")
+    port = (int(env_port) if env_port else getattr(settings, "dist_port", None)
+            or settings.port + 20000)
+    host = settings.host if settings.host not in ("", "::") else "0.0.0.0"
+    cookie = read_cookie(settings.data_dir) if peers else b""
+    return ClusterConfig(node, (host, port), peers, cookie)

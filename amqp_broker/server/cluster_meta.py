@@ -1,0 +1,233 @@
+"""The broker's side of the replicated metadata (`amqp_broker/cluster/metadata.py`), in a cluster.
+
+Built by `node.open_broker` when the node has peers; it then stands in for the local store's
+metadata log (`broker.store.metadata`), so `VHost` reports its durable changes here with the same
+event names (`queue_declared`, `exchange_deleted`, `binding_added`, ...). Each change becomes a
+put / delete proposed to the ``meta`` group through the node's `QuorumRuntime` (any node:
+followers forward to the leader) and is registered as a `PendingChange` that the client's
+session waits for before sending the -ok (`Session`: a declaration answers once committed).
+
+Every node applies committed changes to its own broker (`apply_changes`, the ``meta`` group's
+effect handler, also used for the snapshot at start-up): quorum queues are created with the
+group and members the record names, classic queues only on their home node, exchanges and
+bindings everywhere (a binding to a classic queue of another node has nothing to bind here).
+The node that made a change made it locally at once; if the change does not commit in time (a
+minority side) the client gets an error and the node puts its copy back as the records say
+(`resync`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from amqp_broker.cluster.metadata import (BINDING, EXCHANGE, META_GROUP, QUEUE, Delete, Put,
+                                          encode_meta_command)
+from amqp_broker.core.bindings import Dest
+from amqp_broker.core.errors import AMQPError, NotFound
+
+from .persistence import args_key, plain
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+__all__ = ["ReplicatedMetadata", "PendingChange", "apply_changes", "METADATA_TIMEOUT"]
+
+_log = logging.getLogger(__name__)
+
+# How long a metadata change may take to commit before the client is told it failed.
+METADATA_TIMEOUT = 10.0
+
+
+class PendingChange:
+    """One proposed metadata change: resent while its outcome is unknown, until committed or
+    `METADATA_TIMEOUT` has passed (`failed` then)."""
+
+    __slots__ = ("meta", "cmd", "data", "deadline", "done", "failed")
+
+    def __init__(self, meta: "ReplicatedMetadata", cmd: Any) -> None:
+        self.meta = meta
+        self.cmd = cmd
+        self.data = encode_meta_command(cmd)
+        self.deadline = time.monotonic() + METADATA_TIMEOUT
+        self.done = trio.Event()
+        self.failed = False
+        self._propose()
+
+    def _propose(self) -> None:
+        self.meta.runtime.propose(META_GROUP, self.data, self._outcome)
+
+    def _outcome(self, _reply: Any, error: BaseException | None) -> None:
+        if error is None:
+            self.done.set()
+        elif time.monotonic() < self.deadline:
+            self._propose()  # leader lost: puts and deletes may be applied twice
+        else:
+            self.give_up()
+
+    def give_up(self) -> None:
+        if not self.done.is_set():
+            self.failed = True
+            cmd = self.cmd
+            self.meta.resync(cmd.kind, tuple(cmd.key), getattr(cmd, "value", None))
+            self.done.set()
+
+    async def wait(self) -> bool:
+        """True once committed; False (after putting the local copy back) on timeout."""
+        with trio.move_on_at(trio.current_time() + max(0.0, self.deadline - time.monotonic())):
+            await self.done.wait()
+        if not self.done.is_set():
+            self.give_up()
+        return not self.failed
+
+
+class ReplicatedMetadata:
+    def __init__(self, broker: "Broker", runtime: Any) -> None:
+        self.broker = broker
+        self.runtime = runtime
+        self.node = runtime.node
+        self.applying = False  # set while committed changes are applied: report nothing
+        self.pending: list[PendingChange] = []  # made since the session last looked
+
+    def take_pending(self) -> list[PendingChange]:
+        out, self.pending = self.pending, []
+        return out
+
+    def _propose(self, cmd: Any) -> None:
+        if not self.applying:
+            self.pending.append(PendingChange(self, cmd))
+
+    def state(self) -> Any:
+        return self.runtime.driver.state(META_GROUP)
+
+    # -- events from VHost (the names of persistence.Store's) -----------------------------------
+    def queue_declared(self, vhost: str, name: str, durable: bool, auto_delete: bool,
+                       arguments: dict) -> None:
+        rt = self.broker.vhosts[vhost].queues.get(name)
+        record: dict[str, Any] = {"type": rt.queue_type if rt else "classic", "durable": durable,
+                                  "auto_delete": auto_delete, "arguments": plain(arguments)}
+        if rt is not None and rt.queue.placement(self.node).replicated:
+            record["group"] = rt.queue.group
+            record["members"] = list(rt.queue.members)
+        else:
+            record["node"] = self.node
+        self._propose(Put(QUEUE, (vhost, name), record, if_absent=True))
+
+    def queue_deleted(self, vhost: str, name: str) -> None:
+        self._propose(Delete(QUEUE, (vhost, name)))
+
+    def exchange_declared(self, vhost: str, name: str, type_: str, durable: bool,
+                          auto_delete: bool, internal: bool, arguments: dict) -> None:
+        self._propose(Put(EXCHANGE, (vhost, name), {
+            "type": type_, "durable": durable, "auto_delete": auto_delete, "internal": internal,
+            "arguments": plain(arguments)}, if_absent=True))
+
+    def exchange_deleted(self, vhost: str, name: str) -> None:
+        self._propose(Delete(EXCHANGE, (vhost, name)))
+
+    def binding_added(self, vhost: str, source: str, kind: str, dest: str, routing_key: str,
+                      arguments: dict) -> None:
+        self._propose(Put(BINDING, (vhost, source, kind, dest, routing_key, args_key(arguments)),
+                          plain(arguments)))
+
+    def binding_removed(self, vhost: str, source: str, kind: str, dest: str, routing_key: str,
+                        arguments: dict) -> None:
+        self._propose(Delete(BINDING, (vhost, source, kind, dest, routing_key,
+                                       args_key(arguments))))
+
+    # -- committed changes ----------------------------------------------------------------------
+    def on_effects(self, _group: str, effects: list) -> None:
+        """The ``meta`` group's effect handler: `MetaChanged` effects, on every node."""
+        for eff in effects:
+            self.apply(eff.changes)
+
+    def apply(self, changes: Any) -> None:
+        self.applying = True
+        try:
+            apply_changes(self.broker, self.node, changes)
+        finally:
+            self.applying = False
+        self.broker.run_pending()
+
+    def apply_all(self) -> None:
+        """Every record of the state (start-up, from the snapshot): exchanges, then queues,
+        then bindings."""
+        state = self.state()
+        for kind in (EXCHANGE, QUEUE, BINDING):
+            self.apply([(kind, key, value, None) for key, value in state.items(kind)])
+
+    def resync(self, kind: str, key: tuple, local: Any) -> None:
+        """Put this node's copy of one record (`local`: as this node has it) back as the
+        replicated state has it."""
+        self.apply([(kind, key, self.state().get(kind, key), local)])
+
+
+def apply_changes(broker: "Broker", node: str, changes: Any) -> None:
+    for kind, key, value, old in changes:
+        try:
+            if kind == QUEUE:
+                _apply_queue(broker, node, tuple(key), value)
+            elif kind == EXCHANGE:
+                _apply_exchange(broker, tuple(key), value)
+            elif kind == BINDING:
+                _apply_binding(broker, tuple(key), value, old)
+        except AMQPError as err:
+            _log.warning("metadata %s %r: cannot apply here: %s", kind, key, err)
+
+
+def _apply_queue(broker: "Broker", node: str, key: tuple, value: Any) -> None:
+    vhost_name, name = key
+    vhost = broker.add_vhost(vhost_name)
+    rt = vhost.queues.get(name)
+    if value is None:
+        if rt is not None and rt.durable and not rt.exclusive:
+            vhost.delete_queue_now(rt)
+        return
+    replicated = "group" in value
+    if rt is not None:
+        same = (rt.queue.group == value["group"]) if replicated and rt.queue_type == "quorum" \
+            else (not replicated and value.get("node") == node)
+        if same:
+            return
+        vhost.delete_queue_now(rt)  # another node's declaration won
+    if not replicated and value.get("node") != node:
+        return  # a classic queue lives on its home node only
+    rt = vhost.create_queue(name, durable=True, exclusive=False, auto_delete=value["auto_delete"],
+                            arguments=value["arguments"], owner=None, persist=False,
+                            placement=value if replicated else None)
+    recovered = broker.store.recovered.pop(rt.queue.key, None)
+    if recovered:
+        rt.queue.restore(recovered, broker.now_ms)
+
+
+def _apply_exchange(broker: "Broker", key: tuple, value: Any) -> None:
+    vhost = broker.add_vhost(key[0])
+    topology = vhost.topology
+    if value is None:
+        if topology.lookup_exchange(key[1]) is not None:
+            topology.delete_exchange(key[1], False)
+        return
+    if topology.lookup_exchange(key[1]) is None:
+        topology.declare_exchange(key[1], value["type"], value["durable"], value["auto_delete"],
+                                  value["internal"], value["arguments"])
+
+
+def _apply_binding(broker: "Broker", key: tuple, value: Any, old: Any) -> None:
+    vhost_name, source, kind, dest, routing_key, _ = key
+    vhost = broker.vhosts.get(vhost_name)
+    if vhost is None:
+        return
+    topology = vhost.topology
+    if kind == "queue" and dest not in vhost.queues:
+        return  # a classic queue of another node
+    if value is None:
+        try:
+            topology.unbind(source, Dest(kind, dest), routing_key, old or {})
+        except NotFound:
+            pass
+        return
+    topology.bind(source, Dest(kind, dest), routing_key, value)
+
