@@ -27,14 +27,15 @@ import trio
 from amqp_broker.cluster.metadata import (BINDING, EXCHANGE, META_GROUP, QUEUE, Delete, Put,
                                           encode_meta_command)
 from amqp_broker.core.bindings import Dest
-from amqp_broker.core.errors import AMQPError, NotFound
+from amqp_broker.core.errors import AMQPError, NotFound, NotImplemented_
 
 from .persistence import args_key, plain
 
 if TYPE_CHECKING:
     from .broker import Broker
 
-__all__ = ["ReplicatedMetadata", "PendingChange", "apply_changes", "METADATA_TIMEOUT"]
+__all__ = ["ReplicatedMetadata", "PendingChange", "apply_changes", "remote_classic_queue",
+           "METADATA_TIMEOUT"]
 
 _log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class PendingChange:
     """One proposed metadata change: resent while its outcome is unknown, until committed or
     `METADATA_TIMEOUT` has passed (`failed` then)."""
 
-    __slots__ = ("meta", "cmd", "data", "deadline", "done", "failed")
+    __slots__ = ("meta", "cmd", "data", "deadline", "done", "failed", "refusal")
 
     def __init__(self, meta: "ReplicatedMetadata", cmd: Any) -> None:
         self.meta = meta
@@ -55,13 +56,21 @@ class PendingChange:
         self.deadline = time.monotonic() + METADATA_TIMEOUT
         self.done = trio.Event()
         self.failed = False
+        self.refusal: AMQPError | None = None  # committed, but the client must be told no
         self._propose()
 
     def _propose(self) -> None:
         self.meta.runtime.propose(META_GROUP, self.data, self._outcome)
 
-    def _outcome(self, _reply: Any, error: BaseException | None) -> None:
+    def _outcome(self, reply: Any, error: BaseException | None) -> None:
         if error is None:
+            cmd = self.cmd
+            if type(cmd) is Put and cmd.if_absent and reply != cmd.value:
+                # another node's record was there first: this node's copy follows it
+                self.meta.resync(cmd.kind, tuple(cmd.key), cmd.value)
+                if cmd.kind == QUEUE:
+                    self.refusal = remote_classic_queue(cmd.key[1], cmd.key[0], reply,
+                                                        self.meta.node)
             self.done.set()
         elif time.monotonic() < self.deadline:
             self._propose()  # leader lost: puts and deletes may be applied twice
@@ -90,7 +99,10 @@ class ReplicatedMetadata:
         self.runtime = runtime
         self.node = runtime.node
         self.applying = False  # set while committed changes are applied: report nothing
-        self.pending: list[PendingChange] = []  # made since the session last looked
+        # set by a session while it handles one client method: its changes are collected in
+        # `pending` for the session to wait on (others, e.g. the management API's, are not)
+        self.collecting = False
+        self.pending: list[PendingChange] = []
 
     def take_pending(self) -> list[PendingChange]:
         out, self.pending = self.pending, []
@@ -98,7 +110,13 @@ class ReplicatedMetadata:
 
     def _propose(self, cmd: Any) -> None:
         if not self.applying:
-            self.pending.append(PendingChange(self, cmd))
+            change = PendingChange(self, cmd)
+            if self.collecting:
+                self.pending.append(change)
+
+    def record(self, kind: str, key: tuple) -> Any:
+        """The committed record, as this node has it (None if there is none)."""
+        return self.state().get(kind, key)
 
     def state(self) -> Any:
         return self.runtime.driver.state(META_GROUP)
@@ -163,6 +181,16 @@ class ReplicatedMetadata:
         """Put this node's copy of one record (`local`: as this node has it) back as the
         replicated state has it."""
         self.apply([(kind, key, self.state().get(kind, key), local)])
+
+
+def remote_classic_queue(name: str, vhost: str, record: Any, node: str) -> AMQPError | None:
+    """The error for a classic queue that lives on another node (None if it is not one):
+    channels on this node cannot reach it yet."""
+    if record is None or "group" in record or record.get("node") in (None, node):
+        return None
+    return NotImplemented_(f"queue '{name}' in vhost '{vhost}' is a classic queue on node "
+                           f"{record['node']}; use it through a connection to that node (classic "
+                           f"queues are not reachable from other nodes of a cluster yet)")
 
 
 def apply_changes(broker: "Broker", node: str, changes: Any) -> None:

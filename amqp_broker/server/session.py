@@ -58,12 +58,13 @@ _CONGESTED = 1024 * 1024  # bytes in one send_all above which deliveries pause u
 
 
 class _Barrier:
-    __slots__ = ("changes", "reply", "rest")
+    __slots__ = ("changes", "reply", "rest", "channel")
 
-    def __init__(self, changes: list, reply: bytes, rest: list) -> None:
+    def __init__(self, changes: list, reply: bytes, rest: list, channel: int) -> None:
         self.changes = changes  # cluster_meta.PendingChange
         self.reply = reply      # the bytes the method answered with, held back
         self.rest = rest        # events that came after it
+        self.channel = channel
 
 
 class Session:
@@ -260,6 +261,8 @@ class Session:
         while events:
             for i, ev in enumerate(events):
                 mark = conn.output_mark()
+                if meta is not None:
+                    meta.collecting = True
                 try:
                     self._handle(ev)
                 except AMQPError as err:
@@ -267,9 +270,12 @@ class Session:
                 except Exception:  # a bug in our code must not kill the node
                     _log.exception("%s: internal error handling %r", self.name, type(ev).__name__)
                     self._on_error(0, InternalError("internal error"))
+                if meta is not None:
+                    meta.collecting = False
                 if meta is not None and meta.pending:
                     self._barrier = _Barrier(meta.take_pending(), conn.take_output_since(mark),
-                                             events[i + 1:] + conn.next_events())
+                                             events[i + 1:] + conn.next_events(),
+                                             getattr(ev, "channel", 0))
                     broker.run_pending()
                     return
             # accept_login()/accept_open() parse the input buffered while they were pending:
@@ -283,10 +289,14 @@ class Session:
         and handle the input that waited behind it."""
         barrier = self._barrier
         ok = True
+        refusal = None
         for change in barrier.changes:
             ok = await change.wait() and ok
+            refusal = refusal or change.refusal
         self._barrier = None
-        if ok:
+        if refusal is not None:
+            self._on_error(barrier.channel, refusal)
+        elif ok:
             self.conn.put_output(barrier.reply)
         elif self.conn.state == OPEN:
             self._on_error(0, InternalError(

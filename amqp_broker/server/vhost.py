@@ -21,6 +21,7 @@ from amqp_broker.core.router import Topology
 from amqp_broker.queues import check_dead_letter_exchange_type, check_declare_arguments, queue_type_of
 from amqp_broker.queues.classic import ClassicQueue
 
+from .cluster_meta import remote_classic_queue
 from .queue_runtime import JournalTap, QueueRuntime
 
 if TYPE_CHECKING:
@@ -80,6 +81,12 @@ class VHost:
     def get_queue(self, name: str, session: "Session | None") -> QueueRuntime:
         rt = self.queues.get(name)
         if rt is None:
+            meta = self.broker.cluster_meta
+            if meta is not None:  # a classic queue of another node says so, not 404
+                err = remote_classic_queue(name, self.name, meta.record("queue", (self.name, name)),
+                                           meta.node)
+                if err is not None:
+                    raise err
             raise NotFound(f"no queue '{name}' in vhost '{self.name}'")
         self._check_owner(rt, session)
         return rt

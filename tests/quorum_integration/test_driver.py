@@ -275,3 +275,52 @@ async def test_propose_nowait_callbacks_and_compaction_gate(tmp_path):
             assert driver.raft("kv").snapshot_meta is not None
         nursery.cancel_scope.cancel()
     log.close()
+
+
+async def _submit(driver: NodeDriver, group: str, cmd) -> tuple:
+    """`submit` with a callback, awaited: (reply, error)."""
+    done = trio.Event()
+    out: list = []
+
+    def callback(reply, error):
+        out.append((reply, error))
+        done.set()
+
+    driver.submit(group, KvMachine.encode(cmd), callback)
+    await done.wait()
+    return out[0]
+
+
+async def test_submit_on_a_follower_forwards_and_answers_from_its_own_replica(tmp_path):
+    async with trio.open_nursery() as nursery:
+        nodes, _ = await start(nursery, tmp_path, ["kv"])
+        with trio.fail_after(30):
+            leader = await wait_leader(nodes, "kv")
+            follower = nodes[next(n for n in NAMES if n != leader)]
+            assert await _submit(follower.driver, "kv", KvSet("f", "1")) == (None, None)
+            # the reply was computed by the follower's own machine, which has applied it
+            assert follower.driver.state("kv")["f"][0] == "1"
+            assert await _submit(follower.driver, "kv", KvSet("f", "2")) == ("1", None)
+            # and on the leader, submit is a plain proposal
+            assert await _submit(nodes[leader].driver, "kv", KvSet("f", "3")) == ("2", None)
+        nursery.cancel_scope.cancel()
+
+
+async def test_submit_waits_for_a_leader_and_reports_a_lost_forward_as_unknown(tmp_path):
+    async with trio.open_nursery() as nursery:
+        nodes, _ = await start(nursery, tmp_path, ["kv"])
+        with trio.fail_after(30):
+            leader = nodes[await wait_leader(nodes, "kv")]
+            follower = nodes[next(n for n in NAMES if n != leader.name)]
+            while follower.driver.status("kv").leader != leader.name:
+                await trio.sleep(0.01)
+            # the leader drops everything: the forwarded command is lost with it; once the
+            # others elect a new leader (a new term) its outcome is reported unknown
+            leader.isolated = True
+            reply, error = await _submit(follower.driver, "kv", KvSet("lost?", "x"))
+            assert reply is None and isinstance(error, LeadershipLost)
+            # resent, it commits under the new leader
+            assert await _submit(follower.driver, "kv", KvSet("lost?", "y")) in \
+                ((None, None), ("x", None))
+            leader.isolated = False
+        nursery.cancel_scope.cancel()
