@@ -170,6 +170,8 @@ class QuorumQueue:
             self._lead()
         else:
             self._down_earlier_processes()
+            if self.runtime.driver.status(self.group).is_leader:
+                self._on_leader(self.node)  # elected while replaying: lead now
         backlog, self._backlog = self._backlog, []
         for data, cb in backlog:
             self.runtime.propose(self.group, data, cb)
