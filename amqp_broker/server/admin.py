@@ -11,6 +11,11 @@ for every mutation; `permissions` is the node's one `core.permissions.Permission
 it at connection.open; `VHost` calls `apply_queue_policy` for a new queue and reads `policies`
 for exchanges; `node.open_broker` calls `apply_policies` after recovery. Listings (RabbitMQ's
 JSON rows) are `mgmt`'s, not here.
+
+In a cluster (`use_replicated`), nothing is read from or written to the local store: every
+change is proposed to the cluster's metadata group (`server/cluster_meta.py`) and every node
+applies the committed ones with `apply_record`; the defaults (default vhost, user and its
+permissions) are created by the first node that finds the cluster without users (`seed`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class Admin:
         self.users = UserStore()
         self.permissions = PermissionStore()
         self.policies: dict[str, PolicyStore] = {}
+        self.replicated: Any = None  # cluster_meta.ReplicatedMetadata in a cluster
 
     # -- start-up -------------------------------------------------------------------------------
     def load(self) -> None:
@@ -60,21 +66,64 @@ class Admin:
                 self._policy_store(vhost).set(make_policy(name, vhost, d["pattern"], d["definition"],
                                                           d["priority"], d["apply-to"]))
         if not len(self.users):
-            self.add_vhost(s.default_vhost)
-            tags = getattr(s, "default_user_tags", ("administrator",))
-            self.add_user(s.default_user, s.default_pass, tags)
-            perms = getattr(s, "default_permissions", (".*", ".*", ".*"))
-            self.set_permissions(s.default_vhost, s.default_user, *perms)
+            self.seed()
+
+    def seed(self) -> None:
+        """The default vhost, user and permissions (a first start)."""
+        s = self.broker.settings
+        self.add_vhost(s.default_vhost)
+        tags = getattr(s, "default_user_tags", ("administrator",))
+        self.add_user(s.default_user, s.default_pass, tags)
+        perms = getattr(s, "default_permissions", (".*", ".*", ".*"))
+        self.set_permissions(s.default_vhost, s.default_user, *perms)
+
+    def use_replicated(self, replicated: Any) -> None:
+        """From now on the cluster's metadata holds users, vhosts, permissions and policies."""
+        self.replicated = replicated
+
+    def apply_record(self, kind: str, key: tuple, value: Any) -> None:
+        """A committed change of the cluster's metadata, applied to this node (the
+        replicated store ignores what this reports while it applies)."""
+        if kind == USER:
+            if value is not None:
+                self.put_user(User.from_definition(value))
+            elif key[0] in self.users:
+                self.delete_user(key[0])
+        elif kind == VHOST:
+            if value is not None:
+                self.add_vhost(key[0])
+            elif key[0] in self.broker.vhosts:
+                self.delete_vhost(key[0])
+        elif kind == PERMISSION:
+            vhost, user = key
+            if value is not None:
+                self.permissions.set(user, vhost, *value)
+            else:
+                self.permissions.clear(user, vhost)
+        elif kind == POLICY:
+            vhost, name = key
+            if value is not None:
+                self.broker.add_vhost(vhost)
+                self.set_policy(vhost, name, value["pattern"], value["definition"],
+                                value["priority"], value["apply-to"])
+            else:
+                self.clear_policy(vhost, name)
 
     def _meta(self):
         return getattr(self.broker.store, "meta", None)
 
     def _put(self, kind: str, key: Any, value: Any) -> None:
+        if self.replicated is not None:
+            self.replicated.put_record(kind, key, value)
+            return
         meta = self._meta()
         if meta is not None:
             meta.put(kind, key, value)
 
     def _delete(self, kind: str, key: Any) -> None:
+        if self.replicated is not None:
+            self.replicated.delete_record(kind, key)
+            return
         meta = self._meta()
         if meta is not None:
             meta.delete(kind, key)

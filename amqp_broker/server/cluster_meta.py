@@ -39,6 +39,8 @@ __all__ = ["ReplicatedMetadata", "PendingChange", "apply_changes", "remote_class
 
 _log = logging.getLogger(__name__)
 
+_ADMIN_KINDS = ("user", "vhost", "permission", "policy")
+
 # How long a metadata change may take to commit before the client is told it failed.
 METADATA_TIMEOUT = 10.0
 
@@ -114,6 +116,13 @@ class ReplicatedMetadata:
             if self.collecting:
                 self.pending.append(change)
 
+    def put_record(self, kind: str, key: Any, value: Any) -> None:
+        """Users, vhosts, permissions, policies (`Admin`): keys as the local store's."""
+        self._propose(Put(kind, _key(key), value))
+
+    def delete_record(self, kind: str, key: Any) -> None:
+        self._propose(Delete(kind, _key(key)))
+
     def record(self, kind: str, key: tuple) -> Any:
         """The committed record, as this node has it (None if there is none)."""
         return self.state().get(kind, key)
@@ -174,8 +183,23 @@ class ReplicatedMetadata:
         """Every record of the state (start-up, from the snapshot): exchanges, then queues,
         then bindings."""
         state = self.state()
-        for kind in (EXCHANGE, QUEUE, BINDING):
+        for kind in ("vhost", "user", "permission", "policy", EXCHANGE, QUEUE, BINDING):
             self.apply([(kind, key, value, None) for key, value in state.items(kind)])
+
+    async def seed_defaults(self) -> None:
+        """A cluster without users gets the default vhost, user and permissions (from
+        whichever nodes find it so first: the same defaults everywhere), committed before
+        the node serves clients."""
+        if self.state().items("user"):
+            return
+        self.collecting = True
+        try:
+            self.broker.admin.seed()
+        finally:
+            self.collecting = False
+        for change in self.take_pending():
+            while not await change.wait():  # no majority yet (peers starting): keep trying
+                change = PendingChange(self, change.cmd)
 
     def resync(self, kind: str, key: tuple, local: Any) -> None:
         """Put this node's copy of one record (`local`: as this node has it) back as the
@@ -193,16 +217,22 @@ def remote_classic_queue(name: str, vhost: str, record: Any, node: str) -> AMQPE
                            f"queues are not reachable from other nodes of a cluster yet)")
 
 
+def _key(key: Any) -> tuple:
+    return tuple(key) if isinstance(key, (list, tuple)) else (key,)
+
+
 def apply_changes(broker: "Broker", node: str, changes: Any) -> None:
     for kind, key, value, old in changes:
         try:
-            if kind == QUEUE:
+            if kind in _ADMIN_KINDS:
+                broker.admin.apply_record(kind, tuple(key), value)
+            elif kind == QUEUE:
                 _apply_queue(broker, node, tuple(key), value)
             elif kind == EXCHANGE:
                 _apply_exchange(broker, tuple(key), value)
             elif kind == BINDING:
                 _apply_binding(broker, tuple(key), value, old)
-        except AMQPError as err:
+        except (AMQPError, KeyError, ValueError) as err:
             _log.warning("metadata %s %r: cannot apply here: %s", kind, key, err)
 
 

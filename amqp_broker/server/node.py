@@ -39,8 +39,8 @@ def open_broker(settings: Settings) -> Broker:
     """Open the store in settings.data_dir and rebuild the durable state (no IO after this)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = _open_store(settings)
-    broker = Broker(settings, store)
     cluster = cluster_config(settings)
+    broker = Broker(settings, store, load_admin=not cluster.clustered)
     broker.node_name = cluster.node
     # x-queue-type=quorum, before recovery; the queue layer gets the server's DLX worker
     # factory passed down instead of importing it
@@ -51,6 +51,7 @@ def open_broker(settings: Settings) -> Broker:
     recover(broker, store, drop_orphans=not cluster.clustered)
     if cluster.clustered:
         meta = broker.cluster_meta = store.metadata = ReplicatedMetadata(broker, broker.quorum)
+        broker.admin.use_replicated(meta)
         meta.ready = trio.Event()
         host_metadata(broker.quorum, meta.on_effects, meta.ready.set)
         meta.apply_all()  # its snapshot; the log's entries follow as effects
@@ -79,6 +80,7 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
             nursery.start_soon(broker.durability.run, broker)
             if broker.cluster_meta is not None:
                 await broker.cluster_meta.ready.wait()  # the local metadata log replayed
+                await broker.cluster_meta.seed_defaults()
                 store.drop_orphans()
             port = await nursery.start(serve_amqp, broker)
             await _start_http(nursery, broker, port)
