@@ -33,6 +33,8 @@ from quorum.log import AsyncLog, LogConfig
 from quorum.raft import RaftOptions
 from quorum.transport import Transport
 
+from amqp_broker.queues.remote_wire import RPC_GROUP
+
 from .catalog import GroupCatalog
 from .nodes import ClusterConfig
 
@@ -64,6 +66,7 @@ class QuorumRuntime:
         # log_config: raft.wal_max_size_bytes / raft.segment_max_entries from rabbitmq.conf
         self.log = AsyncLog.open(os.path.join(directory, "log"), log_config)
         self.transport: Transport | None = None
+        self.on_rpc: Callable[[str, bytes], None] | None = None  # the server's RPC_GROUP frames
         sender: Any = _NoPeers()
         if cluster.clustered:
             self.transport = sender = Transport(node, cluster.peers, cluster.cookie,
@@ -102,7 +105,15 @@ class QuorumRuntime:
 
     # -- cluster --------------------------------------------------------------------------------
     def _on_frame(self, peer: str, group: str, data: bytes) -> None:
+        if group == RPC_GROUP:
+            if self.on_rpc is not None:
+                self.on_rpc(peer, data)
+            return
         self.driver.deliver(peer, group, data)
+
+    def send_rpc(self, peer: str, data: bytes) -> bool:
+        """A frame for the server's handler on `peer` (`on_rpc`); False if it was dropped."""
+        return self.transport is not None and self.transport.send(peer, RPC_GROUP, data)
 
     def is_running(self, node: str) -> bool:
         """This node, or a peer with a live authenticated link."""

@@ -626,6 +626,9 @@ class QuorumQueue:
         online = tuple(n for n in self.members if self.runtime.is_running(n))
         return Placement(leader or "", self.members, online, replicated=True, group=self.group)
 
+    def unavailable_error(self) -> None:
+        return None  # always usable where it is
+
     def is_full(self) -> bool:
         """reject-publish refuses only once the queue is over its limit (RabbitMQ's quorum
         rule), so at the limit it still takes one more."""

@@ -82,6 +82,7 @@ class Broker:
         self.node_name = getattr(settings, "node_name", "") or "rabbit@localhost"
         # cluster_meta.ReplicatedMetadata when the node has peers (node.open_broker), else None
         self.cluster_meta: Any = None
+        self.remote_queues: Any = None  # remote_queues.RemoteQueues in a cluster
         self.counters = Counters()  # message totals for /metrics and the overview
         # (reason, queue_type, dead_letter_strategy) -> messages: /metrics labels them as
         # rabbitmq_prometheus does (queue_type rabbit_classic_queue / rabbit_quorum_queue)

@@ -27,15 +27,14 @@ import trio
 from amqp_broker.cluster.metadata import (BINDING, EXCHANGE, META_GROUP, QUEUE, Delete, Put,
                                           encode_meta_command)
 from amqp_broker.core.bindings import Dest
-from amqp_broker.core.errors import AMQPError, NotFound, NotImplemented_
+from amqp_broker.core.errors import AMQPError, NotFound
 
 from .persistence import args_key, plain
 
 if TYPE_CHECKING:
     from .broker import Broker
 
-__all__ = ["ReplicatedMetadata", "PendingChange", "apply_changes", "remote_classic_queue",
-           "METADATA_TIMEOUT"]
+__all__ = ["ReplicatedMetadata", "PendingChange", "apply_changes", "METADATA_TIMEOUT"]
 
 _log = logging.getLogger(__name__)
 
@@ -70,9 +69,6 @@ class PendingChange:
             if type(cmd) is Put and cmd.if_absent and reply != cmd.value:
                 # another node's record was there first: this node's copy follows it
                 self.meta.resync(cmd.kind, tuple(cmd.key), cmd.value)
-                if cmd.kind == QUEUE:
-                    self.refusal = remote_classic_queue(cmd.key[1], cmd.key[0], reply,
-                                                        self.meta.node)
             self.done.set()
         elif time.monotonic() < self.deadline:
             self._propose()  # leader lost: puts and deletes may be applied twice
@@ -207,16 +203,6 @@ class ReplicatedMetadata:
         self.apply([(kind, key, self.state().get(kind, key), local)])
 
 
-def remote_classic_queue(name: str, vhost: str, record: Any, node: str) -> AMQPError | None:
-    """The error for a classic queue that lives on another node (None if it is not one):
-    channels on this node cannot reach it yet."""
-    if record is None or "group" in record or record.get("node") in (None, node):
-        return None
-    return NotImplemented_(f"queue '{name}' in vhost '{vhost}' is a classic queue on node "
-                           f"{record['node']}; use it through a connection to that node (classic "
-                           f"queues are not reachable from other nodes of a cluster yet)")
-
-
 def _key(key: Any) -> tuple:
     return tuple(key) if isinstance(key, (list, tuple)) else (key,)
 
@@ -244,21 +230,28 @@ def _apply_queue(broker: "Broker", node: str, key: tuple, value: Any) -> None:
         if rt is not None and rt.durable and not rt.exclusive:
             vhost.delete_queue_now(rt)
         return
-    replicated = "group" in value
     if rt is not None:
-        same = (rt.queue.group == value["group"]) if replicated and rt.queue_type == "quorum" \
-            else (not replicated and value.get("node") == node)
-        if same:
+        if _same(rt, value, node):
             return
         vhost.delete_queue_now(rt)  # another node's declaration won
-    if not replicated and value.get("node") != node:
-        return  # a classic queue lives on its home node only
+    # a quorum queue with its group; a classic queue of another node as a proxy of it
     rt = vhost.create_queue(name, durable=True, exclusive=False, auto_delete=value["auto_delete"],
                             arguments=value["arguments"], owner=None, persist=False,
-                            placement=value if replicated else None)
+                            placement=value if value.get("node") != node else None)
     recovered = broker.store.recovered.pop(rt.queue.key, None)
     if recovered:
         rt.queue.restore(recovered, broker.now_ms)
+
+
+def _same(rt: Any, record: dict, node: str) -> bool:
+    """Is this node's queue `rt` the one `record` describes: the same quorum group, or a
+    classic queue (or proxy) of the same home node?"""
+    if rt.exclusive:
+        return False
+    where = rt.queue.placement(node)
+    if "group" in record:
+        return where.group == record["group"]
+    return not where.replicated and where.members == (record.get("node", node),)
 
 
 def _apply_exchange(broker: "Broker", key: tuple, value: Any) -> None:

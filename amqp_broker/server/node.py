@@ -19,6 +19,7 @@ from amqp_broker.settings import Settings
 from .alarms import run_alarms
 from .broker import Broker
 from .cluster_meta import ReplicatedMetadata
+from .remote_queues import RemoteQueues
 from .dlx_port import start_dlx_worker
 from .listener import serve_amqp
 from .persistence import Store
@@ -52,6 +53,9 @@ def open_broker(settings: Settings) -> Broker:
     if cluster.clustered:
         meta = broker.cluster_meta = store.metadata = ReplicatedMetadata(broker, broker.quorum)
         broker.admin.use_replicated(meta)
+        remote = broker.remote_queues = RemoteQueues(broker, broker.quorum)
+        broker.quorum.on_rpc = remote.handle
+        broker.quorum.watch(remote)
         meta.ready = trio.Event()
         host_metadata(broker.quorum, meta.on_effects, meta.ready.set)
         meta.apply_all()  # its snapshot; the log's entries follow as effects
