@@ -26,8 +26,12 @@ Compaction: every `snapshot_every` applied entries, unless the machine has a
 carry many live message bodies).
 
 Effects: an effect that is a `quorum.raft.LocalEffect` runs on every replica, any other only
-on the leader (the choice is made here, once). The hard state is written only when the term or
-vote changed, or together with entries: a lagging commit index is safe to lose.
+on the leader; after a snapshot received from the leader, the machine's optional
+`snapshot_installed(state)` effects run first (deliveries decided by the entries it covers).
+That choice, applying, snapshot install and the compaction rule live in `quorum/replica.py`
+(IO-free, shared with the cluster simulator in tests/sim/).
+The hard state is written only when the term or vote changed, or together with entries: a
+lagging commit index is safe to lose.
 """
 
 from __future__ import annotations
@@ -42,12 +46,12 @@ import msgspec
 import trio
 
 from .log import AsyncLog, LogError, StoredSnapshot
-from .raft import (Entry, EntryKind, HardState, LocalEffect, LogReader, Meta, NotLeader,
-                   Persisted, RaftError, RaftNode, RaftOptions, Ready, Snapshot, SnapshotMeta,
-                   decode_config, decode_entry, decode_message, encode_config, encode_entry,
-                   encode_message)
 from .proposals import LeadershipLost, ProposalCallback, _CallbackWaiter, _Waiter
+from .raft import (Entry, HardState, NotLeader, Persisted, RaftError, RaftNode, RaftOptions,
+                   Ready, Snapshot, SnapshotMeta, decode_config, decode_entry, decode_message,
+                   encode_config, encode_entry, encode_message)
 from .raft.machine import StateMachine
+from .replica import apply_entries, compaction_due, install_snapshot
 
 __all__ = ["NodeDriver", "Sender", "GroupStatus", "LeadershipLost", "ProposalCallback"]
 
@@ -75,6 +79,7 @@ class _Group:
     read_waiters: dict[bytes, _Waiter] = field(default_factory=dict)  # asked, unconfirmed
     read_ready: list[tuple[int, _Waiter]] = field(default_factory=list)  # confirmed at index
     controls: list[tuple[Callable[[RaftNode, int], Any], _Waiter]] = field(default_factory=list)
+    installed: list[Any] = field(default_factory=list)  # effects of a snapshot just received
 
 
 class _Reader:
@@ -354,6 +359,10 @@ class NodeDriver:
         for (g, rd), committed in zip(readies, rest):
             if self._groups.get(g.id) is not g:
                 continue  # removed during this pass (e.g. by an effect): nothing to finish
+            if g.installed:  # a received snapshot's effects come before its later entries
+                installed, g.installed = g.installed, []
+                if g.on_effects is not None:
+                    g.on_effects(g.id, installed)
             self._apply(g, committed)
             for rs in rd.read_states:
                 w = g.read_waiters.pop(rs.ctx, None)
@@ -414,7 +423,7 @@ class NodeDriver:
         log = self.log
         if rd.snapshot is not None:
             token = await log.save_snapshot(g.id, _stored(rd.snapshot), discard=True)
-            g.state = g.machine.restore(rd.snapshot.data)
+            g.state, g.installed = install_snapshot(g.machine, rd.snapshot.data)
         if rd.entries:
             token = log.append(g.id, [(e.index, e.term, encode_entry(e)) for e in rd.entries])
         hs = rd.hard_state
@@ -427,29 +436,21 @@ class NodeDriver:
     def _apply(self, g: _Group, committed: list[Entry]) -> None:
         if not committed or self._groups.get(g.id) is not g:
             return  # nothing, or the group was removed meanwhile (e.g. by an effect)
-        machine = g.machine
-        apply, decode = machine.apply, machine.decode
-        normal = EntryKind.NORMAL
-        is_leader = g.raft.is_leader
-        effects_out: list[Any] = []
-        state = g.state
         waiters = g.waiters
-        for e in committed:
-            reply = None
-            if e.kind is normal:
-                state, reply, effects = apply(Meta(e.index, e.term, e.timestamp),
-                                              decode(e.data), state)
-                if is_leader:
-                    effects_out += effects
-                else:
-                    effects_out += [eff for eff in effects if isinstance(eff, LocalEffect)]
-            w = waiters.pop(e.index, None) if waiters else None
-            if w is not None:
-                if w.term == e.term:
-                    w.resolve(reply)
-                else:
-                    w.fail(NotLeader(g.raft.leader))
-        g.state = state
+        if waiters:
+            raft = g.raft
+
+            def resolve(e: Entry, reply: Any) -> None:
+                w = waiters.pop(e.index, None)
+                if w is not None:
+                    if w.term == e.term:
+                        w.resolve(reply)
+                    else:
+                        w.fail(NotLeader(raft.leader))
+        else:
+            resolve = None
+        g.state, effects_out = apply_entries(g.machine, g.state, committed, g.raft.is_leader,
+                                             resolve)
         self.applied_entries += len(committed)
         if effects_out and g.on_effects is not None:
             g.on_effects(g.id, effects_out)
@@ -478,10 +479,7 @@ class NodeDriver:
         raft = g.raft
         meta = raft.snapshot_meta
         since = raft.applied_index - (meta.index if meta else 0)
-        if since < self._snapshot_every:
-            return
-        gate = getattr(g.machine, "compactable", None)  # optional: the machine may say "not yet"
-        if gate is not None and not gate(g.state, since):
+        if not compaction_due(g.machine, g.state, since, self._snapshot_every):
             return
         snap = raft.compact(raft.applied_index, g.machine.snapshot(g.state))
         await self.log.save_snapshot(g.id, _stored(snap), discard=False)
