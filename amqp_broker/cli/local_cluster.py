@@ -164,6 +164,9 @@ def ports_in_use(nodes: Sequence[LocalNode]) -> list[int]:
     for node in nodes:
         for port in node.ports():
             with socket.socket() as s:
+                # as the nodes' listeners (trio sets it): a port whose old connections linger
+                # in TIME_WAIT after a stop is free again
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:
                     s.bind(("127.0.0.1", port))
                 except OSError:
@@ -206,6 +209,7 @@ def wait_formed(nodes: Sequence[LocalNode], timeout: float = 30.0, *,
 
 def log_tail(path: Path, lines: int = 30) -> str:
     try:
-        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+        text = "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+    return text or "(empty log)"
