@@ -174,7 +174,8 @@ def ports_in_use(nodes: Sequence[LocalNode]) -> list[int]:
     return busy
 
 
-def formed(nodes: Sequence[LocalNode], *, user: str = "guest", password: str = "guest") -> str | None:
+def formed(nodes: Sequence[LocalNode], *, user: str = "guest",
+           password: str = "guest") -> str | None:
     """None once every node's /api/nodes shows every node running; else what is still missing."""
     want = {n.name for n in nodes}
     for node in nodes:
