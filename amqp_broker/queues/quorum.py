@@ -223,6 +223,7 @@ class QuorumQueue:
         q = self.state.fifo
         for key, consumer in self.consumers.items():
             if q.find(key) is None and not consumer.channel.released:
+                self._effects.new_consumer(key)
                 prefetch = 0 if consumer.no_ack else getattr(consumer.channel, "prefetch", 0)
                 self.propose(fifo.Checkout(key, prefetch, consumer.priority))
 
@@ -362,6 +363,7 @@ class QuorumQueue:
         self._exclusive = consumer.exclusive
         key = self.consumer_key(consumer.channel, consumer.tag)
         self.consumers[key] = consumer
+        self._effects.new_consumer(key)
         prefetch = 0 if consumer.no_ack else getattr(consumer.channel, "prefetch", 0)
         self.propose(fifo.Checkout(key, prefetch, consumer.priority))
 
@@ -370,6 +372,7 @@ class QuorumQueue:
         consumer = self.consumers.pop(key, None)
         if consumer is None:
             return None
+        self._effects.new_consumer(key)  # forget its msg ids
         if consumer.exclusive:
             self._exclusive = False
         if channel.released:
@@ -382,6 +385,8 @@ class QuorumQueue:
         pid = self.runtime.pid_of(channel)
         gone = [k for k in self.consumers if k.pid == pid]
         out = [self.consumers.pop(k) for k in gone]
+        for k in gone:
+            self._effects.new_consumer(k)  # forget their msg ids
         self.channel_down(pid)
         return out
 
