@@ -97,6 +97,11 @@ class ReplicatedMetadata:
         self.runtime = runtime
         self.node = runtime.node
         self.applying = False  # set while committed changes are applied: report nothing
+        # until the local log is replayed (`ready`), effects are not applied one by one: a
+        # queue created and deleted again in the log must not be created (its Raft group is
+        # gone); `ready` applies the resulting records at once
+        self.replaying = True
+        self.ready = trio.Event()
         # set by a session while it handles one client method: its changes are collected in
         # `pending` for the session to wait on (others, e.g. the management API's, are not)
         self.collecting = False
@@ -164,8 +169,16 @@ class ReplicatedMetadata:
     # -- committed changes ----------------------------------------------------------------------
     def on_effects(self, _group: str, effects: list) -> None:
         """The ``meta`` group's effect handler: `MetaChanged` effects, on every node."""
+        if self.replaying:
+            return
         for eff in effects:
             self.apply(eff.changes)
+
+    def on_ready(self) -> None:
+        """The local log is replayed: build this node's topology from the records."""
+        self.replaying = False
+        self.apply_all()
+        self.ready.set()
 
     def apply(self, changes: Any) -> None:
         self.applying = True
@@ -181,6 +194,22 @@ class ReplicatedMetadata:
         state = self.state()
         for kind in ("vhost", "user", "permission", "policy", EXCHANGE, QUEUE, BINDING):
             self.apply([(kind, key, value, None) for key, value in state.items(kind)])
+
+    async def catch_up(self, patience: float = 5.0) -> bool:
+        """Before serving: wait (at most `patience` seconds) until this node knows a leader of
+        the metadata and has applied what that leader had committed when it first heard of
+        it, so that a restarted node does not answer from stale records. False if no leader
+        answered in time (a minority: it serves what it has, and refuses changes)."""
+        driver = self.runtime.driver
+        with trio.move_on_after(patience):
+            while driver.status(META_GROUP).leader is None:
+                await trio.sleep(0.02)
+            await trio.sleep(0.1)  # a heartbeat carries the leader's commit index
+            target = driver.status(META_GROUP).commit
+            while driver.status(META_GROUP).applied < target:
+                await trio.sleep(0.02)
+            return True
+        return False
 
     async def seed_defaults(self) -> None:
         """A cluster without users gets the default vhost, user and permissions (from
@@ -220,6 +249,8 @@ def apply_changes(broker: "Broker", node: str, changes: Any) -> None:
                 _apply_binding(broker, tuple(key), value, old)
         except (AMQPError, KeyError, ValueError) as err:
             _log.warning("metadata %s %r: cannot apply here: %s", kind, key, err)
+        except Exception:  # never take the node's Raft driver down with it
+            _log.exception("metadata %s %r: failed to apply", kind, key)
 
 
 def _apply_queue(broker: "Broker", node: str, key: tuple, value: Any) -> None:

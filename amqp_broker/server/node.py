@@ -56,9 +56,7 @@ def open_broker(settings: Settings) -> Broker:
         remote = broker.remote_queues = RemoteQueues(broker, broker.quorum)
         broker.quorum.on_rpc = remote.handle
         broker.quorum.watch(remote)
-        meta.ready = trio.Event()
-        host_metadata(broker.quorum, meta.on_effects, meta.ready.set)
-        meta.apply_all()  # its snapshot; the log's entries follow as effects
+        host_metadata(broker.quorum, meta.on_effects, meta.on_ready)
     for name in list(broker.vhosts):
         broker.admin.apply_policies(name)
     return broker
@@ -83,8 +81,12 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
             nursery.start_soon(run_alarms, broker)
             nursery.start_soon(broker.durability.run, broker)
             if broker.cluster_meta is not None:
-                await broker.cluster_meta.ready.wait()  # the local metadata log replayed
-                await broker.cluster_meta.seed_defaults()
+                meta = broker.cluster_meta
+                await meta.ready.wait()  # the local metadata log replayed
+                if not await meta.catch_up():
+                    _log.warning("no leader of the cluster's metadata yet: serving the records "
+                                 "this node has")
+                await meta.seed_defaults()
                 store.drop_orphans()
             port = await nursery.start(serve_amqp, broker)
             await _start_http(nursery, broker, port)
