@@ -243,6 +243,20 @@ class Admin(TopologyOps, DefinitionsOps):
     def authenticate(self, name: str, password: str) -> User | None:
         return self._srv.users.authenticate(name, password)
 
+    def collecting_changes(self, fn: Any) -> tuple[Any, list]:
+        """Run `fn()` and return (its result, the metadata changes it proposed): the HTTP
+        layer answers once they are committed, as an AMQP declaration does."""
+        meta = getattr(self.broker, "cluster_meta", None)
+        if meta is None:
+            return fn(), []
+        meta.collecting = True
+        try:
+            result = fn()
+        finally:
+            meta.collecting = False
+            pending = meta.take_pending()
+        return result, pending
+
     def can_access(self, user: str, vhost: str) -> bool:
         return self._srv.can_access_vhost(user, vhost)
 

@@ -93,9 +93,7 @@ class QuorumQueue:
         self.node = runtime.node
         cluster = runtime.cluster
         self.clustered = cluster.clustered
-        if group is None:  # a lone node keeps its queues' group ids in the local catalog
-            group = runtime.catalog.group_for(vhost, name)
-        self.group = group
+        self.group = group or runtime.new_group_id()
         self.members = tuple(members) if members else (self.node,)
         self.learners = tuple(n for n in cluster.nodes if n not in self.members) \
             if self.clustered else ()
@@ -542,7 +540,6 @@ class QuorumQueue:
         if self._dlx_worker is not None:
             self._dlx_worker.stop()
         self.runtime.remove_group(self.group)
-        self.runtime.catalog.forget(self.vhost, self.name)
         self.runtime.unwatch(self)
         self._unconfirmed.clear()
         confirms, self.confirms = self.confirms, {}
