@@ -88,7 +88,7 @@ do_install() {
 do_stop() {
     [ -d "$BASE" ] || { log "no node state at $BASE"; return 0; }
     node_env
-    # beam.pid is the wrapper shell we started; rabbitmq.pid is the beam.smp it spawned.
+    # beam.pid is the rabbitmq-server script we started; rabbitmq.pid is the beam.smp it spawned.
     pids=""
     for f in "$BASE/rabbitmq.pid" "$BASE/beam.pid"; do
         [ -f "$f" ] && pids="$pids $(cat "$f")"
@@ -134,9 +134,10 @@ do_start() {
     node_env
     # epmd is shared by all Erlang nodes on the host; start it if nobody has.
     epmd -daemon 2>/dev/null || true
-    (cd "$BASE" && setsid "$RMQ_BIN/rabbitmq-server" \
-        >"$BASE/log/startup_log" 2>"$BASE/log/startup_err" </dev/null &
-     echo $! >"$BASE/beam.pid")
+    # exec: no shell stays behind holding our stdout, so `$(rabbitmq.sh start)` and a pipe end.
+    (cd "$BASE" && exec setsid "$RMQ_BIN/rabbitmq-server" \
+        >"$BASE/log/startup_log" 2>"$BASE/log/startup_err" </dev/null) &
+    echo $! >"$BASE/beam.pid"
     log "starting $NODE (pid $(cat "$BASE/beam.pid")), state in $BASE"
     i=0
     until port_open "$AMQP_PORT"; do
