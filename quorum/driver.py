@@ -65,6 +65,9 @@ from .replica import Forward, apply_entries, compaction_due, encode_forward, ins
 __all__ = ["NodeDriver", "Sender", "GroupStatus", "LeadershipLost", "ProposalCallback",
            "FORWARD_PREFIX"]
 
+# Frames for groups not hosted yet (`NodeDriver._keep_early`): how many groups, frames, seconds.
+_EARLY_GROUPS, _EARLY_FRAMES, _EARLY_SECONDS = 256, 64, 5.0
+
 # Transport frames whose group id starts with this carry a `replica.Forward` for the group named by the
 # rest; Raft groups are never named so.
 FORWARD_PREFIX = "\x01"
@@ -155,6 +158,7 @@ class NodeDriver:
         self._ticks = 0
         self._wake = trio.Event()
         self._read_seq = 0
+        self._early: dict[str, tuple[float, list]] = {}  # see _keep_early
         self._fwd_seq = 0
         self._tick_total = 0
         self._forward_ticks = max(1, int(forward_timeout / tick_interval))
@@ -176,6 +180,10 @@ class NodeDriver:
                         applied=snap.meta.index if snap else 0, reader=_Reader(self.log, group))
         self._groups[group] = _Group(group, raft, machine, state, on_effects, on_leader=on_leader)
         self._mark(group)
+        kept = self._early.pop(group, None)
+        if kept is not None and time.monotonic() - kept[0] <= _EARLY_SECONDS:
+            for peer, frame_group, data in kept[1]:
+                self.deliver(peer, frame_group, data)
 
     def _load(self, group: str, machine: StateMachine) -> tuple[Persisted, Any]:
         st = self.log.state(group)
@@ -257,15 +265,19 @@ class NodeDriver:
 
     # -- inputs -------------------------------------------------------------------------------
     def deliver(self, peer: str, group: str, data: bytes) -> None:
-        """A frame from the transport. Undecodable frames and unknown groups are dropped."""
+        """A frame from the transport. Undecodable frames are dropped; frames of a group this
+        node does not host (yet) are kept a few seconds (`_keep_early`)."""
         if group.startswith(FORWARD_PREFIX):
             g = self._groups.get(group[1:])
-            if g is not None:
-                g.relayed.append(data)  # checked when it is applied; a leader appends it as is
-                self._mark(g.id)
+            if g is None:
+                self._keep_early(group[1:], peer, group, data)
+                return
+            g.relayed.append(data)  # checked when it is applied; a leader appends it as is
+            self._mark(g.id)
             return
         g = self._groups.get(group)
         if g is None:
+            self._keep_early(group, peer, group, data)
             return
         try:
             msg = decode_message(data)
@@ -273,6 +285,24 @@ class NodeDriver:
             return
         g.inbox.append(msg)
         self._mark(group)
+
+    def _keep_early(self, group: str, peer: str, frame_group: str, data: bytes) -> None:
+        """A new group is created on every member at about the same time (e.g. from a
+        replicated declaration), and the first member's vote request may arrive before the
+        others host it: keep such frames (a few, briefly) for `add_group` to feed in, instead
+        of waiting an election timeout for the next one."""
+        now = time.monotonic()
+        early = self._early
+        kept = early.get(group)
+        if kept is None:
+            if len(early) >= _EARLY_GROUPS:
+                for name in [n for n, (t, _) in early.items() if now - t > _EARLY_SECONDS]:
+                    del early[name]
+                if len(early) >= _EARLY_GROUPS:
+                    return
+            kept = early[group] = (now, [])
+        if len(kept[1]) < _EARLY_FRAMES:
+            kept[1].append((peer, frame_group, data))
 
     async def propose(self, group: str, data: bytes) -> Any:
         """Propose one command; returns the state machine's reply once it is committed and

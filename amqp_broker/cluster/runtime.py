@@ -72,7 +72,9 @@ class QuorumRuntime:
             self.transport = sender = Transport(node, cluster.peers, cluster.cookie,
                                                 self._on_frame, listen=cluster.listen)
         # the machine's `compactable` gate keeps compaction from outrunning live bodies
-        self.driver = NodeDriver(node, self.log, sender, options=RaftOptions(),
+        # early messages: a leader's Appends leave before its own fsync, which then runs in
+        # parallel with the followers' (thesis 10.2.1); the leader counts itself once durable
+        self.driver = NodeDriver(node, self.log, sender, options=RaftOptions(early_messages=True),
                                  tick_interval=tick_interval, snapshot_every=snapshot_every)
         # pids of this process's channels start with the incarnation: anything else in a
         # recovered queue belongs to a process that died with the previous run

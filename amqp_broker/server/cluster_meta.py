@@ -88,7 +88,21 @@ class PendingChange:
             await self.done.wait()
         if not self.done.is_set():
             self.give_up()
+        if not self.failed:
+            await self._until_led()
         return not self.failed
+
+    async def _until_led(self, patience: float = 2.0) -> None:
+        """A new quorum queue answers declare-ok once its Raft group has a leader (as RabbitMQ
+        starts the queue's members first), so that the first publishes do not wait for it."""
+        cmd = self.cmd
+        if type(cmd) is not Put or cmd.kind != QUEUE or "group" not in (cmd.value or {}):
+            return
+        driver = self.meta.runtime.driver
+        group = cmd.value["group"]
+        with trio.move_on_after(patience):
+            while driver.has_group(group) and driver.status(group).leader is None:
+                await trio.sleep(0.005)
 
 
 class ReplicatedMetadata:
