@@ -168,7 +168,14 @@ class EffectRunner:
         key = eff.consumer
         channel = host.live_channel(key.pid)
         if channel is None:
-            return  # the channel is gone; its ConsumerDown returns these
+            # the channel is gone. If it cancelled this consumer before closing, nothing told
+            # the queue it went (it held no delivery of ours yet): say so now, which returns
+            # these (and anything else it held) to the queue
+            pid = key.pid
+            if self.is_current_pid(pid) and pid not in self._downed:
+                self._downed.add(pid)
+                host.propose(fifo.ConsumerDown(pid))
+            return
         consumer = host.local_consumer(key)
         if consumer is None:
             # cancelled meanwhile on a live channel: give them back
