@@ -16,13 +16,12 @@ from typing import Any, Callable
 
 from quorum.log import LogConfig
 
-from .catalog import GroupCatalog
 from .metadata import META_GROUP, MetadataMachine
 from .nodes import ClusterConfig, cluster_config
 from .placement import choose_members
 from .runtime import QuorumRuntime
 
-__all__ = ["install_quorum", "host_metadata", "QuorumRuntime", "GroupCatalog", "ClusterConfig",
+__all__ = ["install_quorum", "host_metadata", "QuorumRuntime", "ClusterConfig",
            "cluster_config"]
 
 

@@ -35,7 +35,6 @@ from quorum.transport import Transport
 
 from amqp_broker.queues.remote_wire import RPC_GROUP
 
-from .catalog import GroupCatalog
 from .nodes import ClusterConfig
 
 __all__ = ["QuorumRuntime"]
@@ -62,7 +61,6 @@ class QuorumRuntime:
         self.cluster = cluster
         self.node = node = cluster.node
         self.directory = directory
-        self.catalog = GroupCatalog(directory)
         # log_config: raft.wal_max_size_bytes / raft.segment_max_entries from rabbitmq.conf
         self.log = AsyncLog.open(os.path.join(directory, "log"), log_config)
         self.transport: Transport | None = None
@@ -256,8 +254,8 @@ class QuorumRuntime:
                 deferred, self._deferred = self._deferred, []
                 for fn in deferred:
                     nursery.start_soon(fn)
-                _log.info("quorum runtime: %d queue group(s) under %s",
-                          len(self.catalog.groups()), self.directory)
+                _log.info("quorum runtime: %d Raft group(s) under %s",
+                          len(self.driver.groups()), self.directory)
                 task_status.started()
         finally:
             self._nursery = None

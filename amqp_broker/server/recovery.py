@@ -18,6 +18,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+from amqp_broker.cluster.catalog import read_catalog
 from amqp_broker.cluster.metadata import BINDING, EXCHANGE, QUEUE, Put
 from amqp_broker.store import POLICY, USER, VHOST
 from quorum.log.disk import OsDisk
@@ -42,7 +43,7 @@ async def import_local_metadata(broker: "Broker") -> int:
     local = getattr(store, "meta", None)
     if local is None or os.path.exists(marker) or meta.state().records:
         return 0
-    groups = broker.quorum.catalog.groups()
+    groups = read_catalog(broker.quorum.directory)
     changes = []
     for kind in _KINDS:
         for key, value in local.items(kind):
