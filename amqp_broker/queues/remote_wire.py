@@ -1,4 +1,5 @@
-"""What nodes of a cluster say to each other about classic queues (the remote queue protocol).
+"""What nodes of a cluster say to each other outside Raft: the remote queue protocol (classic
+queues used from other nodes) and `MetaApplied` (how far a node has applied the metadata).
 
 A classic queue lives on one node, its home. Channels on other nodes use it through
 `queues.remote.RemoteQueue` (the client side); the home node serves them with
@@ -13,7 +14,8 @@ from __future__ import annotations
 import msgspec
 
 __all__ = ["Publish", "Confirmed", "Consume", "Cancel", "Deliver", "Settle", "Get", "GetReply",
-           "ChannelDown", "Purge", "Stats", "ConsumerGone", "encode", "decode", "RPC_GROUP"]
+           "ChannelDown", "Purge", "Stats", "ConsumerGone", "MetaApplied", "encode", "decode",
+           "RPC_GROUP"]
 
 # the transport's group id for these frames (Raft groups are never named so)
 RPC_GROUP = "\x02queues"
@@ -113,7 +115,12 @@ class ConsumerGone(_Msg, tag="cg"):
     cid: int
 
 
+class MetaApplied(_Msg, tag="ma"):
+    """The sender has applied the metadata group up to `index` (`server/cluster_meta.py`)."""
+    index: int
+
+
 Message = (Publish | Confirmed | Consume | Cancel | Deliver | Settle | Get | GetReply
-           | ChannelDown | Purge | Stats | ConsumerGone)
+           | ChannelDown | Purge | Stats | ConsumerGone | MetaApplied)
 encode = msgspec.msgpack.Encoder().encode
 decode = msgspec.msgpack.Decoder(Message).decode

@@ -28,6 +28,7 @@ from amqp_broker.cluster.metadata import (BINDING, EXCHANGE, META_GROUP, QUEUE, 
                                           encode_meta_command)
 from amqp_broker.core.bindings import Dest
 from amqp_broker.core.errors import AMQPError, NotFound
+from amqp_broker.queues import remote_wire as wire
 
 from .persistence import args_key, plain
 
@@ -89,6 +90,7 @@ class PendingChange:
         if not self.done.is_set():
             self.give_up()
         if not self.failed:
+            await self.meta.until_applied_everywhere()
             await self._until_led()
         return not self.failed
 
@@ -120,6 +122,12 @@ class ReplicatedMetadata:
         # `pending` for the session to wait on (others, e.g. the management API's, are not)
         self.collecting = False
         self.pending: list[PendingChange] = []
+        # how far each running peer has applied the group (`MetaApplied` from it): a change
+        # answers -ok once every node that is up has it, so a client that declares through one
+        # node and publishes through another finds it there (as RabbitMQ 3.x's transactions)
+        self._peer_applied: dict[str, int] = {}
+        self.applied = 0  # the metadata log index this node has applied (from the effects)
+        self._peer_event = trio.Event()
 
     def take_pending(self) -> list[PendingChange]:
         out, self.pending = self.pending, []
@@ -186,12 +194,45 @@ class ReplicatedMetadata:
         if self.replaying:
             return
         for eff in effects:
-            self.apply(eff.changes)
+            if eff.changes:
+                self.apply(eff.changes)
+            self.applied = max(self.applied, eff.index)
+        self.announce()
+
+    def announce(self) -> None:
+        """Tell the other nodes how far this one has applied the metadata."""
+        runtime = self.runtime
+        if not runtime.cluster.clustered:
+            return
+        data = wire.encode(wire.MetaApplied(self.applied))
+        for peer in runtime.cluster.peers:
+            if runtime.is_running(peer):
+                runtime.send_rpc(peer, data)
+
+    def peer_applied(self, peer: str, index: int) -> None:
+        if index > self._peer_applied.get(peer, 0):
+            self._peer_applied[peer] = index
+            self._peer_event.set()
+            self._peer_event = trio.Event()
+
+    async def until_applied_everywhere(self, patience: float = 2.0) -> None:
+        """Wait (at most `patience` seconds) until every peer that is up has applied what
+        this node has."""
+        runtime = self.runtime
+        if not runtime.cluster.clustered:
+            return
+        index = self.applied
+        with trio.move_on_after(patience):
+            while any(runtime.is_running(p) and self._peer_applied.get(p, 0) < index
+                      for p in runtime.cluster.peers):
+                await self._peer_event.wait()
 
     def on_ready(self) -> None:
         """The local log is replayed: build this node's topology from the records."""
         self.replaying = False
+        self.applied = self.runtime.driver.status(META_GROUP).applied
         self.apply_all()
+        self.announce()
         self.ready.set()
 
     def apply(self, changes: Any) -> None:

@@ -1,7 +1,7 @@
 """Classic queues across a cluster: both ends of the remote queue protocol (`queues/remote_wire`).
 
 Built by `node.open_broker` when the node has peers, as `broker.remote_queues`; the runtime
-hands it every frame of the `RPC_GROUP` (`handle`) and tells it when links drop and return
+hands it every frame of the `RPC_GROUP` (`handle`; `MetaApplied` goes on to `cluster_meta`) and tells it when links drop and return
 (`node_changed`, it is a `QuorumRuntime.watch`er; `audit` every two seconds sends queue counts).
 
 Client side: it is the `queues.remote.RemoteLink` of this node's `RemoteQueue` proxies (ids,
@@ -217,6 +217,8 @@ class RemoteQueues:
             rt = self._home_queue(msg.vhost, msg.queue)
             if rt is not None:
                 rt.purge()
+        elif t is w.MetaApplied:
+            self.broker.cluster_meta.peer_applied(peer, msg.index)
 
     def _proxy(self, vhost: str, name: str) -> RemoteQueue | None:
         v = self.broker.vhosts.get(vhost)
@@ -306,6 +308,7 @@ class RemoteQueues:
     def node_changed(self, node: str, up: bool) -> None:
         if up:
             self._sent_stats.clear()  # tell it everything again
+            self.broker.cluster_meta.announce()
             return
         for key in [k for k in self._stand_ins if k[0] == node]:
             self._stand_ins.pop(key).close()
