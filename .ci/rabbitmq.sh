@@ -8,6 +8,7 @@
 #   .ci/rabbitmq.sh start [AMQP] [MGMT]     default 5673 15673; prints the AMQP URL when ready
 #   .ci/rabbitmq.sh stop  [AMQP]            stops the node and removes its state directory
 #   .ci/rabbitmq.sh status [AMQP]
+#   .ci/rabbitmq.sh ctl AMQP ARGS...     rabbitmqctl ARGS for that node (e.g. stop_app, start_app)
 #   .ci/rabbitmq.sh cluster start N BASEPORT
 #                                           N clustered nodes compat<PORT>@localhost on AMQP ports
 #                                           BASEPORT..BASEPORT+N-1 (management +10000, Erlang dist
@@ -239,6 +240,9 @@ case "$CMD" in
     stop) select_node "${2:-5673}" "${3:-15673}"; do_stop ;;
     status) select_node "${2:-5673}" "${3:-15673}"; do_status ;;
     cluster) do_cluster "$@" ;;
+    # rabbitmqctl for one node of ours (e.g. `ctl 5682 stop_app`), with its env and cookie
+    ctl) select_node "${2:?amqp port}" $((${2} + 10000)); node_env; shift 2; ctl "$@" ;;
     *) echo "usage: $0 install|start|stop|status [amqp_port] [mgmt_port]" >&2
-       echo "       $0 cluster start|stop N BASEPORT" >&2; exit 2 ;;
+       echo "       $0 cluster start|stop N BASEPORT" >&2
+       echo "       $0 ctl AMQP_PORT rabbitmqctl-args..." >&2; exit 2 ;;
 esac

@@ -4,7 +4,8 @@
 #     (compat_tests/conftest.py starts `amqp-broker` on a free port);
 #  2. compat_tests (and the Spark source/sink tests) again against a real RabbitMQ 3.10 on port
 #     5673, to prove every expectation is RabbitMQ's behaviour (skipped with a message when rabbitmq-server is not installed;
-#     set SKIP_RABBITMQ=1 to skip on purpose).
+#     set SKIP_RABBITMQ=1 to skip on purpose); then compat_tests/test_cluster.py against a
+#     3-node RabbitMQ 3.10 cluster on ports 5684-5686 (.ci/rabbitmq.sh cluster).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,9 @@ if [ "${SKIP_RABBITMQ:-0}" != "1" ]; then
       SPARK_BROKER_URL=amqp://guest:guest@127.0.0.1:5673/%2F python3 -m pytest tests/spark \
         -q -p no:cacheprovider -m "not slow" "$@" || status=$?
       bash .ci/rabbitmq.sh stop || true
+      # what clients of a cluster see: the same tests against a 3-node RabbitMQ 3.10 cluster
+      COMPAT_RABBIT_CLUSTER=5684 python3 -m pytest compat_tests/test_cluster.py -q \
+        -p no:cacheprovider "$@" || status=$?
     else
       echo "could not start RabbitMQ for the compat run" >&2
       status=1

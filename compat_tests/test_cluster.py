@@ -1,0 +1,215 @@
+"""What clients of a 3-node cluster see, the same against this broker and a RabbitMQ 3.10 cluster.
+
+Against this broker (the default) the module starts a `LocalCluster` of `amqp-broker`
+processes; with env `COMPAT_RABBIT_CLUSTER=BASEPORT` it starts a RabbitMQ 3.10 cluster with
+`.ci/rabbitmq.sh cluster start 3 BASEPORT` instead (scripts/run-tests.sh does). Taking a node
+down is `kill -9` + restart for ours and `rabbitmqctl stop_app` / `start_app` for RabbitMQ: both
+make the node unavailable to the others. Run against a single given broker (`--broker-url`)
+these tests need a cluster and are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pika
+import pytest
+
+from compat_tests.support.cluster import LocalCluster
+
+ROOT = Path(__file__).resolve().parent.parent
+RABBIT = os.environ.get("COMPAT_RABBIT_CLUSTER")
+
+pytestmark = pytest.mark.timeout(180)
+
+
+class _Ours:
+    def __init__(self, root: Path) -> None:
+        self.c = LocalCluster(root, 3).start()
+        self.urls = self.c.urls
+        self.names = self.c.names
+
+    def down(self, i: int) -> None:
+        self.c.kill(i)
+
+    def up(self, i: int) -> None:
+        self.c.restart(i)
+
+    def close(self) -> None:
+        self.c.close()
+
+
+class _Rabbit:
+    def __init__(self, base: int) -> None:
+        self.ports = [base + i for i in range(3)]
+        out = subprocess.run(["bash", str(ROOT / ".ci/rabbitmq.sh"), "cluster", "start", "3",
+                              str(base)], capture_output=True, text=True, timeout=300)
+        if out.returncode != 0:
+            raise RuntimeError(f"RabbitMQ cluster did not start:\n{out.stderr[-2000:]}")
+        self.urls = [f"amqp://guest:guest@127.0.0.1:{p}/" for p in self.ports]
+        self.names = [f"compat{p}@localhost" for p in self.ports]
+
+    def _ctl(self, i: int, *args: str) -> None:
+        subprocess.run(["bash", str(ROOT / ".ci/rabbitmq.sh"), "ctl", str(self.ports[i]), *args],
+                       check=True, capture_output=True, timeout=120)
+
+    def down(self, i: int) -> None:
+        self._ctl(i, "stop_app")
+
+    def up(self, i: int) -> None:
+        self._ctl(i, "start_app")
+        self._ctl(i, "await_startup")
+
+    def close(self) -> None:
+        subprocess.run(["bash", str(ROOT / ".ci/rabbitmq.sh"), "cluster", "stop", "3",
+                        str(self.ports[0])], capture_output=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def cluster(request, tmp_path_factory):
+    if RABBIT:
+        c = _Rabbit(int(RABBIT))
+    elif request.config.getoption("--broker-url") or os.environ.get("BROKER_URL"):
+        pytest.skip("cluster tests need a cluster: COMPAT_RABBIT_CLUSTER=BASEPORT for RabbitMQ")
+    else:
+        c = _Ours(tmp_path_factory.mktemp("compat-cluster"))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def _conn(url: str) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.URLParameters(url + "?heartbeat=0"))
+
+
+def _until(fn, timeout: float = 30.0, what: str = ""):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = fn()
+            if value:
+                return value
+        except (pika.exceptions.AMQPError, OSError):
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _consume(url: str, queue: str, n: int, timeout: float = 30.0) -> list[tuple[bytes, bool]]:
+    conn = _conn(url)
+    ch = conn.channel()
+    ch.basic_qos(prefetch_count=50)
+    got: list = []
+    ch.basic_consume(queue, lambda c, m, p, b: (got.append((b, m.redelivered)),
+                                                 c.basic_ack(m.delivery_tag)))
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        conn.process_data_events(0.1)
+    conn.close()
+    return got
+
+
+def test_declare_on_one_node_publish_on_another_consume_on_a_third(cluster):
+    a = _conn(cluster.urls[0])
+    ch = a.channel()
+    ch.exchange_declare("cc.x", "direct", durable=True)
+    ch.queue_declare("cc.qq", durable=True, arguments={"x-queue-type": "quorum"})
+    ch.queue_bind("cc.qq", "cc.x", "k")
+    a.close()
+    b = _conn(cluster.urls[1])
+    ch = b.channel()
+    ch.confirm_delivery()
+    for i in range(100):
+        ch.basic_publish("cc.x", "k", b"%d" % i, pika.BasicProperties(delivery_mode=2),
+                         mandatory=True)
+    b.close()
+    got = _consume(cluster.urls[2], "cc.qq", 100)
+    assert [body for body, _ in got] == [b"%d" % i for i in range(100)]
+    assert not any(redelivered for _, redelivered in got)
+    c = _conn(cluster.urls[2])
+    c.channel().queue_delete("cc.qq")
+    c.channel().exchange_delete("cc.x")
+    c.close()
+
+
+def test_a_classic_queue_is_used_from_every_node(cluster):
+    a = _conn(cluster.urls[0])
+    a.channel().queue_declare("cc.classic", durable=True)
+    a.close()
+    b = _conn(cluster.urls[1])
+    ch = b.channel()
+    ch.confirm_delivery()
+    _until(lambda: ch.queue_declare("cc.classic", passive=True), what="cc.classic on node 2")
+    for i in range(5):
+        ch.basic_publish("", "cc.classic", b"%d" % i, pika.BasicProperties(delivery_mode=2))
+    b.close()
+    c = _conn(cluster.urls[2])
+    ch = c.channel()
+    method, _, body = ch.basic_get("cc.classic")
+    assert body == b"0" and method.message_count == 4
+    ch.basic_reject(method.delivery_tag, requeue=True)
+    got = _consume(cluster.urls[2], "cc.classic", 5)
+    assert sorted(body for body, _ in got) == [b"%d" % i for i in range(5)]
+    assert (b"0", True) in got
+    ch.queue_delete("cc.classic")
+    c.close()
+
+
+def test_a_classic_queue_whose_node_is_down_is_not_found_elsewhere(cluster):
+    a = _conn(cluster.urls[0])
+    a.channel().queue_declare("cc.home", durable=True)
+    a.close()
+    cluster.down(0)
+    try:
+        b = _conn(cluster.urls[1])
+
+        def refused() -> str | None:
+            try:
+                b.channel().queue_declare("cc.home", passive=True)
+            except pika.exceptions.ChannelClosedByBroker as err:
+                return f"{err.reply_code} {err.reply_text}"
+            return None
+
+        text = _until(refused, what="cc.home unavailable on node 2")
+        assert text == (f"404 NOT_FOUND - home node '{cluster.names[0]}' of durable queue "
+                        "'cc.home' in vhost '/' is down or inaccessible")
+        b.close()
+    finally:
+        cluster.up(0)
+    c = _conn(cluster.urls[1])
+    _until(lambda: c.channel().queue_declare("cc.home", passive=True), what="cc.home back")
+    c.channel().queue_delete("cc.home")
+    c.close()
+
+
+def test_a_quorum_queue_keeps_serving_when_one_member_is_down(cluster):
+    a = _conn(cluster.urls[0])
+    ch = a.channel()
+    ch.queue_declare("cc.survivor", durable=True, arguments={"x-queue-type": "quorum"})
+    ch.confirm_delivery()
+    for i in range(10):
+        ch.basic_publish("", "cc.survivor", b"%d" % i, pika.BasicProperties(delivery_mode=2))
+    a.close()
+    cluster.down(0)  # the declaring node: the queue's first leader
+    try:
+        b = _conn(cluster.urls[1])
+        ch = b.channel()
+        ch.confirm_delivery()
+        for i in range(10, 20):
+            _until(lambda: ch.basic_publish("", "cc.survivor", b"%d" % i,
+                                            pika.BasicProperties(delivery_mode=2)) or True,
+                   what="a confirmed publish with one member down")
+        b.close()
+        got = _consume(cluster.urls[2], "cc.survivor", 20)
+        assert sorted(int(body) for body, _ in got) == list(range(20))
+    finally:
+        cluster.up(0)
+    c = _conn(cluster.urls[2])
+    c.channel().queue_delete("cc.survivor")
+    c.close()
