@@ -275,6 +275,10 @@ class QuorumQueue:
     def local_consumer(self, key: fifo.ConsumerKey) -> Consumer | None:
         return self.consumers.get(key)
 
+    def checked_out(self, key: fifo.ConsumerKey) -> dict | None:
+        c = self.state.fifo.find(key)
+        return None if c is None else c.checked_out
+
     def answer_confirms(self, publisher: str, seqs: tuple, ok: bool) -> None:
         if publisher != self.publisher:
             return

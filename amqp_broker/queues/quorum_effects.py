@@ -60,6 +60,11 @@ class EffectHost(Protocol):
         """The consumer `key` if it is still subscribed here."""
         ...
 
+    def checked_out(self, key: fifo.ConsumerKey) -> dict | None:
+        """The msg ids the applied state has checked out to `key` now (None: no such
+        consumer any more)."""
+        ...
+
     def propose(self, cmd: Any) -> None:
         """Propose a fifo command to the queue's Raft group."""
         ...
@@ -189,6 +194,16 @@ class EffectRunner:
         last = self._delivered.get(key, -1)
         if msgs[0].msg_id <= last:
             msgs = tuple(d for d in msgs if d.msg_id > last)
+            if not msgs:
+                return
+        # effects run after their whole batch applied: a replica catching up may apply a
+        # later entry that took these back (NodeDown, ConsumerDown, a settle) in the same
+        # batch; only what is still checked out to the consumer goes to it
+        held = host.checked_out(key)
+        if held is None:
+            return
+        if len(held) < len(msgs) or any(d.msg_id not in held for d in msgs):
+            msgs = tuple(d for d in msgs if d.msg_id in held)
             if not msgs:
                 return
         self._delivered[key] = msgs[-1].msg_id
