@@ -245,10 +245,18 @@ class ReplicatedMetadata:
 
     def apply_all(self) -> None:
         """Every record of the state (start-up, from the snapshot): exchanges, then queues,
-        then bindings."""
+        then bindings. A lone node restarting drops transient exchanges (they are kept
+        cluster-wide while any node runs, but a node alone is the whole cluster restarting)."""
         state = self.state()
+        transient = set()
+        if not self.runtime.cluster.clustered:
+            transient = {key for key, value in state.items(EXCHANGE) if not value["durable"]}
+            for key in transient:
+                PendingChange(self, Delete(EXCHANGE, key))
         for kind in ("vhost", "user", "permission", "policy", EXCHANGE, QUEUE, BINDING):
-            self.apply([(kind, key, value, None) for key, value in state.items(kind)])
+            self.apply([(kind, key, value, None) for key, value in state.items(kind)
+                        if not (kind == EXCHANGE and key in transient)
+                        and not (kind == BINDING and (key[0], key[1]) in transient)])
 
     async def catch_up(self, patience: float = 5.0) -> bool:
         """Before serving: wait (at most `patience` seconds) until this node knows a leader of

@@ -258,7 +258,7 @@ class VHost:
         if created:
             store = self.broker.admin.policies.get(self.name)
             x.policy_alternate = store.exchange_alternate(name) if store is not None else None
-        if created and durable:
+        if created:  # transient ones too: every node of a cluster routes through them
             self._store("exchange_declared", self.name, name, type_, durable, auto_delete,
                         internal, dict(arguments))
 
@@ -274,7 +274,7 @@ class VHost:
             if rt is None:
                 raise NotFound(f"no queue '{dest.name}' in vhost '{self.name}'")
             self._check_owner(rt, session)
-        if self.topology.bind(source, dest, routing_key, arguments) and self._durable_binding(source, dest):
+        if self.topology.bind(source, dest, routing_key, arguments) and self._shared_binding(source, dest):
             self._store("binding_added", self.name, source, dest.kind, dest.name, routing_key,
                         dict(arguments))
 
@@ -295,15 +295,15 @@ class VHost:
         for x in res.deleted_exchanges:
             self._store("exchange_deleted", self.name, x)
 
-    def _durable_binding(self, source: str, dest: Dest) -> bool:
-        x = self.topology.lookup_exchange(source)
-        if x is None or not x.durable:
+    def _shared_binding(self, source: str, dest: Dest) -> bool:
+        """Bindings in the metadata: between exchanges, or to a durable, non-exclusive queue
+        (the queues every node knows; a transient queue lives with its node)."""
+        if self.topology.lookup_exchange(source) is None:
             return False
         if dest.is_queue:
             rt = self.queues.get(dest.name)
             return rt is not None and rt.durable and not rt.exclusive
-        d = self.topology.lookup_exchange(dest.name)
-        return d is not None and d.durable
+        return self.topology.lookup_exchange(dest.name) is not None
 
     # -- persistence ---------------------------------------------------------------------------
     def _store(self, op: str, *args: Any) -> None:
