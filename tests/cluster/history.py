@@ -36,23 +36,42 @@ class Delivery:
 @dataclass
 class History:
     published: dict[str, str | None] = field(default_factory=dict)  # id -> outcome (None: open)
+    sent: dict[str, tuple[str, float, float]] = field(default_factory=dict)  # id -> (node,
+    #   seconds into the test when attempted, when its outcome came): to explain a lost id
     deliveries: list[Delivery] = field(default_factory=list)
     events: list[tuple[float, str]] = field(default_factory=list)  # reconnects, nemesis steps
     started: float = field(default_factory=time.monotonic)
     last_delivery: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def attempt(self, msg_id: str) -> None:
+    def attempt(self, msg_id: str, node: str = "") -> None:
         with self._lock:
             if msg_id in self.published:
                 raise ValueError(f"message id {msg_id} published twice")
             self.published[msg_id] = None
+            self.sent[msg_id] = (node, time.monotonic() - self.started, 0.0)
 
     def outcome(self, msg_id: str, outcome: str) -> None:
         if outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {outcome!r}")
         with self._lock:
             self.published[msg_id] = outcome
+            node, at, _ = self.sent.get(msg_id, ("", 0.0, 0.0))
+            self.sent[msg_id] = (node, at, time.monotonic() - self.started)
+
+    def explain(self, ids: list[str], limit: int = 20) -> str:
+        """Where and when these ids were published, and what came of their deliveries."""
+        with self._lock:
+            lines = []
+            for i in ids[:limit]:
+                node, at, done = self.sent.get(i, ("?", 0.0, 0.0))
+                seen = [f"{d.node}@{d.at:.2f}s{' redelivered' if d.redelivered else ''}"
+                        f"{'' if d.acked else ' ack failed'}"
+                        for d in self.deliveries if d.id == i]
+                lines.append(f"  {i}: published on {node} at {at:.2f}s, "
+                             f"{self.published.get(i)} at {done:.2f}s; deliveries: "
+                             f"{', '.join(seen) or 'none'}")
+            return "\n".join(lines)
 
     def delivered(self, msg_id: str, node: str, redelivered: bool, acked: bool) -> None:
         now = time.monotonic()

@@ -77,7 +77,10 @@ def test_no_confirmed_message_is_lost(make_cluster, nodes):
 
     report = check(*history.snapshot())
     print(report.summary())
+    print(f"drained: {drained}; (ready, unacked) per node at the end: {left}")
     print("events:\n" + "\n".join(f"  {t:7.2f} {e}" for t, e in history.events))
+    if report.lost:
+        print("lost:\n" + history.explain(report.lost))
     assert not workload.errors, f"{banner}: the workload itself failed: {workload.errors!r}"
     assert report.confirmed > 0 and report.consumed > 0, f"{banner}: no traffic got through"
     assert report.lost == [] and report.unexpected == [], f"{banner}\n{report.summary()}"

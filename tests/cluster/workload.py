@@ -144,7 +144,7 @@ class Workload:
                         break  # back to the home node
                     seq += 1
                     mid = f"p{pid}-{seq}"
-                    outcome = await self._publish_one(ch, mid)
+                    outcome = await self._publish_one(ch, mid, self.names[node])
                     self.history.outcome(mid, outcome)
                     if outcome == "unknown":
                         failures += 1
@@ -163,8 +163,8 @@ class Workload:
                 except BaseException:  # a dead node's connection: nothing to close cleanly
                     pass
 
-    async def _publish_one(self, ch, mid: str) -> str:
-        self.history.attempt(mid)
+    async def _publish_one(self, ch, mid: str, node: str) -> str:
+        self.history.attempt(mid, node)
         msg = aio_pika.Message(mid.encode(), message_id=mid,
                                delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
         try:
