@@ -4,6 +4,10 @@ consumers on every node of a 3- or 5-node cluster, one quorum queue, and a nemes
 everything is healed and the queue drained, the checker must find nothing lost (confirmed,
 never consumed) and nothing unexpected (consumed, never published); duplicates are reported.
 
+Draining: publishers stop, consumers keep going until the queue is empty on every node and
+nothing new arrives; if that gets stuck, every consumer reconnects (the final read, as Jepsen's
+drain phase) and the count of confirmed messages that reached a consumer only then is reported.
+
 CI runs a short schedule (3 nodes and 5 nodes, ~20-25 s of faults each). By hand:
 
     JEPSEN_SECONDS=600 JEPSEN_NODES=5 python3 -m pytest tests/cluster/test_jepsen.py -s -p no:cacheprovider
@@ -69,20 +73,34 @@ def test_no_confirmed_message_is_lost(make_cluster, nodes):
         history.note("nemesis: all healed")
     try:
         workload.stop_publishing()
-        drained = workload.wait_drained(lambda: probes.empty_everywhere(cluster, QUEUE),
-                                        quiet=3.0, timeout=90.0)
+        empty = lambda: probes.empty_everywhere(cluster, QUEUE)  # noqa: E731
+        drained_live = workload.wait_drained(empty, timeout=60.0)
+        live = check(*history.snapshot())  # what the consumers that lived through it got
+        drained = drained_live
+        if not drained_live:  # the final read: fresh consumers on every node
+            print(f"stuck: (ready, unacked) per node {probes.counts(cluster, QUEUE)}")
+            workload.restart_consumers()
+            drained = workload.wait_drained(empty, timeout=60.0)
         left = probes.counts(cluster, QUEUE)
     finally:
         workload.stop()
 
     report = check(*history.snapshot())
+    stuck = [i for i in live.lost if i not in report.lost]
     print(report.summary())
+    print(f"reached consumers only after they reconnected: {len(stuck)}")
     print(f"drained: {drained}; (ready, unacked) per node at the end: {left}")
     print("events:\n" + "\n".join(f"  {t:7.2f} {e}" for t, e in history.events))
-    if report.lost:
-        print("lost:\n" + history.explain(report.lost))
+    if report.lost or stuck:
+        print("lost or stuck:\n" + history.explain(report.lost + stuck))
     assert not workload.errors, f"{banner}: the workload itself failed: {workload.errors!r}"
     assert report.confirmed > 0 and report.consumed > 0, f"{banner}: no traffic got through"
     assert report.lost == [] and report.unexpected == [], f"{banner}\n{report.summary()}"
-    assert drained, (f"{banner}: the queue did not drain within 90 s after healing; "
-                     f"(ready, unacked) per node: {left}\n{report.summary()}")
+    assert drained, (f"{banner}: the queue did not drain after healing, even with fresh "
+                     f"consumers; (ready, unacked) per node: {left}\n{report.summary()}")
+    if stuck:
+        # known broker bug (test_catch_up.py, xfail strict there): a replica that catches up
+        # from a snapshot never delivers what the leader assigned its node's consumers in the
+        # entries the snapshot covers; they come back only when those consumers go
+        pytest.xfail(f"{banner}: {len(stuck)} confirmed messages stayed checked out to live "
+                     f"consumers until they reconnected (snapshot install runs no deliveries)")

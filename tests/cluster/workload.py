@@ -67,12 +67,7 @@ class Workload:
 
     # -- control ------------------------------------------------------------------------------
     def start(self) -> "Workload":
-        n = len(self.urls)
-        for c in range(self.config.consumers_per_node * n):
-            t = threading.Thread(target=self._guard, args=(self._consumer, c, c % n),
-                                 name=f"consumer-{c}", daemon=True)
-            t.start()
-            self._threads.append(t)
+        self._start_consumers()
         self._pub_thread = threading.Thread(target=self._guard, args=(self._publishers,),
                                             name="publishers", daemon=True)
         self._pub_thread.start()
@@ -85,20 +80,48 @@ class Workload:
             self._pub_thread.join(timeout)
 
     def wait_drained(self, queue_empty: Callable[[], bool], *, quiet: float = 3.0,
-                     timeout: float = 60.0) -> bool:
+                     give_up: float = 10.0, timeout: float = 60.0) -> bool:
         """Consumers keep going until `queue_empty()` (on every node) and no delivery came for
-        `quiet` seconds; False if that did not happen within `timeout`."""
+        `quiet` seconds. False if that did not happen within `timeout`, or if nothing was
+        delivered for `give_up` seconds while the queue still held messages (stuck)."""
         deadline = time.monotonic() + timeout
+        since = time.monotonic()
         while time.monotonic() < deadline:
             last = self.history.last_delivery
-            if time.monotonic() - last >= quiet and queue_empty():
-                if self.history.last_delivery == last:
-                    return True
+            idle = time.monotonic() - max(last, since)
+            if idle >= quiet:
+                if queue_empty():
+                    if self.history.last_delivery == last:
+                        return True
+                elif idle >= give_up:
+                    return False
             time.sleep(0.25)
         return False
 
+    def restart_consumers(self, timeout: float = 15.0) -> None:
+        """Close every consumer's connection and start fresh ones on their home nodes (the
+        final read after a drain that got stuck: what the broker held for the old ones
+        returns to the queue when they go)."""
+        self._stop_consumers(timeout)
+        self.history.note("consumers restarted")
+        self._start_consumers()
+
     def stop(self, timeout: float = 15.0) -> None:
         self.stop_publishing(timeout)
+        self._stop_consumers(timeout)
+
+    def _start_consumers(self) -> None:
+        n = len(self.urls)
+        self._stop_consuming = threading.Event()
+        self._threads = []
+        for c in range(self.config.consumers_per_node * n):
+            t = threading.Thread(target=self._guard, args=(self._consumer, c, c % n,
+                                                           self._stop_consuming),
+                                 name=f"consumer-{c}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _stop_consumers(self, timeout: float) -> None:
         self._stop_consuming.set()
         for t in self._threads:
             t.join(timeout)
@@ -179,19 +202,19 @@ class Workload:
         return "ack"
 
     # -- consumers (pika) ---------------------------------------------------------------------
-    def _consumer(self, cid: int, home: int) -> None:
+    def _consumer(self, cid: int, home: int, stop: threading.Event) -> None:
         failures = 0
-        while not self._stop_consuming.is_set():
+        while not stop.is_set():
             node = self._pick(home, failures)
             try:
-                if self._consume(cid, node, home):
+                if self._consume(cid, node, home, stop):
                     failures = 0
             except (pika.exceptions.AMQPError, OSError) as e:
                 failures += 1
                 self.history.note(f"consumer {cid} on {self.names[node]}: {e!r}")
                 time.sleep(0.2)
 
-    def _consume(self, cid: int, node: int, home: int) -> bool:
+    def _consume(self, cid: int, node: int, home: int, stop: threading.Event) -> bool:
         """Consume on `node` until told to stop, time to go home, or the connection dies
         (raises); True if something was delivered."""
         cfg = self.config
@@ -208,7 +231,7 @@ class Workload:
             ch = conn.channel()
             ch.basic_qos(prefetch_count=cfg.prefetch)
             for method, _props, body in ch.consume(self.queue, inactivity_timeout=0.2):
-                if self._stop_consuming.is_set():
+                if stop.is_set():
                     break
                 if node != home and time.monotonic() - since > cfg.home_after:
                     return True  # back to the home node
