@@ -87,20 +87,29 @@ def test_no_confirmed_message_is_lost(make_cluster, nodes):
 
     report = check(*history.snapshot())
     stuck = [i for i in live.lost if i not in report.lost]
+    crashed = [f"{names[i]}: exit {cluster.brokers[i].proc.returncode}"
+               for i in range(nodes) if not cluster.is_running(i)]
     print(report.summary())
     print(f"reached consumers only after they reconnected: {len(stuck)}")
     print(f"drained: {drained}; (ready, unacked) per node at the end: {left}")
     print("events:\n" + "\n".join(f"  {t:7.2f} {e}" for t, e in history.events))
     if report.lost or stuck:
         print("lost or stuck:\n" + history.explain(report.lost + stuck))
+    assert not crashed, f"{banner}: nodes died on their own: {crashed}"
     assert not workload.errors, f"{banner}: the workload itself failed: {workload.errors!r}"
     assert report.confirmed > 0 and report.consumed > 0, f"{banner}: no traffic got through"
-    assert report.lost == [] and report.unexpected == [], f"{banner}\n{report.summary()}"
+    assert report.unexpected == [], f"{banner}\n{report.summary()}"
+    if report.lost and all(c == (0, len(report.lost)) for c in left):
+        # known broker bugs, each shown deterministically (xfail strict) by its own test:
+        # test_catch_up.py (a replica that catches up from a snapshot never delivers what the
+        # leader assigned its node's consumers in the entries the snapshot covers) and
+        # test_cancel_close.py (their channel's close then sends no ConsumerDown); the
+        # signature: every lost message is still in the queue, checked out, on every node
+        pytest.xfail(f"{banner}: {len(report.lost)} confirmed messages stuck checked out to "
+                     f"consumers that never got them (test_catch_up.py, test_cancel_close.py)")
+    assert report.lost == [], f"{banner}\n{report.summary()}"
     assert drained, (f"{banner}: the queue did not drain after healing, even with fresh "
                      f"consumers; (ready, unacked) per node: {left}\n{report.summary()}")
     if stuck:
-        # known broker bug (test_catch_up.py, xfail strict there): a replica that catches up
-        # from a snapshot never delivers what the leader assigned its node's consumers in the
-        # entries the snapshot covers; they come back only when those consumers go
-        pytest.xfail(f"{banner}: {len(stuck)} confirmed messages stayed checked out to live "
-                     f"consumers until they reconnected (snapshot install runs no deliveries)")
+        pytest.xfail(f"{banner}: {len(stuck)} confirmed messages reached consumers only after "
+                     f"they reconnected (test_catch_up.py)")
