@@ -8,6 +8,7 @@ metrics bind free ports (read back from the logs by the launcher).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pytest
@@ -15,9 +16,11 @@ import pytest
 from .interim_cluster import LocalCluster
 from .proxy import Proxy
 
-AMQP_BASE = 5721
-DIST_BASE = 25721
-PROXY_BASE = 26721
+# CLUSTER_PORT_OFFSET=10 moves all three (two runs side by side by hand)
+_OFFSET = int(os.environ.get("CLUSTER_PORT_OFFSET", "0"))
+AMQP_BASE = 5721 + _OFFSET
+DIST_BASE = 25721 + _OFFSET
+PROXY_BASE = 26721 + 4 * _OFFSET
 
 
 @dataclass
