@@ -66,7 +66,7 @@ class History:
             for i in ids[:limit]:
                 node, at, done = self.sent.get(i, ("?", 0.0, 0.0))
                 seen = [f"{d.node}@{d.at:.2f}s{' redelivered' if d.redelivered else ''}"
-                        f"{'' if d.acked else ' ack failed'}"
+                        f"{'' if d.acked else ' not acked'}"
                         for d in self.deliveries if d.id == i]
                 lines.append(f"  {i}: published on {node} at {at:.2f}s, "
                              f"{self.published.get(i)} at {done:.2f}s; deliveries: "

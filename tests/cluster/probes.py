@@ -13,7 +13,7 @@ from typing import Any
 
 from amqp_broker.mgmt.client import ApiClient, ApiError, NodeDown
 
-__all__ = ["queue_on", "leader_index", "empty_everywhere", "wait_until", "counts"]
+__all__ = ["queue_on", "leader_index", "empty_everywhere", "wait_until", "counts", "caught_up"]
 
 
 def queue_on(cluster: Any, i: int, queue: str, vhost: str = "/",
@@ -51,6 +51,18 @@ def counts(cluster: Any, queue: str) -> list[tuple[int, int] | None]:
 def empty_everywhere(cluster: Any, queue: str) -> bool:
     """Every node answers and sees neither ready nor unacknowledged messages."""
     return all(c == (0, 0) for c in counts(cluster, queue))
+
+
+def caught_up(cluster: Any, i: int, queue: str) -> bool:
+    """Node i's replica has applied everything the leader has committed (the queue's "raft"
+    status on node i and on the leader)."""
+    leader = leader_index(cluster, queue)
+    if leader is None:
+        return False
+    mine, lead = queue_on(cluster, i, queue), queue_on(cluster, leader, queue)
+    if mine is None or lead is None or "raft" not in mine or "raft" not in lead:
+        return False
+    return mine["raft"]["applied_index"] >= lead["raft"]["commit_index"]
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.2) -> bool:

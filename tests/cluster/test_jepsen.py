@@ -95,6 +95,9 @@ def test_no_confirmed_message_is_lost(make_cluster, nodes):
     print("events:\n" + "\n".join(f"  {t:7.2f} {e}" for t, e in history.events))
     if report.lost or stuck:
         print("lost or stuck:\n" + history.explain(report.lost + stuck))
+    if report.duplicates_not_redelivered:
+        print("delivered again with redelivered=false:\n"
+              + history.explain(report.duplicates_not_redelivered))
     assert not crashed, f"{banner}: nodes died on their own: {crashed}"
     assert not workload.errors, f"{banner}: the workload itself failed: {workload.errors!r}"
     assert report.confirmed > 0 and report.consumed > 0, f"{banner}: no traffic got through"
