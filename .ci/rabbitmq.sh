@@ -8,6 +8,11 @@
 #   .ci/rabbitmq.sh start [AMQP] [MGMT]     default 5673 15673; prints the AMQP URL when ready
 #   .ci/rabbitmq.sh stop  [AMQP]            stops the node and removes its state directory
 #   .ci/rabbitmq.sh status [AMQP]
+#   .ci/rabbitmq.sh cluster start N BASEPORT
+#                                           N clustered nodes compat<PORT>@localhost on AMQP ports
+#                                           BASEPORT..BASEPORT+N-1 (management +10000, Erlang dist
+#                                           +20000, one shared cookie); prints one AMQP URL a line
+#   .ci/rabbitmq.sh cluster stop N BASEPORT stops those nodes and removes their state
 #
 # Environment: RMQ_STATE_ROOT (default ${TMPDIR:-/tmp}), RMQ_START_TIMEOUT seconds (default 90).
 # Works as root in a container without systemd: the Debian wrapper in /usr/sbin is bypassed (it
@@ -19,14 +24,20 @@ set -eu
 
 RMQ_BIN=/usr/lib/rabbitmq/bin
 CMD=${1:-start}
-AMQP_PORT=${2:-5673}
-MGMT_PORT=${3:-15673}
 STATE_ROOT=${RMQ_STATE_ROOT:-${TMPDIR:-/tmp}}
-BASE="$STATE_ROOT/rabbitmq-compat-$AMQP_PORT"
-NODE="compat$AMQP_PORT@localhost"
 START_TIMEOUT=${RMQ_START_TIMEOUT:-90}
+# Empty: each node gets its own cookie. A cluster sets one for all its nodes (Erlang requires it).
+COOKIE=""
 
 log() { echo "rabbitmq.sh: $*" >&2; }
+
+# The node every function below acts on: its ports, state directory and name.
+select_node() {
+    AMQP_PORT=$1
+    MGMT_PORT=$2
+    BASE="$STATE_ROOT/rabbitmq-compat-$AMQP_PORT"
+    NODE="compat$AMQP_PORT@localhost"
+}
 
 # Every rabbitmq* command must see the same node name, cookie (via HOME) and env file.
 node_env() {
@@ -77,7 +88,7 @@ do_install() {
 do_stop() {
     [ -d "$BASE" ] || { log "no node state at $BASE"; return 0; }
     node_env
-    # beam.pid is the wrapper shell we started; rabbitmq.pid is the beam.smp it spawned.
+    # beam.pid is the rabbitmq-server script we started; rabbitmq.pid is the beam.smp it spawned.
     pids=""
     for f in "$BASE/rabbitmq.pid" "$BASE/beam.pid"; do
         [ -f "$f" ] && pids="$pids $(cat "$f")"
@@ -109,7 +120,7 @@ EOF
     echo "[rabbitmq_management]." >"$BASE/enabled_plugins"
     : >"$BASE/rabbitmq-env.conf"
     # A fixed cookie for this private node; readable by its owner only (Erlang insists).
-    printf 'compatcookie%s' "$AMQP_PORT" >"$BASE/.erlang.cookie"
+    printf '%s' "${COOKIE:-compatcookie$AMQP_PORT}" >"$BASE/.erlang.cookie"
     chmod 600 "$BASE/.erlang.cookie"
 }
 
@@ -123,9 +134,10 @@ do_start() {
     node_env
     # epmd is shared by all Erlang nodes on the host; start it if nobody has.
     epmd -daemon 2>/dev/null || true
-    (cd "$BASE" && setsid "$RMQ_BIN/rabbitmq-server" \
-        >"$BASE/log/startup_log" 2>"$BASE/log/startup_err" </dev/null &
-     echo $! >"$BASE/beam.pid")
+    # exec: no shell stays behind holding our stdout, so `$(rabbitmq.sh start)` and a pipe end.
+    (cd "$BASE" && exec setsid "$RMQ_BIN/rabbitmq-server" \
+        >"$BASE/log/startup_log" 2>"$BASE/log/startup_err" </dev/null) &
+    echo $! >"$BASE/beam.pid"
     log "starting $NODE (pid $(cat "$BASE/beam.pid")), state in $BASE"
     i=0
     until port_open "$AMQP_PORT"; do
@@ -153,10 +165,80 @@ do_status() {
     fi
 }
 
+# AMQP ports of the cluster's nodes, node 1 (the one the others join) first.
+cluster_ports() {
+    i=0
+    while [ $i -lt "$CLUSTER_SIZE" ]; do echo $((CLUSTER_BASE + i)); i=$((i + 1)); done
+}
+
+# Waits until node 1's `cluster_status` lists every node as running.
+wait_cluster_running() {
+    i=0
+    until ctl cluster_status --formatter json 2>/dev/null | python3 -c '
+import json, sys
+sys.exit(0 if len(json.load(sys.stdin)["running_nodes"]) >= int(sys.argv[1]) else 1)
+' "$CLUSTER_SIZE"; do
+        i=$((i + 1))
+        if [ $i -gt $((START_TIMEOUT * 2)) ]; then log "cluster did not form"; return 1; fi
+        sleep 0.5
+    done
+}
+
+do_cluster_start() {
+    COOKIE="compatcluster$CLUSTER_BASE"
+    # Boot all nodes at once (each boot is mostly waiting), each as a standalone node first.
+    pids=""
+    for port in $(cluster_ports); do
+        (select_node "$port" $((port + 10000)); do_start >/dev/null) &
+        pids="$pids $!"
+    done
+    failed=0
+    for pid in $pids; do wait "$pid" || failed=1; done
+    if [ $failed -ne 0 ]; then log "a node failed to start"; do_cluster_stop; exit 1; fi
+    seed="compat$CLUSTER_BASE@localhost"
+    for port in $(cluster_ports | tail -n +2); do
+        select_node "$port" $((port + 10000))
+        node_env
+        # join_cluster resets the joining node's own (empty) database first.
+        ctl stop_app >/dev/null
+        ctl join_cluster "$seed" >/dev/null
+        ctl start_app >/dev/null
+        log "compat$port@localhost joined $seed"
+    done
+    select_node "$CLUSTER_BASE" $((CLUSTER_BASE + 10000))
+    node_env
+    wait_cluster_running || { do_cluster_stop; exit 1; }
+    ctl enable_feature_flag all >/dev/null
+    for port in $(cluster_ports); do echo "amqp://guest:guest@localhost:$port/"; done
+}
+
+do_cluster_stop() {
+    pids=""
+    for port in $(cluster_ports); do
+        (select_node "$port" $((port + 10000)); do_stop) &
+        pids="$pids $!"
+    done
+    for pid in $pids; do wait "$pid" || true; done
+}
+
+do_cluster() {
+    verb=${2:-}
+    CLUSTER_SIZE=${3:-3}
+    CLUSTER_BASE=${4:-5681}
+    [ -x "$RMQ_BIN/rabbitmq-server" ] || { log "not installed; run: $0 install"; exit 1; }
+    case "$verb" in
+        start) do_cluster_start ;;
+        stop) do_cluster_stop ;;
+        *) echo "usage: $0 cluster start|stop N BASEPORT" >&2; exit 2 ;;
+    esac
+}
+
 case "$CMD" in
     install) do_install ;;
-    start) do_start ;;
-    stop) do_stop ;;
-    status) do_status ;;
-    *) echo "usage: $0 install|start|stop|status [amqp_port] [mgmt_port]" >&2; exit 2 ;;
+    start) select_node "${2:-5673}" "${3:-15673}"; do_start ;;
+    stop) select_node "${2:-5673}" "${3:-15673}"; do_stop ;;
+    status) select_node "${2:-5673}" "${3:-15673}"; do_status ;;
+    cluster) do_cluster "$@" ;;
+    *) echo "usage: $0 install|start|stop|status [amqp_port] [mgmt_port]" >&2
+       echo "       $0 cluster start|stop N BASEPORT" >&2; exit 2 ;;
 esac

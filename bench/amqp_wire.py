@@ -3,7 +3,7 @@
 pika and aio-pika spend more CPU per message than a broker does, so a benchmark driven by them
 measures the client. This client uses pamqp for the handshake and the rare methods, and hand-built
 frames for the hot ones (publish, ack, deliver, confirm). It runs on plain blocking sockets, one per
-process, and knows only what `bench/broker_bench.py` needs.
+process, and knows only what `bench/broker_bench.py` and `bench/cluster_bench.py` need.
 """
 from __future__ import annotations
 
@@ -104,8 +104,9 @@ class WireClient:
         self._expect(commands.Channel.OpenOk)
 
     # -- rare methods -------------------------------------------------------------------------
-    def queue_declare(self, name: str, durable: bool = True, arguments: dict | None = None) -> None:
-        self._send_method(1, commands.Queue.Declare(queue=name, durable=durable,
+    def queue_declare(self, name: str, durable: bool = True, arguments: dict | None = None,
+                      passive: bool = False) -> None:
+        self._send_method(1, commands.Queue.Declare(queue=name, durable=durable, passive=passive,
                                                     arguments=arguments or {}))
         self._expect(commands.Queue.DeclareOk)
 

@@ -14,12 +14,16 @@ Usage:
   python bench/broker_bench.py --ours URL --rabbit URL --queue-type quorum --size 16
 
 Each side runs in its own processes from this machine; numbers are only comparable within a run.
+`bench/cluster_bench.py` imports the scenarios (SCENARIOS) to run them against clusters, with the
+consumer on another node than the publisher (`consume_url`) and its own queue arguments
+(`args.arguments`).
 """
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
 import os
+import queue as queue_mod
 import shutil
 import socket
 import statistics
@@ -45,14 +49,56 @@ def _queue_args(queue_type: str) -> dict:
     return {"x-queue-type": queue_type} if queue_type != "classic" else {}
 
 
-def _declare_fresh(url: str, queue: str, queue_type: str) -> None:
+def delete_queue(url: str, queue: str) -> None:
     client = WireClient(url)
     try:
         client.queue_delete(queue)
+        client.close()
     except RuntimeError:
-        client = WireClient(url)
-    client.queue_declare(queue, durable=True, arguments=_queue_args(queue_type))
+        client.sock.close()
+
+
+def _declare_fresh(url: str, queue: str, arguments: dict, visible_on: str | None = None) -> None:
+    """Delete and declare `queue` on `url`; with `visible_on`, also wait until that node knows it
+    (a cluster may apply the declaration on other nodes a little later)."""
+    delete_queue(url, queue)
+    client = WireClient(url)
+    client.queue_declare(queue, durable=True, arguments=arguments)
     client.close()
+    if visible_on and visible_on != url:
+        _wait_visible(visible_on, queue)
+
+
+def _wait_visible(url: str, queue: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        client = WireClient(url)
+        try:
+            client.queue_declare(queue, passive=True)
+            client.close()
+            return
+        except RuntimeError:
+            # 404 closes the channel; the connection is dropped with the client.
+            client.sock.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _wait_consumer(cons: mp.Process, results, timeout: float = 300.0) -> tuple:
+    """The consumer's result once the publisher is done; raises instead of waiting forever if the
+    consumer died or still lacks messages after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return results.get(timeout=1)
+        except queue_mod.Empty:
+            if not cons.is_alive():
+                raise RuntimeError(f"consumer process exited with code {cons.exitcode}") from None
+            if time.monotonic() > deadline:
+                cons.terminate()
+                raise RuntimeError(f"consumer still short of messages {timeout:.0f} s after the "
+                                   "last publish was confirmed") from None
 
 
 def _handle_non_ack(payload: bytes) -> None:
@@ -164,35 +210,42 @@ def consumer(url: str, queue: str, count: int, prefetch: int, results, measure_l
     client.close()
 
 
-def run_publish(url: str, args) -> dict:
-    _declare_fresh(url, args.queue, args.queue_type)
+# Each scenario publishes on `url` and consumes on `consume_url` (default: the same node). The
+# queue is declared on `url` with `args.arguments`.
+
+def run_publish(url: str, args, consume_url: str | None = None) -> dict:
+    _declare_fresh(url, args.queue, args.arguments)
     elapsed = publisher(url, args.queue, args.count, args.size, args.window)
-    _declare_fresh(url, args.queue, args.queue_type)
+    delete_queue(url, args.queue)  # frees the messages before the next scenario
     return {"publish msg/s": args.count / elapsed}
 
 
-def run_e2e(url: str, args) -> dict:
-    _declare_fresh(url, args.queue, args.queue_type)
+def run_e2e(url: str, args, consume_url: str | None = None) -> dict:
+    consume_url = consume_url or url
+    _declare_fresh(url, args.queue, args.arguments, visible_on=consume_url)
     results = mp.Queue()
-    cons = mp.Process(target=consumer, args=(url, args.queue, args.count, args.prefetch, results, False))
+    cons = mp.Process(target=consumer,
+                      args=(consume_url, args.queue, args.count, args.prefetch, results, False))
     cons.start()
     time.sleep(0.3)
     start = time.perf_counter()
     publisher(url, args.queue, args.count, args.size, args.window)
-    end, _ = results.get(timeout=600)
+    end, _ = _wait_consumer(cons, results)
     cons.join()
     return {"e2e msg/s": args.count / (end - start)}
 
 
-def run_latency(url: str, args) -> dict:
-    _declare_fresh(url, args.queue, args.queue_type)
+def run_latency(url: str, args, consume_url: str | None = None) -> dict:
+    consume_url = consume_url or url
+    _declare_fresh(url, args.queue, args.arguments, visible_on=consume_url)
     count = int(args.rate * args.latency_seconds)
     results = mp.Queue()
-    cons = mp.Process(target=consumer, args=(url, args.queue, count, args.prefetch, results, True))
+    cons = mp.Process(target=consumer,
+                      args=(consume_url, args.queue, count, args.prefetch, results, True))
     cons.start()
     time.sleep(0.3)
     publisher(url, args.queue, count, args.size, args.window, rate=args.rate)
-    _, latencies = results.get(timeout=600)
+    _, latencies = _wait_consumer(cons, results)
     cons.join()
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99) - 1]
@@ -248,6 +301,7 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
     args = parser.parse_args()
+    args.arguments = _queue_args(args.queue_type)
 
     print(f"{args.queue_type} durable queue, {args.size} B persistent messages, {args.count} msgs, "
           f"confirm window {args.window}, prefetch {args.prefetch}, per-message acks")

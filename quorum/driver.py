@@ -26,16 +26,21 @@ Compaction: every `snapshot_every` applied entries, unless the machine has a
 carry many live message bodies).
 
 Effects: an effect that is a `quorum.raft.LocalEffect` runs on every replica, any other only
-on the leader (the choice is made here, once).
+on the leader; after a snapshot received from the leader, the machine's optional
+`snapshot_installed(state)` effects run first (deliveries decided by the entries it covers).
+That choice, applying, snapshot install and the compaction rule live in `quorum/replica.py`
+(IO-free, shared with the cluster simulator in tests/sim/).
 
 Proposing on any replica (`submit`): a follower or learner wraps the command in a `Forward`
-envelope (its node id and a sequence number) and sends it to the leader it knows of (held
-until one is known); the leader appends it as a FORWARDED entry. Every replica applies the
-inner command; the replica it came from resolves its callback when it applies the entry
-itself, with the reply its own state machine computed. A forwarded command whose entry has not
-come back when the term changes, or after `forward_timeout` seconds, fails with
-`LeadershipLost` (outcome unknown): the caller resends what is safe to resend. The hard state is written only when the term or
-vote changed, or together with entries: a lagging commit index is safe to lose.
+envelope (its node id and a sequence number; `quorum/replica.py`) and sends it to the leader it
+knows of (held until one is known); the leader appends it as a FORWARDED entry. Every replica
+applies the inner command; the replica it came from resolves its callback when it applies the
+entry itself, with the reply its own state machine computed. A forwarded command whose entry
+has not come back when the term changes, or after `forward_timeout` seconds, fails with
+`LeadershipLost` (outcome unknown): the caller resends what is safe to resend.
+
+The hard state is written only when the term or vote changed, or together with entries: a
+lagging commit index is safe to lose.
 """
 
 from __future__ import annotations
@@ -50,31 +55,24 @@ import msgspec
 import trio
 
 from .log import AsyncLog, LogError, StoredSnapshot
-from .raft import (Entry, EntryKind, HardState, LocalEffect, LogReader, Meta, NotLeader,
-                   Persisted, RaftError, RaftNode, RaftOptions, Ready, Snapshot, SnapshotMeta,
-                   decode_config, decode_entry, decode_message, encode_config, encode_entry,
-                   encode_message)
 from .proposals import LeadershipLost, ProposalCallback, _CallbackWaiter, _Waiter
+from .raft import (Entry, EntryKind, HardState, NotLeader, Persisted, RaftError, RaftNode, RaftOptions,
+                   Ready, Snapshot, SnapshotMeta, decode_config, decode_entry, decode_message,
+                   encode_config, encode_entry, encode_message)
 from .raft.machine import StateMachine
+from .replica import Forward, apply_entries, compaction_due, encode_forward, install_snapshot
 
 __all__ = ["NodeDriver", "Sender", "GroupStatus", "LeadershipLost", "ProposalCallback",
            "FORWARD_PREFIX"]
 
-# Transport frames whose group id starts with this carry a `_Forward` for the group named by the
+# Frames for groups not hosted yet (`NodeDriver._keep_early`): how many groups, frames, seconds.
+_EARLY_GROUPS, _EARLY_FRAMES, _EARLY_SECONDS = 256, 64, 5.0
+
+# Transport frames whose group id starts with this carry a `replica.Forward` for the group named by the
 # rest; Raft groups are never named so.
 FORWARD_PREFIX = "\x01"
 
 
-class _Forward(msgspec.Struct, array_like=True, frozen=True):
-    """A command proposed on a replica that does not lead: `seq` 0 when nobody waits."""
-
-    origin: str
-    seq: int
-    data: bytes
-
-
-_encode_forward = msgspec.msgpack.Encoder().encode
-_decode_forward = msgspec.msgpack.Decoder(_Forward).decode
 
 _log = logging.getLogger(__name__)
 
@@ -106,6 +104,7 @@ class _Group:
     forwards: dict[int, tuple[_CallbackWaiter, int]] = field(default_factory=dict)  # seq -> (w, deadline tick)
     unsent: list[bytes] = field(default_factory=list)  # our envelopes waiting for a known leader
     relayed: list[bytes] = field(default_factory=list)  # envelopes to append (if leading) or pass on
+    installed: list[Any] = field(default_factory=list)  # effects of a snapshot just received
 
 
 class _Reader:
@@ -159,6 +158,7 @@ class NodeDriver:
         self._ticks = 0
         self._wake = trio.Event()
         self._read_seq = 0
+        self._early: dict[str, tuple[float, list]] = {}  # see _keep_early
         self._fwd_seq = 0
         self._tick_total = 0
         self._forward_ticks = max(1, int(forward_timeout / tick_interval))
@@ -180,6 +180,10 @@ class NodeDriver:
                         applied=snap.meta.index if snap else 0, reader=_Reader(self.log, group))
         self._groups[group] = _Group(group, raft, machine, state, on_effects, on_leader=on_leader)
         self._mark(group)
+        kept = self._early.pop(group, None)
+        if kept is not None and time.monotonic() - kept[0] <= _EARLY_SECONDS:
+            for peer, frame_group, data in kept[1]:
+                self.deliver(peer, frame_group, data)
 
     def _load(self, group: str, machine: StateMachine) -> tuple[Persisted, Any]:
         st = self.log.state(group)
@@ -261,15 +265,19 @@ class NodeDriver:
 
     # -- inputs -------------------------------------------------------------------------------
     def deliver(self, peer: str, group: str, data: bytes) -> None:
-        """A frame from the transport. Undecodable frames and unknown groups are dropped."""
+        """A frame from the transport. Undecodable frames are dropped; frames of a group this
+        node does not host (yet) are kept a few seconds (`_keep_early`)."""
         if group.startswith(FORWARD_PREFIX):
             g = self._groups.get(group[1:])
-            if g is not None:
-                g.relayed.append(data)  # checked when it is applied; a leader appends it as is
-                self._mark(g.id)
+            if g is None:
+                self._keep_early(group[1:], peer, group, data)
+                return
+            g.relayed.append(data)  # checked when it is applied; a leader appends it as is
+            self._mark(g.id)
             return
         g = self._groups.get(group)
         if g is None:
+            self._keep_early(group, peer, group, data)
             return
         try:
             msg = decode_message(data)
@@ -277,6 +285,24 @@ class NodeDriver:
             return
         g.inbox.append(msg)
         self._mark(group)
+
+    def _keep_early(self, group: str, peer: str, frame_group: str, data: bytes) -> None:
+        """A new group is created on every member at about the same time (e.g. from a
+        replicated declaration), and the first member's vote request may arrive before the
+        others host it: keep such frames (a few, briefly) for `add_group` to feed in, instead
+        of waiting an election timeout for the next one."""
+        now = time.monotonic()
+        early = self._early
+        kept = early.get(group)
+        if kept is None:
+            if len(early) >= _EARLY_GROUPS:
+                for name in [n for n, (t, _) in early.items() if now - t > _EARLY_SECONDS]:
+                    del early[name]
+                if len(early) >= _EARLY_GROUPS:
+                    return
+            kept = early[group] = (now, [])
+        if len(kept[1]) < _EARLY_FRAMES:
+            kept[1].append((peer, frame_group, data))
 
     async def propose(self, group: str, data: bytes) -> Any:
         """Propose one command; returns the state machine's reply once it is committed and
@@ -322,7 +348,7 @@ class NodeDriver:
             w = _CallbackWaiter(callback)
             w.term = g.raft.term
             g.forwards[seq] = (w, self._tick_total + self._forward_ticks)
-        g.unsent.append(_encode_forward(_Forward(self.node_id, seq, data)))
+        g.unsent.append(encode_forward(Forward(self.node_id, seq, data)))
         self._mark(group)
 
     def _pass_on(self, g: _Group, now_ms: int) -> None:
@@ -449,6 +475,10 @@ class NodeDriver:
         for (g, rd), committed in zip(readies, rest):
             if self._groups.get(g.id) is not g:
                 continue  # removed during this pass (e.g. by an effect): nothing to finish
+            if g.installed:  # a received snapshot's effects come before its later entries
+                installed, g.installed = g.installed, []
+                if g.on_effects is not None:
+                    g.on_effects(g.id, installed)
             self._apply(g, committed)
             for rs in rd.read_states:
                 w = g.read_waiters.pop(rs.ctx, None)
@@ -522,7 +552,7 @@ class NodeDriver:
         log = self.log
         if rd.snapshot is not None:
             token = await log.save_snapshot(g.id, _stored(rd.snapshot), discard=True)
-            g.state = g.machine.restore(rd.snapshot.data)
+            g.state, g.installed = install_snapshot(g.machine, rd.snapshot.data)
         if rd.entries:
             token = log.append(g.id, [(e.index, e.term, encode_entry(e)) for e in rd.entries])
         hs = rd.hard_state
@@ -535,44 +565,26 @@ class NodeDriver:
     def _apply(self, g: _Group, committed: list[Entry]) -> None:
         if not committed or self._groups.get(g.id) is not g:
             return  # nothing, or the group was removed meanwhile (e.g. by an effect)
-        machine = g.machine
-        apply, decode = machine.apply, machine.decode
-        normal, forwarded = EntryKind.NORMAL, EntryKind.FORWARDED
-        is_leader = g.raft.is_leader
-        effects_out: list[Any] = []
-        state = g.state
         waiters = g.waiters
-        me = self.node_id
-        for e in committed:
-            reply = None
-            kind = e.kind
-            if kind is normal or kind is forwarded:
-                fw = None
-                data = e.data
-                if kind is forwarded:
-                    try:
-                        fw = _decode_forward(data)
-                    except (msgspec.DecodeError, msgspec.ValidationError):
-                        _log.error("group %s: undecodable forwarded entry %d", g.id, e.index)
-                        continue
-                    data = fw.data
-                state, reply, effects = apply(Meta(e.index, e.term, e.timestamp),
-                                              decode(data), state)
-                if is_leader:
-                    effects_out += effects
-                else:
-                    effects_out += [eff for eff in effects if isinstance(eff, LocalEffect)]
+        forwards = g.forwards
+        if waiters or forwards:
+            raft, me = g.raft, self.node_id
+
+            def resolve(e: Entry, reply: Any, fw: Forward | None) -> None:
                 if fw is not None and fw.seq and fw.origin == me:
-                    got = g.forwards.pop(fw.seq, None)
+                    got = forwards.pop(fw.seq, None)
                     if got is not None:
                         got[0].resolve(reply)
-            w = waiters.pop(e.index, None) if waiters else None
-            if w is not None:
-                if w.term == e.term:
-                    w.resolve(reply)
-                else:
-                    w.fail(NotLeader(g.raft.leader))
-        g.state = state
+                w = waiters.pop(e.index, None)
+                if w is not None:
+                    if w.term == e.term:
+                        w.resolve(reply)
+                    else:
+                        w.fail(NotLeader(raft.leader))
+        else:
+            resolve = None
+        g.state, effects_out = apply_entries(g.machine, g.state, committed, g.raft.is_leader,
+                                             resolve)
         self.applied_entries += len(committed)
         if effects_out and g.on_effects is not None:
             g.on_effects(g.id, effects_out)
@@ -601,10 +613,7 @@ class NodeDriver:
         raft = g.raft
         meta = raft.snapshot_meta
         since = raft.applied_index - (meta.index if meta else 0)
-        if since < self._snapshot_every:
-            return
-        gate = getattr(g.machine, "compactable", None)  # optional: the machine may say "not yet"
-        if gate is not None and not gate(g.state, since):
+        if not compaction_due(g.machine, g.state, since, self._snapshot_every):
             return
         snap = raft.compact(raft.applied_index, g.machine.snapshot(g.state))
         await self.log.save_snapshot(g.id, _stored(snap), discard=False)

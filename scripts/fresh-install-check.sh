@@ -107,5 +107,6 @@ EOF
 say "the CLIs from the same environment, against the management API on 15672"
 "$work/venv/bin/amqp-brokerctl" list_queues name messages >/dev/null
 "$work/venv/bin/amqp-broker-queues" check_if_node_is_quorum_critical >/dev/null
+"$work/venv/bin/amqp-broker-cluster" --help >/dev/null
 
 say "ok"

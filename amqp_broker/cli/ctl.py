@@ -4,7 +4,9 @@ Entry point `amqp_broker.cli.ctl:main`. Each verb is a small function `(client, 
 exit code`; flags follow rabbitmqctl where they apply (-p vhost, -q, --formatter json,
 --priority, --apply-to, -n node). Output of list_* verbs is rabbitmqctl's: banner, tab-separated
 header and rows. When the node is not running: "Error: unable to perform an operation on node
-...: connection refused" and exit code 69.
+...: connection refused" and exit code 69. `cluster_status` reads GET /api/nodes; the
+membership verbs (join_cluster, forget_cluster_node, reset) and stop_app / start_app are refused
+with exit code 64 and what to do instead, until cluster membership can change at run time.
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ for _kind in _DEFAULT_COLUMNS:
 @_verb
 def _status(client: ApiClient, args, out: TextIO) -> int:
     ov = client.get("overview")
-    node = client.get("nodes")[0]
+    node = client.get("nodes", ov["node"])
     if args.formatter == "json":
         json.dump({"node": ov["node"], "product_name": ov["product_name"],
                    "product_version": ov["product_version"], "cluster_name": ov["cluster_name"],
@@ -139,6 +141,84 @@ def _status(client: ApiClient, args, out: TextIO) -> int:
 def _alarms(node: dict) -> list[str]:
     return [name for key, name in (("mem_alarm", "memory"), ("disk_free_alarm", "disk"))
             if node.get(key)]
+
+
+# -- cluster -----------------------------------------------------------------------------------
+
+@_verb
+def _cluster_status(client: ApiClient, args, out: TextIO) -> int:
+    """rabbitmqctl's sections as this node sees the cluster: a node is running when its link to
+    this node is up; versions, alarms and listeners are known for this node only."""
+    ov = client.get("overview")
+    nodes = client.get("nodes")
+    me = ov["node"]
+    local = next((n for n in nodes if n["name"] == me), {})
+    disk = [n["name"] for n in nodes if n.get("type", "disc") == "disc"]
+    running = [n["name"] for n in nodes if n.get("running")]
+    listeners = [{"node": ln.get("node", me), "interface": ln["ip_address"], "port": ln["port"],
+                  "protocol": ln["protocol"]} for ln in ov["listeners"]]
+    if args.formatter == "json":
+        json.dump({"cluster_name": ov["cluster_name"], "disk_nodes": disk, "ram_nodes": [],
+                   "running_nodes": running,
+                   "versions": {me: {"product_name": ov["product_name"],
+                                     "product_version": ov["product_version"]}},
+                   "alarms": [{"node": me, "alarm": a} for a in _alarms(local)],
+                   "partitions": {}, "listeners": {me: listeners}}, out)
+        out.write("\n")
+        return 0
+    if not args.quiet:
+        print(f"Cluster status of node {me} ...", file=out)
+    sections = [
+        ("Basics", [f"Cluster name: {ov['cluster_name']}"]),
+        ("Disk Nodes", disk),
+        ("Running Nodes", running),
+        ("Versions", [f"{me}: {ov['product_name']} {ov['product_version']}"]),
+        ("Alarms", [f"Node: {me}, alarm: {a}" for a in _alarms(local)] or ["(none)"]),
+        ("Network Partitions", ["(none)"]),
+        ("Listeners", [f"Node: {ln['node']}, interface: {ln['interface']}, port: {ln['port']}, "
+                       f"protocol: {ln['protocol']}" for ln in listeners]),
+    ]
+    print("\n\n".join(f"{title}\n\n" + "\n".join(lines) for title, lines in sections), file=out)
+    return 0
+
+
+# Membership is fixed when a cluster first forms (classic_config); changing the members of the
+# replicated metadata group at run time is issue 16. Until then these verbs refuse, saying what
+# to do instead, rather than pretending to work.
+_FIXED = ("this broker cannot change the members of a running cluster yet (membership changes "
+          "of the replicated metadata group are issue 16). A cluster's members are the nodes "
+          "listed in cluster_formation.classic_config.nodes.N of every node's config (same "
+          "cookie everywhere) when it first starts on empty data directories; "
+          "`amqp-broker-cluster start` does that for a cluster on one machine.")
+_UNSUPPORTED = {
+    "join_cluster": "to cluster this node with {target}: " + _FIXED,
+    "forget_cluster_node": "{target} stays a member: " + _FIXED + " Taking {target} out of "
+                           "classic_config and restarting does not remove it from a cluster "
+                           "that has formed; start a new cluster without it instead.",
+    "stop_app": "an amqp-broker node has no application to stop while its process keeps "
+                "running. Stop the node instead (SIGTERM or Ctrl-C to its amqp-broker process, "
+                "or `amqp-broker-cluster stop`) and start it again with amqp-broker; its data "
+                "directory keeps its state.",
+    "start_app": "an amqp-broker node serves as soon as its process runs. Start the node with "
+                 "amqp-broker (or `amqp-broker-cluster start`).",
+    "reset": "to reset a stand-alone node, stop it and delete its data directory. A member "
+             "of a cluster cannot leave it: " + _FIXED,
+}
+
+
+def _refuse(verb: str) -> _Verb:
+    def run(client: ApiClient, args, out: TextIO) -> int:
+        target = getattr(args, "target", None)
+        print(f"Error: {verb} is not supported: " + _UNSUPPORTED[verb].format(target=target),
+              file=sys.stderr)
+        return EX_USAGE
+
+    run.__name__ = verb
+    return run
+
+
+for _name in _UNSUPPORTED:
+    _VERBS[_name] = _refuse(_name)
 
 
 # -- policies ----------------------------------------------------------------------------------
@@ -321,6 +401,14 @@ def build_parser() -> argparse.ArgumentParser:
     for kind in _DEFAULT_COLUMNS:
         cmd(f"list_{kind}", f"list {kind}", *([cols] if kind not in ("permissions",) else []))
     cmd("status", "node status")
+    cmd("cluster_status", "the cluster's nodes as this node sees them")
+    target = ((["target"],), {"metavar": "node"})
+    refused = "not supported (the error says what to do instead)"
+    cmd("join_cluster", refused, target, ((["--ram"],), {"action": "store_true"}),
+        ((["--disc"],), {"action": "store_true"}))
+    cmd("forget_cluster_node", refused, target, ((["--offline"],), {"action": "store_true"}))
+    for name in ("stop_app", "start_app", "reset"):
+        cmd(name, refused)
     cmd("set_policy", "set a policy",
         ((["--priority"],), {"type": int, "default": 0}),
         ((["--apply-to"],), {"dest": "apply_to", "default": "all"}),

@@ -16,13 +16,12 @@ from typing import Any, Callable
 
 from quorum.log import LogConfig
 
-from .catalog import GroupCatalog
 from .metadata import META_GROUP, MetadataMachine
 from .nodes import ClusterConfig, cluster_config
 from .placement import choose_members
 from .runtime import QuorumRuntime
 
-__all__ = ["install_quorum", "host_metadata", "QuorumRuntime", "GroupCatalog", "ClusterConfig",
+__all__ = ["install_quorum", "host_metadata", "QuorumRuntime", "ClusterConfig",
            "cluster_config"]
 
 
@@ -37,10 +36,9 @@ def install_quorum(broker: Any, *, dlx_worker_factory: Callable[[Any], Any],
 
     def factory(name: str, vhost: str, *, durable: bool, auto_delete: bool, exclusive: bool,
                 arguments: dict, now_ms: int, placement: dict | None = None) -> QuorumQueue:
-        group = members = None
-        if placement is not None:  # from the cluster's metadata
+        if placement is not None:  # from the metadata group's record
             group, members = placement["group"], tuple(placement["members"])
-        elif runtime.cluster.clustered:  # declared here: place it
+        else:  # declared here: a new group, placed by the leader locator
             group = runtime.new_group_id()
             members = choose_members(runtime, broker.settings, arguments)
         return QuorumQueue(runtime, broker, name, vhost, arguments=arguments, now_ms=now_ms,
@@ -52,8 +50,9 @@ def install_quorum(broker: Any, *, dlx_worker_factory: Callable[[Any], Any],
 
 def host_metadata(runtime: QuorumRuntime, on_effects: Callable[[str, list], None],
                   on_ready: Callable[[], None]) -> None:
-    """Host the cluster's ``meta`` group (every node a voter); `on_effects` gets its
-    `MetaChanged` effects on every node, `on_ready()` once the local log is replayed."""
+    """Host the ``meta`` group (every node of the cluster a voter; a lone node alone);
+    `on_effects` gets its `MetaChanged` effects on every node, `on_ready()` once the local
+    log is replayed."""
     runtime.add_group(META_GROUP, MetadataMachine(), on_effects, on_ready,
                       voters=runtime.cluster.nodes)
 

@@ -55,9 +55,11 @@ def encode_meta_command(cmd: Command) -> bytes:
 @dataclass(slots=True, unsafe_hash=True)
 class MetaChanged(LocalEffect):
     """Records that changed, in order: (kind, key, new value, old value); new is None when
-    deleted, old is None when created."""
+    deleted, old is None when created. Every command gives one (empty when it changed
+    nothing), so every node's handler hears of every applied entry."""
 
     changes: tuple
+    index: int = 0  # the entry's log index
     local = True
 
 
@@ -89,15 +91,16 @@ class MetadataMachine:
         if type(cmd) is Put:
             current = records.get(key)
             if cmd.if_absent and current is not None:
-                return state, current, []
+                return state, current, [MetaChanged((), meta.index)]  # nothing changed
             records[key] = cmd.value
-            return state, cmd.value, [MetaChanged(((cmd.kind, key[1], cmd.value, current),))]
+            return state, cmd.value, [MetaChanged(((cmd.kind, key[1], cmd.value, current),),
+                                                  meta.index)]
         if key not in records:
-            return state, None, []
+            return state, None, [MetaChanged((), meta.index)]
         changes = [(cmd.kind, key[1], None, records.pop(key))]
         for bkey in _bindings_naming(records, cmd.kind, key[1]):
             changes.append((BINDING, bkey, None, records.pop((BINDING, bkey))))
-        return state, None, [MetaChanged(tuple(changes))]
+        return state, None, [MetaChanged(tuple(changes), meta.index)]
 
     def snapshot(self, state: MetaState) -> bytes:
         return _encode([[kind, list(key), value] for (kind, key), value in state.records.items()])

@@ -33,7 +33,8 @@ from quorum.log import AsyncLog, LogConfig
 from quorum.raft import RaftOptions
 from quorum.transport import Transport
 
-from .catalog import GroupCatalog
+from amqp_broker.queues.remote_wire import RPC_GROUP
+
 from .nodes import ClusterConfig
 
 __all__ = ["QuorumRuntime"]
@@ -60,16 +61,18 @@ class QuorumRuntime:
         self.cluster = cluster
         self.node = node = cluster.node
         self.directory = directory
-        self.catalog = GroupCatalog(directory)
         # log_config: raft.wal_max_size_bytes / raft.segment_max_entries from rabbitmq.conf
         self.log = AsyncLog.open(os.path.join(directory, "log"), log_config)
         self.transport: Transport | None = None
+        self.on_rpc: Callable[[str, bytes], None] | None = None  # the server's RPC_GROUP frames
         sender: Any = _NoPeers()
         if cluster.clustered:
             self.transport = sender = Transport(node, cluster.peers, cluster.cookie,
                                                 self._on_frame, listen=cluster.listen)
         # the machine's `compactable` gate keeps compaction from outrunning live bodies
-        self.driver = NodeDriver(node, self.log, sender, options=RaftOptions(),
+        # early messages: a leader's Appends leave before its own fsync, which then runs in
+        # parallel with the followers' (thesis 10.2.1); the leader counts itself once durable
+        self.driver = NodeDriver(node, self.log, sender, options=RaftOptions(early_messages=True),
                                  tick_interval=tick_interval, snapshot_every=snapshot_every)
         # pids of this process's channels start with the incarnation: anything else in a
         # recovered queue belongs to a process that died with the previous run
@@ -102,7 +105,15 @@ class QuorumRuntime:
 
     # -- cluster --------------------------------------------------------------------------------
     def _on_frame(self, peer: str, group: str, data: bytes) -> None:
+        if group == RPC_GROUP:
+            if self.on_rpc is not None:
+                self.on_rpc(peer, data)
+            return
         self.driver.deliver(peer, group, data)
+
+    def send_rpc(self, peer: str, data: bytes) -> bool:
+        """A frame for the server's handler on `peer` (`on_rpc`); False if it was dropped."""
+        return self.transport is not None and self.transport.send(peer, RPC_GROUP, data)
 
     def is_running(self, node: str) -> bool:
         """This node, or a peer with a live authenticated link."""
@@ -243,8 +254,8 @@ class QuorumRuntime:
                 deferred, self._deferred = self._deferred, []
                 for fn in deferred:
                     nursery.start_soon(fn)
-                _log.info("quorum runtime: %d queue group(s) under %s",
-                          len(self.catalog.groups()), self.directory)
+                _log.info("quorum runtime: %d Raft group(s) under %s",
+                          len(self.driver.groups()), self.directory)
                 task_status.started()
         finally:
             self._nursery = None

@@ -106,19 +106,30 @@ class Admin(TopologyOps, DefinitionsOps):
         }
 
     def nodes(self) -> list[dict]:
+        """Every node of the cluster (a lone node: itself), sorted by name. This node has the
+        full row; a peer has what this node knows of it: name, type, and `running` (its link
+        is up), as RabbitMQ lists a node it cannot reach."""
+        quorum = getattr(self.broker, "quorum", None)
+        names = sorted({self.node, *(quorum.cluster.nodes if quorum is not None else ())})
+        return [self._local_node() if name == self.node else
+                {"name": name, "type": "disc", "running": quorum.is_running(name)}
+                for name in names]
+
+    def _local_node(self) -> dict:
         alarms = self.alarms()
-        return [{
+        return {
             "name": self.node, "type": "disc", "running": True, "os_pid": str(os.getpid()),
             "uptime": int((time.time() - self.started_at) * 1000),
             "mem_alarm": "memory" in alarms, "disk_free_alarm": "disk" in alarms,
             "processors": os.cpu_count() or 1, "partitions": [], "rates_mode": "none",
             "exchange_types": self.overview()["exchange_types"],
-        }]
+        }
 
     def get_node(self, name: str) -> dict:
-        if name != self.node:
-            raise NotFoundError()
-        return self.nodes()[0]
+        for row in self.nodes():
+            if row["name"] == name:
+                return row
+        raise NotFoundError()
 
     def alarms(self) -> list[str]:
         return sorted(self.broker.alarms)
@@ -231,6 +242,20 @@ class Admin(TopologyOps, DefinitionsOps):
 
     def authenticate(self, name: str, password: str) -> User | None:
         return self._srv.users.authenticate(name, password)
+
+    def collecting_changes(self, fn: Any) -> tuple[Any, list]:
+        """Run `fn()` and return (its result, the metadata changes it proposed): the HTTP
+        layer answers once they are committed, as an AMQP declaration does."""
+        meta = getattr(self.broker, "cluster_meta", None)
+        if meta is None:
+            return fn(), []
+        meta.collecting = True
+        try:
+            result = fn()
+        finally:
+            meta.collecting = False
+            pending = meta.take_pending()
+        return result, pending
 
     def can_access(self, user: str, vhost: str) -> bool:
         return self._srv.can_access_vhost(user, vhost)

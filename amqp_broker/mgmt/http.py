@@ -35,7 +35,7 @@ from amqp_broker.core.users import loopback_allowed
 from .errors import AdminError
 from .httpserver import serve_http
 from .paging import paginate
-from .routes import Reply, Req, dispatch, needs_admin
+from .routes import Req, dispatch, needs_admin
 
 __all__ = ["build_app", "http_listener", "serve_management"]
 
@@ -137,12 +137,16 @@ async def _endpoint(request: Request) -> Response:
         else:
             req.body = {}
     try:
-        reply: Reply = dispatch(admin, req)
+        reply, changes = admin.collecting_changes(lambda: dispatch(admin, req))
     except AdminError as err:
         return _error(err)
     except Exception:  # a bug must not take the node down; RabbitMQ answers 500 too
         _log.exception("management API: %s %s failed", request.method, request.url.path)
         return _json(500, {"error": "internal_error", "reason": "internal error"})
+    for change in changes:  # metadata changes answer once committed
+        if not await change.wait():
+            return _json(503, {"error": "timeout", "reason": "metadata store unavailable: this "
+                               "node cannot reach a majority of the cluster"})
     body = reply.body if reply.status not in (201, 204) else None
     if isinstance(body, list) and not _sees_all(req.user):
         # management/policymaker users see only the vhosts they have permissions in

@@ -379,7 +379,8 @@ def _healthchecks(admin, req, m, rest) -> Reply:
         case "GET", ["node"]:
             return Reply(200, {"status": "ok"})
         case "GET", ["node", node]:
-            admin.get_node(node)
+            if not admin.get_node(node)["running"]:
+                return Reply(200, {"status": "failed", "reason": f"node {node} is not running"})
             return Reply(200, {"status": "ok"})
     raise NotFoundError()
 

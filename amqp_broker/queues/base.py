@@ -230,6 +230,11 @@ class QueueType(Protocol):
         """Where the queue lives; `local_node` is the caller's node name (a local queue's)."""
         ...
 
+    def unavailable_error(self) -> Any:
+        """An `AMQPError` when the queue cannot be used now (a classic queue whose home node is
+        down: 404 as RabbitMQ's), else None. Checked by declare, consume and get."""
+        ...
+
     def is_full(self) -> bool:
         """True while an x-overflow reject-publish(-dlx) queue is at its limit, so a publish now
         would be refused (the at-least-once dead-letter worker holds back then)."""

@@ -140,6 +140,9 @@ class ClassicQueue:
         """A classic queue lives on the node that declared it: this one."""
         return Placement(local_node, (local_node,), (local_node,))
 
+    def unavailable_error(self) -> None:
+        return None  # always usable where it is
+
     def is_full(self) -> bool:
         """At x-max-length / x-max-length-bytes under reject-publish(-dlx): the next publish is
         refused (any message would go over the count limit; the byte limit once reached)."""

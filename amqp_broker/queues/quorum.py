@@ -93,9 +93,7 @@ class QuorumQueue:
         self.node = runtime.node
         cluster = runtime.cluster
         self.clustered = cluster.clustered
-        if group is None:  # a lone node keeps its queues' group ids in the local catalog
-            group = runtime.catalog.group_for(vhost, name)
-        self.group = group
+        self.group = group or runtime.new_group_id()
         self.members = tuple(members) if members else (self.node,)
         self.learners = tuple(n for n in cluster.nodes if n not in self.members) \
             if self.clustered else ()
@@ -170,6 +168,8 @@ class QuorumQueue:
             self._lead()
         else:
             self._down_earlier_processes()
+            if self.runtime.driver.status(self.group).is_leader:
+                self._on_leader(self.node)  # elected while replaying: lead now
         backlog, self._backlog = self._backlog, []
         for data, cb in backlog:
             self.runtime.propose(self.group, data, cb)
@@ -221,6 +221,7 @@ class QuorumQueue:
         q = self.state.fifo
         for key, consumer in self.consumers.items():
             if q.find(key) is None and not consumer.channel.released:
+                self._effects.new_consumer(key)
                 prefetch = 0 if consumer.no_ack else getattr(consumer.channel, "prefetch", 0)
                 self.propose(fifo.Checkout(key, prefetch, consumer.priority))
 
@@ -360,6 +361,7 @@ class QuorumQueue:
         self._exclusive = consumer.exclusive
         key = self.consumer_key(consumer.channel, consumer.tag)
         self.consumers[key] = consumer
+        self._effects.new_consumer(key)
         prefetch = 0 if consumer.no_ack else getattr(consumer.channel, "prefetch", 0)
         self.propose(fifo.Checkout(key, prefetch, consumer.priority))
 
@@ -368,6 +370,7 @@ class QuorumQueue:
         consumer = self.consumers.pop(key, None)
         if consumer is None:
             return None
+        self._effects.new_consumer(key)  # forget its msg ids
         if consumer.exclusive:
             self._exclusive = False
         if channel.released:
@@ -380,6 +383,8 @@ class QuorumQueue:
         pid = self.runtime.pid_of(channel)
         gone = [k for k in self.consumers if k.pid == pid]
         out = [self.consumers.pop(k) for k in gone]
+        for k in gone:
+            self._effects.new_consumer(k)  # forget their msg ids
         self.channel_down(pid)
         return out
 
@@ -535,7 +540,6 @@ class QuorumQueue:
         if self._dlx_worker is not None:
             self._dlx_worker.stop()
         self.runtime.remove_group(self.group)
-        self.runtime.catalog.forget(self.vhost, self.name)
         self.runtime.unwatch(self)
         self._unconfirmed.clear()
         confirms, self.confirms = self.confirms, {}
@@ -623,6 +627,9 @@ class QuorumQueue:
         leader = self.runtime.driver.status(self.group).leader if not self.deleted else None
         online = tuple(n for n in self.members if self.runtime.is_running(n))
         return Placement(leader or "", self.members, online, replicated=True, group=self.group)
+
+    def unavailable_error(self) -> None:
+        return None  # always usable where it is
 
     def is_full(self) -> bool:
         """reject-publish refuses only once the queue is over its limit (RabbitMQ's quorum

@@ -111,6 +111,14 @@ class EffectRunner:
         self.timer_at: int | None = None      # the fifo's next SetTimer deadline
         self._dead_letters: list[DeadLetter] = []
         self._downed: set[str] = set()  # old pids already sent ConsumerDown (str: never iterated)
+        # the highest fifo msg id handed to each local consumer: a consumer's ids increase, so
+        # a Deliver at or below it is a resend (a snapshot installed here repeats the deliveries
+        # it covers) of what the channel already has
+        self._delivered: dict[fifo.ConsumerKey, int] = {}
+
+    def new_consumer(self, key: fifo.ConsumerKey) -> None:
+        """`key` checks out afresh (its fifo msg ids start again from 0)."""
+        self._delivered.pop(key, None)
 
     def take_dead_letters(self) -> list[DeadLetter]:
         """At-most-once dead letters collected since the last call."""
@@ -160,7 +168,14 @@ class EffectRunner:
         key = eff.consumer
         channel = host.live_channel(key.pid)
         if channel is None:
-            return  # the channel is gone; its ConsumerDown returns these
+            # the channel is gone. If it cancelled this consumer before closing, nothing told
+            # the queue it went (it held no delivery of ours yet): say so now, which returns
+            # these (and anything else it held) to the queue
+            pid = key.pid
+            if self.is_current_pid(pid) and pid not in self._downed:
+                self._downed.add(pid)
+                host.propose(fifo.ConsumerDown(pid))
+            return
         consumer = host.local_consumer(key)
         if consumer is None:
             # cancelled meanwhile on a live channel: give them back
@@ -170,8 +185,15 @@ class EffectRunner:
         if rt is None:
             return
         bodies = batch.bodies
+        msgs = eff.msgs
+        last = self._delivered.get(key, -1)
+        if msgs[0].msg_id <= last:
+            msgs = tuple(d for d in msgs if d.msg_id > last)
+            if not msgs:
+                return
+        self._delivered[key] = msgs[-1].msg_id
         sent = 0
-        for d in eff.msgs:
+        for d in msgs:
             msg = bodies.get(d.index)
             if msg is None:
                 _log.warning("quorum queue %r: no body for index %d", host.name, d.index)
@@ -179,7 +201,7 @@ class EffectRunner:
             channel.deliver(rt, consumer, delivery_entry(key, d, msg))
             sent += 1
         if consumer.no_ack:
-            batch.settle(key, eff.msgs)
+            batch.settle(key, msgs)
         elif sent:
             # the fifo enforces prefetch; keep the channel's counters in step with its acks
             channel.count_granted(key.tag, sent)

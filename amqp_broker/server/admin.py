@@ -1,9 +1,9 @@
 """Persisted node administration: users, permissions, vhosts and policies.
 
-`Admin` is the node's `broker.admin`, built by `Broker`; `load()` reads everything back from the
-metadata store at start (and creates the default user and vhost on a first start). Every
-mutation is validated by the pure cores (`core.users`, `core.permissions`, `core.policies`),
-applied to the live broker and written to the metadata store so it survives a restart.
+`Admin` is the node's `broker.admin`, built by `Broker`. Every mutation is validated by the pure
+cores (`core.users`, `core.permissions`, `core.policies`), applied to the live broker and
+proposed to the metadata Raft group (`use_replicated`, `server/cluster_meta.py`), from which
+every node of the cluster (this one on restart too) applies it with `apply_record`.
 
 Callers: the management facade `mgmt.admin.Admin` (HTTP API and, through it, `amqp-brokerctl`)
 for every mutation; `permissions` is the node's one `core.permissions.PermissionStore`:
@@ -11,6 +11,9 @@ for every mutation; `permissions` is the node's one `core.permissions.Permission
 it at connection.open; `VHost` calls `apply_queue_policy` for a new queue and reads `policies`
 for exchanges; `node.open_broker` calls `apply_policies` after recovery. Listings (RabbitMQ's
 JSON rows) are `mgmt`'s, not here.
+
+The defaults (default vhost, user and its permissions) are created by the first node that
+finds the metadata without users (`seed`, through `ReplicatedMetadata.seed_defaults`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from amqp_broker.core.errors import NotFound
-from amqp_broker.core.permissions import Permission, PermissionError_, PermissionStore
+from amqp_broker.core.permissions import Permission, PermissionStore
 from amqp_broker.core.policies import PolicyStore, effective_definition, make_policy
 from amqp_broker.core.users import User, UserStore
 from amqp_broker.store import POLICY, USER, VHOST
@@ -40,44 +43,62 @@ class Admin:
         self.users = UserStore()
         self.permissions = PermissionStore()
         self.policies: dict[str, PolicyStore] = {}
+        self.replicated: Any = None  # cluster_meta.ReplicatedMetadata in a cluster
 
     # -- start-up -------------------------------------------------------------------------------
     def load(self) -> None:
-        """Read users, vhosts, permissions and policies from the store; first start: defaults."""
-        meta = self._meta()
-        s = self.broker.settings
-        if meta is not None:
-            for name, _ in meta.items(VHOST):
-                self.broker.add_vhost(name)
-            for _, d in meta.items(USER):
-                self.users.put(User.from_definition(d))
-            for (vhost, user), (configure, write, read) in meta.items(PERMISSION):
-                try:
-                    self.permissions.set(user, vhost, configure, write, read)
-                except PermissionError_ as err:  # stored before regexes were validated
-                    _log.warning("ignoring permissions of %r in vhost %r: %s", user, vhost, err)
-            for (vhost, name), d in meta.items(POLICY):
-                self._policy_store(vhost).set(make_policy(name, vhost, d["pattern"], d["definition"],
-                                                          d["priority"], d["apply-to"]))
+        """A broker without a node (tests, tools): the defaults, in memory."""
         if not len(self.users):
-            self.add_vhost(s.default_vhost)
-            tags = getattr(s, "default_user_tags", ("administrator",))
-            self.add_user(s.default_user, s.default_pass, tags)
-            perms = getattr(s, "default_permissions", (".*", ".*", ".*"))
-            self.set_permissions(s.default_vhost, s.default_user, *perms)
+            self.seed()
 
-    def _meta(self):
-        return getattr(self.broker.store, "meta", None)
+    def seed(self) -> None:
+        """The default vhost, user and permissions (a first start)."""
+        s = self.broker.settings
+        self.add_vhost(s.default_vhost)
+        tags = getattr(s, "default_user_tags", ("administrator",))
+        self.add_user(s.default_user, s.default_pass, tags)
+        perms = getattr(s, "default_permissions", (".*", ".*", ".*"))
+        self.set_permissions(s.default_vhost, s.default_user, *perms)
+
+    def use_replicated(self, replicated: Any) -> None:
+        """From now on the cluster's metadata holds users, vhosts, permissions and policies."""
+        self.replicated = replicated
+
+    def apply_record(self, kind: str, key: tuple, value: Any) -> None:
+        """A committed change of the cluster's metadata, applied to this node (the
+        replicated store ignores what this reports while it applies)."""
+        if kind == USER:
+            if value is not None:
+                self.put_user(User.from_definition(value))
+            elif key[0] in self.users:
+                self.delete_user(key[0])
+        elif kind == VHOST:
+            if value is not None:
+                self.add_vhost(key[0])
+            elif key[0] in self.broker.vhosts:
+                self.delete_vhost(key[0])
+        elif kind == PERMISSION:
+            vhost, user = key
+            if value is not None:
+                self.permissions.set(user, vhost, *value)
+            else:
+                self.permissions.clear(user, vhost)
+        elif kind == POLICY:
+            vhost, name = key
+            if value is not None:
+                self.broker.add_vhost(vhost)
+                self.set_policy(vhost, name, value["pattern"], value["definition"],
+                                value["priority"], value["apply-to"])
+            else:
+                self.clear_policy(vhost, name)
 
     def _put(self, kind: str, key: Any, value: Any) -> None:
-        meta = self._meta()
-        if meta is not None:
-            meta.put(kind, key, value)
+        if self.replicated is not None:
+            self.replicated.put_record(kind, key, value)
 
     def _delete(self, kind: str, key: Any) -> None:
-        meta = self._meta()
-        if meta is not None:
-            meta.delete(kind, key)
+        if self.replicated is not None:
+            self.replicated.delete_record(kind, key)
 
     # -- users and permissions ----------------------------------------------------------------
     def add_user(self, name: str, password: str | None, tags=()) -> None:

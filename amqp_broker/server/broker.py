@@ -42,7 +42,9 @@ _log = logging.getLogger(__name__)
 class Broker:
     """Everything one node serves over AMQP."""
 
-    def __init__(self, settings: Settings, store: Any = None) -> None:
+    def __init__(self, settings: Settings, store: Any = None, load_admin: bool = True) -> None:
+        """`load_admin`: read users, vhosts, permissions and policies from the local store
+        (False in a cluster: they come from the cluster's metadata)."""
         self.settings = settings
         self.store = store
         # connection.blocked is real: resource alarms send it (alarms.py).
@@ -80,12 +82,14 @@ class Broker:
         self.node_name = getattr(settings, "node_name", "") or "rabbit@localhost"
         # cluster_meta.ReplicatedMetadata when the node has peers (node.open_broker), else None
         self.cluster_meta: Any = None
+        self.remote_queues: Any = None  # remote_queues.RemoteQueues in a cluster
         self.counters = Counters()  # message totals for /metrics and the overview
         # (reason, queue_type, dead_letter_strategy) -> messages: /metrics labels them as
         # rabbitmq_prometheus does (queue_type rabbit_classic_queue / rabbit_quorum_queue)
         self.dead_lettered: dict[tuple[str, str, str], int] = {}
         self.admin = Admin(self)
-        self.admin.load()  # users, vhosts, permissions, policies (defaults on first start)
+        if load_admin:
+            self.admin.load()  # users, vhosts, permissions, policies (defaults on first start)
 
     # -- clock ---------------------------------------------------------------------------------
     def clock_ms(self) -> int:

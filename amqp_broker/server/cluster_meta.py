@@ -27,17 +27,19 @@ import trio
 from amqp_broker.cluster.metadata import (BINDING, EXCHANGE, META_GROUP, QUEUE, Delete, Put,
                                           encode_meta_command)
 from amqp_broker.core.bindings import Dest
-from amqp_broker.core.errors import AMQPError, NotFound, NotImplemented_
+from amqp_broker.core.errors import AMQPError, NotFound
+from amqp_broker.queues import remote_wire as wire
 
 from .persistence import args_key, plain
 
 if TYPE_CHECKING:
     from .broker import Broker
 
-__all__ = ["ReplicatedMetadata", "PendingChange", "apply_changes", "remote_classic_queue",
-           "METADATA_TIMEOUT"]
+__all__ = ["ReplicatedMetadata", "PendingChange", "apply_changes", "METADATA_TIMEOUT"]
 
 _log = logging.getLogger(__name__)
+
+_ADMIN_KINDS = ("user", "vhost", "permission", "policy")
 
 # How long a metadata change may take to commit before the client is told it failed.
 METADATA_TIMEOUT = 10.0
@@ -68,9 +70,6 @@ class PendingChange:
             if type(cmd) is Put and cmd.if_absent and reply != cmd.value:
                 # another node's record was there first: this node's copy follows it
                 self.meta.resync(cmd.kind, tuple(cmd.key), cmd.value)
-                if cmd.kind == QUEUE:
-                    self.refusal = remote_classic_queue(cmd.key[1], cmd.key[0], reply,
-                                                        self.meta.node)
             self.done.set()
         elif time.monotonic() < self.deadline:
             self._propose()  # leader lost: puts and deletes may be applied twice
@@ -90,7 +89,22 @@ class PendingChange:
             await self.done.wait()
         if not self.done.is_set():
             self.give_up()
+        if not self.failed:
+            await self.meta.until_applied_everywhere()
+            await self._until_led()
         return not self.failed
+
+    async def _until_led(self, patience: float = 2.0) -> None:
+        """A new quorum queue answers declare-ok once its Raft group has a leader (as RabbitMQ
+        starts the queue's members first), so that the first publishes do not wait for it."""
+        cmd = self.cmd
+        if type(cmd) is not Put or cmd.kind != QUEUE or "group" not in (cmd.value or {}):
+            return
+        driver = self.meta.runtime.driver
+        group = cmd.value["group"]
+        with trio.move_on_after(patience):
+            while driver.has_group(group) and driver.status(group).leader is None:
+                await trio.sleep(0.005)
 
 
 class ReplicatedMetadata:
@@ -99,10 +113,21 @@ class ReplicatedMetadata:
         self.runtime = runtime
         self.node = runtime.node
         self.applying = False  # set while committed changes are applied: report nothing
+        # until the local log is replayed (`ready`), effects are not applied one by one: a
+        # queue created and deleted again in the log must not be created (its Raft group is
+        # gone); `ready` applies the resulting records at once
+        self.replaying = True
+        self.ready = trio.Event()
         # set by a session while it handles one client method: its changes are collected in
         # `pending` for the session to wait on (others, e.g. the management API's, are not)
         self.collecting = False
         self.pending: list[PendingChange] = []
+        # how far each running peer has applied the group (`MetaApplied` from it): a change
+        # answers -ok once every node that is up has it, so a client that declares through one
+        # node and publishes through another finds it there (as RabbitMQ 3.x's transactions)
+        self._peer_applied: dict[str, int] = {}
+        self.applied = 0  # the metadata log index this node has applied (from the effects)
+        self._peer_event = trio.Event()
 
     def take_pending(self) -> list[PendingChange]:
         out, self.pending = self.pending, []
@@ -113,6 +138,13 @@ class ReplicatedMetadata:
             change = PendingChange(self, cmd)
             if self.collecting:
                 self.pending.append(change)
+
+    def put_record(self, kind: str, key: Any, value: Any) -> None:
+        """Users, vhosts, permissions, policies (`Admin`): keys as the local store's."""
+        self._propose(Put(kind, _key(key), value))
+
+    def delete_record(self, kind: str, key: Any) -> None:
+        self._propose(Delete(kind, _key(key)))
 
     def record(self, kind: str, key: tuple) -> Any:
         """The committed record, as this node has it (None if there is none)."""
@@ -159,8 +191,49 @@ class ReplicatedMetadata:
     # -- committed changes ----------------------------------------------------------------------
     def on_effects(self, _group: str, effects: list) -> None:
         """The ``meta`` group's effect handler: `MetaChanged` effects, on every node."""
+        if self.replaying:
+            return
         for eff in effects:
-            self.apply(eff.changes)
+            if eff.changes:
+                self.apply(eff.changes)
+            self.applied = max(self.applied, eff.index)
+        self.announce()
+
+    def announce(self) -> None:
+        """Tell the other nodes how far this one has applied the metadata."""
+        runtime = self.runtime
+        if not runtime.cluster.clustered:
+            return
+        data = wire.encode(wire.MetaApplied(self.applied))
+        for peer in runtime.cluster.peers:
+            if runtime.is_running(peer):
+                runtime.send_rpc(peer, data)
+
+    def peer_applied(self, peer: str, index: int) -> None:
+        if index > self._peer_applied.get(peer, 0):
+            self._peer_applied[peer] = index
+            self._peer_event.set()
+            self._peer_event = trio.Event()
+
+    async def until_applied_everywhere(self, patience: float = 2.0) -> None:
+        """Wait (at most `patience` seconds) until every peer that is up has applied what
+        this node has."""
+        runtime = self.runtime
+        if not runtime.cluster.clustered:
+            return
+        index = self.applied
+        with trio.move_on_after(patience):
+            while any(runtime.is_running(p) and self._peer_applied.get(p, 0) < index
+                      for p in runtime.cluster.peers):
+                await self._peer_event.wait()
+
+    def on_ready(self) -> None:
+        """The local log is replayed: build this node's topology from the records."""
+        self.replaying = False
+        self.applied = self.runtime.driver.status(META_GROUP).applied
+        self.apply_all()
+        self.announce()
+        self.ready.set()
 
     def apply(self, changes: Any) -> None:
         self.applying = True
@@ -174,8 +247,39 @@ class ReplicatedMetadata:
         """Every record of the state (start-up, from the snapshot): exchanges, then queues,
         then bindings."""
         state = self.state()
-        for kind in (EXCHANGE, QUEUE, BINDING):
+        for kind in ("vhost", "user", "permission", "policy", EXCHANGE, QUEUE, BINDING):
             self.apply([(kind, key, value, None) for key, value in state.items(kind)])
+
+    async def catch_up(self, patience: float = 5.0) -> bool:
+        """Before serving: wait (at most `patience` seconds) until this node knows a leader of
+        the metadata and has applied what that leader had committed when it first heard of
+        it, so that a restarted node does not answer from stale records. False if no leader
+        answered in time (a minority: it serves what it has, and refuses changes)."""
+        driver = self.runtime.driver
+        with trio.move_on_after(patience):
+            while driver.status(META_GROUP).leader is None:
+                await trio.sleep(0.02)
+            await trio.sleep(0.1)  # a heartbeat carries the leader's commit index
+            target = driver.status(META_GROUP).commit
+            while driver.status(META_GROUP).applied < target:
+                await trio.sleep(0.02)
+            return True
+        return False
+
+    async def seed_defaults(self) -> None:
+        """A cluster without users gets the default vhost, user and permissions (from
+        whichever nodes find it so first: the same defaults everywhere), committed before
+        the node serves clients."""
+        if self.state().items("user"):
+            return
+        self.collecting = True
+        try:
+            self.broker.admin.seed()
+        finally:
+            self.collecting = False
+        for change in self.take_pending():
+            while not await change.wait():  # no majority yet (peers starting): keep trying
+                change = PendingChange(self, change.cmd)
 
     def resync(self, kind: str, key: tuple, local: Any) -> None:
         """Put this node's copy of one record (`local`: as this node has it) back as the
@@ -183,27 +287,25 @@ class ReplicatedMetadata:
         self.apply([(kind, key, self.state().get(kind, key), local)])
 
 
-def remote_classic_queue(name: str, vhost: str, record: Any, node: str) -> AMQPError | None:
-    """The error for a classic queue that lives on another node (None if it is not one):
-    channels on this node cannot reach it yet."""
-    if record is None or "group" in record or record.get("node") in (None, node):
-        return None
-    return NotImplemented_(f"queue '{name}' in vhost '{vhost}' is a classic queue on node "
-                           f"{record['node']}; use it through a connection to that node (classic "
-                           f"queues are not reachable from other nodes of a cluster yet)")
+def _key(key: Any) -> tuple:
+    return tuple(key) if isinstance(key, (list, tuple)) else (key,)
 
 
 def apply_changes(broker: "Broker", node: str, changes: Any) -> None:
     for kind, key, value, old in changes:
         try:
-            if kind == QUEUE:
+            if kind in _ADMIN_KINDS:
+                broker.admin.apply_record(kind, tuple(key), value)
+            elif kind == QUEUE:
                 _apply_queue(broker, node, tuple(key), value)
             elif kind == EXCHANGE:
                 _apply_exchange(broker, tuple(key), value)
             elif kind == BINDING:
                 _apply_binding(broker, tuple(key), value, old)
-        except AMQPError as err:
+        except (AMQPError, KeyError, ValueError) as err:
             _log.warning("metadata %s %r: cannot apply here: %s", kind, key, err)
+        except Exception:  # never take the node's Raft driver down with it
+            _log.exception("metadata %s %r: failed to apply", kind, key)
 
 
 def _apply_queue(broker: "Broker", node: str, key: tuple, value: Any) -> None:
@@ -214,21 +316,28 @@ def _apply_queue(broker: "Broker", node: str, key: tuple, value: Any) -> None:
         if rt is not None and rt.durable and not rt.exclusive:
             vhost.delete_queue_now(rt)
         return
-    replicated = "group" in value
     if rt is not None:
-        same = (rt.queue.group == value["group"]) if replicated and rt.queue_type == "quorum" \
-            else (not replicated and value.get("node") == node)
-        if same:
+        if _same(rt, value, node):
             return
         vhost.delete_queue_now(rt)  # another node's declaration won
-    if not replicated and value.get("node") != node:
-        return  # a classic queue lives on its home node only
+    # a quorum queue with its group; a classic queue of another node as a proxy of it
     rt = vhost.create_queue(name, durable=True, exclusive=False, auto_delete=value["auto_delete"],
                             arguments=value["arguments"], owner=None, persist=False,
-                            placement=value if replicated else None)
+                            placement=value if value.get("node") != node else None)
     recovered = broker.store.recovered.pop(rt.queue.key, None)
     if recovered:
         rt.queue.restore(recovered, broker.now_ms)
+
+
+def _same(rt: Any, record: dict, node: str) -> bool:
+    """Is this node's queue `rt` the one `record` describes: the same quorum group, or a
+    classic queue (or proxy) of the same home node?"""
+    if rt.exclusive:
+        return False
+    where = rt.queue.placement(node)
+    if "group" in record:
+        return where.group == record["group"]
+    return not where.replicated and where.members == (record.get("node", node),)
 
 
 def _apply_exchange(broker: "Broker", key: tuple, value: Any) -> None:

@@ -19,10 +19,11 @@ from amqp_broker.settings import Settings
 from .alarms import run_alarms
 from .broker import Broker
 from .cluster_meta import ReplicatedMetadata
+from .remote_queues import RemoteQueues
 from .dlx_port import start_dlx_worker
 from .listener import serve_amqp
 from .persistence import Store
-from .recovery import recover
+from .recovery import import_local_metadata
 
 __all__ = ["open_broker", "run_node", "serve_broker"]
 
@@ -39,23 +40,23 @@ def open_broker(settings: Settings) -> Broker:
     """Open the store in settings.data_dir and rebuild the durable state (no IO after this)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = _open_store(settings)
-    broker = Broker(settings, store)
     cluster = cluster_config(settings)
+    # users, vhosts, permissions, policies and the topology come from the metadata group
+    broker = Broker(settings, store, load_admin=False)
     broker.node_name = cluster.node
-    # x-queue-type=quorum, before recovery; the queue layer gets the server's DLX worker
-    # factory passed down instead of importing it
+    # x-queue-type=quorum; the queue layer gets the server's DLX worker factory passed down
+    # instead of importing it
     broker.quorum = install_quorum(broker, cluster=cluster,
                                    dlx_worker_factory=functools.partial(start_dlx_worker, broker))
-    # in a cluster the durable topology comes from the replicated metadata: journal entries
-    # of classic queues wait for their queue's record (cluster_meta) instead of being dropped
-    recover(broker, store, drop_orphans=not cluster.clustered)
+    meta = broker.cluster_meta = store.metadata = ReplicatedMetadata(broker, broker.quorum)
+    broker.admin.use_replicated(meta)
     if cluster.clustered:
-        meta = broker.cluster_meta = store.metadata = ReplicatedMetadata(broker, broker.quorum)
-        meta.ready = trio.Event()
-        host_metadata(broker.quorum, meta.on_effects, meta.ready.set)
-        meta.apply_all()  # its snapshot; the log's entries follow as effects
-    for name in list(broker.vhosts):
-        broker.admin.apply_policies(name)
+        remote = broker.remote_queues = RemoteQueues(broker, broker.quorum)
+        broker.quorum.on_rpc = remote.handle
+        broker.quorum.watch(remote)
+    # the records are applied once the group's local log is replayed (meta.on_ready); journal
+    # entries of classic queues wait for their queue's record until then
+    host_metadata(broker.quorum, meta.on_effects, meta.on_ready)
     return broker
 
 
@@ -77,9 +78,14 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
             nursery.start_soon(broker.timers.run, broker)
             nursery.start_soon(run_alarms, broker)
             nursery.start_soon(broker.durability.run, broker)
-            if broker.cluster_meta is not None:
-                await broker.cluster_meta.ready.wait()  # the local metadata log replayed
-                store.drop_orphans()
+            meta = broker.cluster_meta
+            await meta.ready.wait()  # the metadata group's local log replayed and applied
+            if not await meta.catch_up():
+                _log.warning("no leader of the cluster's metadata yet: serving the records "
+                             "this node has")
+            await import_local_metadata(broker)  # a data dir from before the metadata group
+            await meta.seed_defaults()
+            store.drop_orphans()  # journal entries of queues that no longer exist
             port = await nursery.start(serve_amqp, broker)
             await _start_http(nursery, broker, port)
             _log.info("amqp-broker %s ready on port %d", broker.settings.version, port)

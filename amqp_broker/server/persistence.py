@@ -1,14 +1,11 @@
-"""The node's durable store as the server uses it: metadata log + message journal.
+"""The node's local durable store as the server uses it: the message journal, and the old
+metadata log read once.
 
-Opened by `node.run_node`; `VHost` reports durable entity changes through `metadata` (this
-object's methods named after the events), queues report persistent messages to `journal`
-directly. Keys in the metadata log:
-
-    QUEUE    [vhost, name]                          -> {durable, auto_delete, arguments}
-    EXCHANGE [vhost, name]                          -> {type, durable, auto_delete, internal, arguments}
-    BINDING  [vhost, source, kind, dest, key, args] -> arguments   (args = canonical repr)
-
-Metadata writes fsync before returning (declares are rare; the short block is accepted).
+Opened by `node.open_broker`; queues report persistent messages to `journal` directly. Durable
+entities (queues, exchanges, bindings, users, ...) live in the metadata Raft group
+(`cluster_meta.py`, which `node.open_broker` sets as `metadata`, where `VHost` reports its
+changes). `meta` is the local metadata log of data directories written before that; only
+`recovery.import_local_metadata` reads it.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from amqp_broker.store import BINDING, EXCHANGE, QUEUE, MessageJournal, MetadataStore
+from amqp_broker.store import MessageJournal, MetadataStore
 
 __all__ = ["Store", "plain", "args_key"]
 
@@ -44,7 +41,7 @@ class Store:
     def __init__(self, data_dir: Path) -> None:
         self.meta = MetadataStore(str(data_dir))
         self.journal = MessageJournal(str(data_dir))
-        self.metadata = self  # VHost calls store.metadata.<event>(...)
+        self.metadata: Any = None  # cluster_meta.ReplicatedMetadata (node.open_broker)
         self.recovered: dict = {}
 
     def open(self) -> None:
@@ -67,39 +64,3 @@ class Store:
         for key in list(self.recovered):
             self.journal.drop_queue(key)
         self.recovered.clear()
-
-    # -- events from VHost ---------------------------------------------------------------------
-    def queue_declared(self, vhost: str, name: str, durable: bool, auto_delete: bool,
-                       arguments: dict) -> None:
-        self.meta.put(QUEUE, [vhost, name], {"durable": durable, "auto_delete": auto_delete,
-                                             "arguments": plain(arguments)})
-
-    def queue_deleted(self, vhost: str, name: str) -> None:
-        self.meta.delete(QUEUE, [vhost, name])
-        # The queue itself told the journal to drop its messages (ClassicQueue.delete).
-        self._drop_bindings(vhost, lambda src, kind, dest: kind == "queue" and dest == name)
-
-    def exchange_declared(self, vhost: str, name: str, type_: str, durable: bool,
-                          auto_delete: bool, internal: bool, arguments: dict) -> None:
-        self.meta.put(EXCHANGE, [vhost, name], {
-            "type": type_, "durable": durable, "auto_delete": auto_delete, "internal": internal,
-            "arguments": plain(arguments)})
-
-    def exchange_deleted(self, vhost: str, name: str) -> None:
-        self.meta.delete(EXCHANGE, [vhost, name])
-        self._drop_bindings(vhost, lambda src, kind, dest: src == name or
-                            (kind == "exchange" and dest == name))
-
-    def binding_added(self, vhost: str, source: str, kind: str, dest: str, routing_key: str,
-                      arguments: dict) -> None:
-        self.meta.put(BINDING, [vhost, source, kind, dest, routing_key, args_key(arguments)],
-                      plain(arguments))
-
-    def binding_removed(self, vhost: str, source: str, kind: str, dest: str, routing_key: str,
-                        arguments: dict) -> None:
-        self.meta.delete(BINDING, [vhost, source, kind, dest, routing_key, args_key(arguments)])
-
-    def _drop_bindings(self, vhost: str, match) -> None:
-        for key, _ in self.meta.items(BINDING):
-            if key[0] == vhost and match(key[1], key[2], key[3]):
-                self.meta.delete(BINDING, key)

@@ -301,7 +301,8 @@ class Session:
         elif self.conn.state == OPEN:
             self._on_error(0, InternalError(
                 "metadata store unavailable: this node cannot reach a majority of the cluster "
-                "(the change was not committed)"))
+                "(the change was not committed in time; it may still take effect once the "
+                "cluster is whole again)"))
         self._handle_events(barrier.rest)
 
     def _handle(self, ev) -> None:

@@ -21,7 +21,6 @@ from amqp_broker.core.router import Topology
 from amqp_broker.queues import check_dead_letter_exchange_type, check_declare_arguments, queue_type_of
 from amqp_broker.queues.classic import ClassicQueue
 
-from .cluster_meta import remote_classic_queue
 from .queue_runtime import JournalTap, QueueRuntime
 
 if TYPE_CHECKING:
@@ -81,14 +80,11 @@ class VHost:
     def get_queue(self, name: str, session: "Session | None") -> QueueRuntime:
         rt = self.queues.get(name)
         if rt is None:
-            meta = self.broker.cluster_meta
-            if meta is not None:  # a classic queue of another node says so, not 404
-                err = remote_classic_queue(name, self.name, meta.record("queue", (self.name, name)),
-                                           meta.node)
-                if err is not None:
-                    raise err
             raise NotFound(f"no queue '{name}' in vhost '{self.name}'")
         self._check_owner(rt, session)
+        err = rt.queue.unavailable_error()
+        if err is not None:
+            raise err
         return rt
 
     def _check_owner(self, rt: QueueRuntime, session: "Session | None",
@@ -112,6 +108,9 @@ class VHost:
         rt = self.queues.get(name)
         if rt is not None:
             self._check_owner(rt, session, exclusive)
+            err = rt.queue.unavailable_error()
+            if err is not None:
+                raise err
             if self._relaxed_applies(rt, arguments):
                 self._check_relaxed(rt, arguments)
             else:
@@ -137,7 +136,12 @@ class VHost:
                      placement: dict | None = None) -> QueueRuntime:
         """`placement`: a replicated queue's group and members from the cluster's metadata."""
         factory = self.broker.queue_factories.get(queue_type_of(arguments))
-        if factory is not None:
+        remote = self.broker.remote_queues
+        if remote is not None and placement is not None and placement.get("node", remote.node) != remote.node:
+            # a classic queue of another node: this node's proxy of it
+            q = remote.make_queue(name, self.name, placement["node"], arguments=arguments,
+                                  auto_delete=auto_delete)
+        elif factory is not None:
             # Another queue type (e.g. the quorum adapter) owns its own persistence and confirms.
             extra = {"placement": placement} if placement is not None else {}
             q = factory(name, self.name, durable=durable, auto_delete=auto_delete,

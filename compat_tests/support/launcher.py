@@ -6,7 +6,9 @@ The broker binds port 0 for AMQP, the management API and Prometheus metrics, and
 are read back from its start-up log lines, so tests never race for a port (a fixed `port=` is
 kept across restarts for reconnect tests).  Output goes to `<work_dir>/broker.log`; every start
 failure raises `LaunchError` with the log tail.  `stop()` is SIGTERM (the clean shutdown path),
-`kill()` is kill -9; `start()` again reuses the same data directory.
+`kill()` is kill -9, `pause()` / `resume()` SIGSTOP / SIGCONT; `start()` again reuses the same
+data directory.  `start()` is `spawn()` then `wait_ready()`: a cluster
+(`compat_tests/support/cluster.py`) spawns every node before waiting for any.
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ class Broker:
         self.port = 0
         self.mgmt_port = 0
         self.metrics_port = 0
+        self.paused = False
+        self._log_offset = 0  # where this run's output starts in the log
 
     @property
     def url(self) -> str:
@@ -114,14 +118,25 @@ class Broker:
 
     def start(self, timeout: float = 30.0) -> "Broker":
         """Start (again, on the same data directory) and wait for the "ready" log line."""
+        self.spawn()
+        return self.wait_ready(timeout)
+
+    def spawn(self) -> "Broker":
+        """Start the process and return at once (`wait_ready` reads the ports back)."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self.paused = False
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self._argv(), stdout=log, stderr=subprocess.STDOUT,
                                          env={**os.environ, **self.env})
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> "Broker":
+        """Wait for this run's "ready" log line; LaunchError (process killed) if it exits or
+        the time runs out first."""
         deadline = time.monotonic() + timeout
         while True:
-            data = self.log_path.read_bytes()[offset:]
+            data = self.log_path.read_bytes()[self._log_offset:]
             ready = _READY.search(data)
             if ready:
                 break
@@ -154,6 +169,7 @@ class Broker:
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else None
         self.proc.send_signal(signal.SIGTERM)
+        self.resume()  # a stopped process handles SIGTERM only once it runs again
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -165,6 +181,18 @@ class Broker:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process freezes with its sockets open (a hung node, not a dead one)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        if self.paused and self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
 
     def restart(self, timeout: float = 30.0) -> "Broker":
         """Clean stop, then start on the same data directory."""

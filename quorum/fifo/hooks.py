@@ -50,6 +50,11 @@ class FifoMachine:
     def restore(self, data: bytes) -> QueueState:
         return restore(data)
 
+    def snapshot_installed(self, state: QueueState) -> list:
+        """Called by the driver (`quorum.replica.install_snapshot`) after a received
+        snapshot: the deliveries to send again."""
+        return snapshot_installed_effects(state)
+
 
 def return_commands(q: QueueState, cmd: Return,
                     read_payload: Callable[[int], bytes]) -> list[Command]:

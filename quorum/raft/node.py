@@ -102,7 +102,7 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
         self._reads: list = []  # leader: pending read_index requests, oldest first
         self._reads_waiting: list[bytes] = []  # leader: reads waiting for a current-term commit
         self._read_states: list[ReadState] = []  # confirmed, for the next Ready
-        self._snap_chunks: tuple[SnapshotMeta, bytearray] | None = None  # follower: partial
+        self._snap_chunks = None  # follower: a chunked snapshot being received (_Chunks)
         self._bcast_pending = False
         self._pending_conf_index = 0
         self._role = Role.FOLLOWER

@@ -297,16 +297,46 @@ class ReplicationMixin:
         self._send(AppendResp(m.frm, self.id, self._term, meta.index))
 
     def _assemble(self: RaftNode, m: InstallSnapshot) -> Snapshot | None:
-        """Collect the chunks of one snapshot; the whole snapshot once the last one is in."""
+        """Collect the chunks of one snapshot in whatever order the network hands them over
+        (all chunks are sent at once, so they may be reordered or duplicated; a lost one is
+        filled in by the leader's resend); the whole snapshot once every byte is in."""
         part = m.snapshot
-        if m.offset == 0:
-            self._snap_chunks = (part.meta, bytearray())
-        buf = self._snap_chunks
-        if buf is None or buf[0] != part.meta or len(buf[1]) != m.offset:
-            self._snap_chunks = None  # a chunk went missing: wait for the leader to resend
-            return None
-        buf[1].extend(part.data)
-        if not m.done:
+        got = self._snap_chunks
+        if got is None or got.meta != part.meta:
+            if got is not None and part.meta.index < got.meta.index:
+                return None  # a late chunk of an older snapshot
+            got = self._snap_chunks = _Chunks(part.meta)
+        data = got.add(m.offset, part.data, m.done)
+        if data is None:
             return None
         self._snap_chunks = None
-        return Snapshot(buf[0], bytes(buf[1]))
+        return Snapshot(part.meta, data)
+
+
+class _Chunks:
+    """A chunked snapshot being received: chunk bytes by offset, and its size once the last
+    chunk (`done`) arrived."""
+
+    __slots__ = ("meta", "parts", "size", "have")
+
+    def __init__(self, meta) -> None:
+        self.meta = meta
+        self.parts: dict[int, bytes] = {}
+        self.size: int | None = None
+        self.have = 0
+
+    def add(self, offset: int, data: bytes, done: bool) -> bytes | None:
+        """Take one chunk; the whole data once every byte is in, else None."""
+        if offset not in self.parts:
+            self.parts[offset] = data
+            self.have += len(data)
+        if done:
+            self.size = offset + len(data)
+        if self.size is None or self.have != self.size:
+            return None
+        out = b"".join(self.parts[o] for o in sorted(self.parts))
+        if len(out) != self.size:  # chunks cut two different ways overlap: start again
+            self.parts.clear()
+            self.have, self.size = 0, None
+            return None
+        return out

@@ -1,26 +1,52 @@
-"""Fixtures of the cluster tests: a factory of local clusters whose inter-node links can go
-through the link proxy (`proxy.py`), stopped after the test.
+"""Fixtures: one 3-node `LocalCluster` (compat_tests/support/cluster.py: real `amqp-broker`
+processes on loopback) per module, `wait_until` for what a cluster learns a moment later, and
+`make_cluster` for the fault tests: a cluster of the test's own whose inter-node links go
+through the link proxy (`proxy.py`).
 
-Ports come from this package's range (AMQP 5721+, distribution 25721+, proxy links 26721+) so
-that a node keeps its AMQP address across restarts and peers know where to dial; management and
-metrics bind free ports (read back from the logs by the launcher).
+`make_cluster` uses fixed ports from this package's range (AMQP 5721+, management 15721+,
+Prometheus 15821+, distribution 25721+, proxy links 26721+; CLUSTER_PORT_OFFSET=10 moves them
+all, to run two by hand side by side) so the proxy knows its targets before the nodes start.
+The node logs are copied to the test's tmp_path/logs when it ends (the cluster's directories
+go with it).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import time
 from dataclasses import dataclass
 
 import pytest
 
-from .interim_cluster import LocalCluster
+from compat_tests.support.cluster import LocalCluster
+
 from .proxy import Proxy
 
-# CLUSTER_PORT_OFFSET=10 moves all three (two runs side by side by hand)
 _OFFSET = int(os.environ.get("CLUSTER_PORT_OFFSET", "0"))
 AMQP_BASE = 5721 + _OFFSET
+MGMT_BASE = 15721 + _OFFSET
+PROMETHEUS_BASE = 15821 + _OFFSET
 DIST_BASE = 25721 + _OFFSET
 PROXY_BASE = 26721 + 4 * _OFFSET
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with LocalCluster(tmp_path_factory.mktemp("cluster"), 3) as c:
+        yield c
+
+
+def wait_until(predicate, timeout: float = 10.0, what: str = "condition"):
+    """Poll `predicate` until it returns something true; fail the test with `what` if not."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
 
 
 @dataclass
@@ -38,19 +64,19 @@ def make_cluster(tmp_path):
     def make(size: int, *, proxied: bool = True, config: str = "") -> ProxiedCluster:
         proxy = Proxy().start() if proxied else None
         links: dict[tuple[int, int], str] = {}
-        ports: dict[tuple[int, int], int] = {}
+        dial: dict[tuple[int, int], tuple[str, int]] = {}
         if proxy is not None:
             k = 0
             for i in range(size):
                 for j in range(i + 1, size):  # the smaller name dials the larger
                     name = f"n{i + 1}->n{j + 1}"
-                    ports[(i, j)] = proxy.add_link(name, ("127.0.0.1", DIST_BASE + j),
-                                                   PROXY_BASE + k)
+                    port = proxy.add_link(name, ("127.0.0.1", DIST_BASE + j), PROXY_BASE + k)
+                    dial[(i, j)] = ("127.0.0.1", port)
                     links[(i, j)] = name
                     k += 1
-        cluster = LocalCluster(tmp_path / f"cluster{len(made)}", size, amqp_base=AMQP_BASE,
-                               dist_base=DIST_BASE, dial=lambda i, j: ports.get((i, j)),
-                               extra_config=config)
+        cluster = LocalCluster(tmp_path / f"cluster{len(made)}", size, port=AMQP_BASE,
+                               management_port=MGMT_BASE, prometheus_port=PROMETHEUS_BASE,
+                               dist_port=DIST_BASE, dial_overrides=dial, config=config)
         pc = ProxiedCluster(cluster, proxy, links)
         made.append(pc)
         cluster.start()
@@ -58,6 +84,11 @@ def make_cluster(tmp_path):
 
     yield make
     for pc in made:
-        pc.cluster.stop()
+        logs = tmp_path / "logs"
+        logs.mkdir(exist_ok=True)
+        for n in pc.cluster.plan:
+            if n.log_path.exists():
+                shutil.copy(n.log_path, logs / f"{n.name.split('@')[0]}.log")
+        pc.cluster.close()
         if pc.proxy is not None:
             pc.proxy.close()

@@ -72,9 +72,10 @@ def schedule(seed: int, nodes: int, seconds: float, *, gap: tuple[float, float] 
 
 
 class Nemesis:
-    """Applies steps to `cluster` (kill / restart / pause / resume by index) and `proxy` (links
-    by name). `links[(i, j)]` names the proxy link carrying the pair i<j; `leader()` returns
-    the queue's leader index or None; `log(text)` records what happened (the history)."""
+    """Applies steps to `cluster` (a `LocalCluster`: `names`, and kill / restart / pause /
+    resume by index) and `proxy` (links by name). `links[(i, j)]` names the proxy link carrying
+    the pair i<j; `leader()` returns the queue's leader index or None; `log(text)` records what
+    happened (the history)."""
 
     def __init__(self, cluster: Any, proxy: Any, links: dict[tuple[int, int], str],
                  leader: Callable[[], int | None], log: Callable[[str], None], seed: int) -> None:
@@ -84,7 +85,8 @@ class Nemesis:
         self.leader = leader
         self.log = log
         self.rng = random.Random(seed ^ 0x5EED)  # resolves "leader" when nobody knows one
-        self._killed: set[int] = set()
+        self._killed: set[int] = set()  # what `heal_all` must undo if a step's heal never ran
+        self._paused: set[int] = set()
 
     def run(self, steps: list[Step], stop: Callable[[], bool] = lambda: False) -> None:
         for step in steps:
@@ -99,7 +101,7 @@ class Nemesis:
         if step.nodes != (LEADER,):
             return step.nodes
         leader = self.leader()
-        return (leader if leader is not None else self.rng.randrange(self.cluster.size),)
+        return (leader if leader is not None else self.rng.randrange(len(self.cluster.names)),)
 
     def _apply(self, step: Step) -> Callable[[], None]:
         nodes = self._resolve(step)
@@ -130,9 +132,11 @@ class Nemesis:
 
     def _pause(self, n: int) -> Callable[[], None]:
         self.cluster.pause(n)
+        self._paused.add(n)
 
         def heal() -> None:
             self.cluster.resume(n)
+            self._paused.discard(n)
             self.log(f"nemesis: resumed {self.cluster.names[n]}")
         return heal
 
@@ -156,9 +160,9 @@ class Nemesis:
         """Whatever is still broken (a step interrupted by a failure): links, stopped and
         killed nodes."""
         self.proxy.heal_all()
-        for n in range(self.cluster.size):
+        for n in sorted(self._paused):
             self.cluster.resume(n)
         for n in sorted(self._killed):
-            if not self.cluster.is_running(n):
-                self.cluster.restart(n)
+            self.cluster.restart(n)
+        self._paused.clear()
         self._killed.clear()

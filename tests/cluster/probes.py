@@ -1,9 +1,9 @@
 """What the cluster tests read from the nodes' management APIs: a queue as each node sees it,
 its leader, whether it is empty everywhere.
 
-Used by `test_jepsen.py`, `test_failover.py` and `nemesis.py` (to aim at the leader). The
-cluster is anything with `size`, `names`, `mgmt_url(i)` and `is_running(i)` (the fixtures'
-`LocalCluster`). A node that is down, stopped or does not answer within `timeout` reads as None.
+Used by the fault tests (`test_jepsen.py`, `test_failover.py`, ...) and by the nemesis (to aim
+at the leader), on a `compat_tests.support.cluster.LocalCluster`. A node that is down, stopped
+(SIGSTOP) or does not answer within `timeout` reads as None.
 """
 
 from __future__ import annotations
@@ -18,13 +18,10 @@ __all__ = ["queue_on", "leader_index", "empty_everywhere", "wait_until", "counts
 
 def queue_on(cluster: Any, i: int, queue: str, vhost: str = "/",
              timeout: float = 2.0) -> dict | None:
-    if not cluster.is_running(i) or i in getattr(cluster, "paused", ()):
-        return None
-    url = cluster.mgmt_url(i)
-    if not url:
+    if cluster.node(i).pid is None or cluster.brokers[i].paused:
         return None
     try:
-        with ApiClient(url, timeout=timeout) as api:
+        with ApiClient(cluster.mgmt_urls[i], timeout=timeout) as api:
             return api.get("queues", vhost, queue)
     except (NodeDown, ApiError):
         return None
@@ -32,7 +29,7 @@ def queue_on(cluster: Any, i: int, queue: str, vhost: str = "/",
 
 def leader_index(cluster: Any, queue: str) -> int | None:
     """The queue's leader as the first answering node sees it."""
-    for i in range(cluster.size):
+    for i in range(len(cluster)):
         q = queue_on(cluster, i, queue)
         if q is not None and q.get("leader") in cluster.names:
             return cluster.names.index(q["leader"])
@@ -42,7 +39,7 @@ def leader_index(cluster: Any, queue: str) -> int | None:
 def counts(cluster: Any, queue: str) -> list[tuple[int, int] | None]:
     """(ready, unacked) on each node (None: no answer)."""
     out: list[tuple[int, int] | None] = []
-    for i in range(cluster.size):
+    for i in range(len(cluster)):
         q = queue_on(cluster, i, queue)
         out.append(None if q is None else (q["messages_ready"], q["messages_unacknowledged"]))
     return out

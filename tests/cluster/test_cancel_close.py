@@ -4,16 +4,15 @@ node's replica delivered them, go back to the queue.
 Found by test_jepsen.py (JEPSEN_SEED=4, 3 nodes): after the drain got stuck (see
 test_catch_up.py) the consumers reconnected, and the messages stuck with the old consumer on
 rabbit2 still never came back. pika closes a consuming channel with basic.cancel first: the
-queue proposes Cancel (the consumer stays, "cancelled", holding what it has checked out), and the
-channel forgets the consumer. When the channel then closes, `Channel.release` tells a queue
-only if the channel holds unacked deliveries of it (`QueueRuntime.channel_closed`), so a queue
-whose deliveries never reached the channel gets no ConsumerDown, and what the cancelled consumer
-holds stays checked out for good.
+queue proposed Cancel (the consumer stays, "cancelled", holding what it has checked out), and
+the channel forgot the consumer; when the channel then closed, `Channel.release` told a queue
+only if the channel held unacked deliveries of it, so no ConsumerDown came and what the
+cancelled consumer held stayed checked out for good. Fixed on main (d27d3ab: such a delivery
+takes the channel down); this test keeps it so.
 
-Deterministic here without any snapshot: the consumer's node is cut off by a stalled link while
+Deterministic without any snapshot: the consumer's node is cut off by a stalled link while
 the leader hands it messages, so its replica has not delivered them when the client cancels and
-closes; when the link heals, the Deliver finds the channel gone and drops it (expecting the
-ConsumerDown that never comes).
+closes; when the link heals, the Deliver finds the channel gone.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from __future__ import annotations
 import threading
 
 import pika
-import pytest
 
 from . import probes
 from .checker import Violation
@@ -45,23 +43,19 @@ def _drain(url: str, node: str, history: History, stop: threading.Event) -> None
         conn.close()
 
 
-@pytest.mark.xfail(strict=True, reason="broker bug: Channel.release calls channel_closed only "
-                   "for queues with unacked deliveries in the channel, so a consumer cancelled "
-                   "before its checked-out messages reached the channel gets no ConsumerDown "
-                   "and keeps them forever", raises=Violation)
 def test_messages_in_flight_to_a_cancelled_and_closed_consumer_return(make_cluster):
     pc = make_cluster(3)
     cluster = pc.cluster
-    declare_queue(cluster.url(0), QUEUE)  # client-local: rabbit1 leads
+    declare_queue(cluster.urls[0], QUEUE)  # client-local: rabbit1 leads
     assert probes.wait_until(lambda: all(probes.queue_on(cluster, i, QUEUE) is not None
                                          for i in range(3)), 30)
     far = 2
-    conn = pika.BlockingConnection(pika.URLParameters(cluster.url(far)))
+    conn = pika.BlockingConnection(pika.URLParameters(cluster.urls[far]))
     consumer = conn.channel()
     consumer.basic_qos(prefetch_count=10)
     got: list[bytes] = []
     consumer.basic_consume(QUEUE, lambda ch, m, p, body: got.append(body))
-    pub_conn = pika.BlockingConnection(pika.URLParameters(cluster.url(0)))
+    pub_conn = pika.BlockingConnection(pika.URLParameters(cluster.urls[0]))
     pub = pub_conn.channel()
     pub.confirm_delivery()
     pub.basic_publish("", QUEUE, b"first", mandatory=True)
@@ -80,7 +74,7 @@ def test_messages_in_flight_to_a_cancelled_and_closed_consumer_return(make_clust
 
     history = History()
     stop = threading.Event()
-    fresh = threading.Thread(target=_drain, args=(cluster.url(0), cluster.names[0], history,
+    fresh = threading.Thread(target=_drain, args=(cluster.urls[0], cluster.names[0], history,
                                                   stop), daemon=True)
     fresh.start()
     probes.wait_until(lambda: len({d.id for d in history.snapshot()[1]}) == len(ids), 10)

@@ -7,9 +7,10 @@ drops, so the leader sends no NodeDown and goes on assigning messages to the con
 silent node. Deliveries run on the consumer's node when its replica applies those entries; the
 leader sends the first ones before its pipeline to that follower fills (they wait in the stalled
 connection and arrive after the fault), but if it compacts its log before the follower is back,
-the follower catches up from an InstallSnapshot instead, and installing a snapshot runs no
-effects: the messages assigned in the compacted entries stay checked out to a consumer that is
-alive and never receives them (confirmed, unacked on every node, never consumed).
+the follower catches up from an InstallSnapshot instead, and installing a snapshot ran no
+effects: the messages assigned in the compacted entries stayed checked out to a consumer that is
+alive and never received them (confirmed, unacked on every node, never consumed). Fixed on main
+(a received snapshot resends its node's deliveries, 825555e / bbe2671); this test keeps it so.
 
 The scenario below makes that deterministic: consumer S on the silent node has the lowest
 priority, so it is handed messages only once the high-priority consumer F is gone, well after
@@ -71,30 +72,26 @@ def _publish(ch, ids: list[str]) -> None:
         ch.basic_publish("", QUEUE, i.encode(), mandatory=True)  # raises unless confirmed
 
 
-@pytest.mark.xfail(strict=True, reason="broker bug: a follower that installs a snapshot from "
-                   "the leader runs no effects for the entries it covers, so messages assigned "
-                   "to its node's consumers in them are never delivered (stay unacked)",
-                   raises=Violation)
 @pytest.mark.parametrize("fault", ["stall", "pause"])
 def test_consumer_on_a_silent_replica_gets_its_messages_after_it_catches_up(make_cluster,
                                                                             fault):
     pc = make_cluster(3)
     cluster = pc.cluster
-    declare_queue(cluster.url(0), QUEUE)  # client-local: rabbit1 leads
+    declare_queue(cluster.urls[0], QUEUE)  # client-local: rabbit1 leads
     assert probes.wait_until(lambda: all(probes.queue_on(cluster, i, QUEUE) is not None
                                          for i in range(3)), 30)
     history = History()
     silent = 2
     delivered = lambda: {d.id for d in history.snapshot()[1]}  # noqa: E731
-    conn = pika.BlockingConnection(pika.URLParameters(cluster.url(0)))
+    conn = pika.BlockingConnection(pika.URLParameters(cluster.urls[0]))
     ch = conn.channel()
     ch.confirm_delivery()
     ids = [f"m{i}" for i in range(2400)]
-    slow = _Consumer(cluster.url(silent), cluster.names[silent], history, prefetch=10,
+    slow = _Consumer(cluster.urls[silent], cluster.names[silent], history, prefetch=10,
                      priority=0)
     _publish(ch, ids[:1])  # S has its checkout in the log: it gets m0
     assert probes.wait_until(lambda: "m0" in delivered(), 10)
-    fast = _Consumer(cluster.url(0), cluster.names[0], history, prefetch=50, priority=10)
+    fast = _Consumer(cluster.urls[0], cluster.names[0], history, prefetch=50, priority=10)
     if fault == "stall":
         for (i, j), name in pc.links.items():
             if silent in (i, j):
@@ -104,7 +101,7 @@ def test_consumer_on_a_silent_replica_gets_its_messages_after_it_catches_up(make
     _publish(ch, ids[1:400])  # F takes these: the pipeline to the silent node fills
     fast.close()
     _publish(ch, ids[400:420])  # S is handed 10 of these now, the rest wait
-    fast = _Consumer(cluster.url(0), cluster.names[0], history, prefetch=50, priority=10)
+    fast = _Consumer(cluster.urls[0], cluster.names[0], history, prefetch=50, priority=10)
     _publish(ch, ids[420:])  # enough entries for the leader to compact past them
     conn.close()
     if fault == "stall":

@@ -147,7 +147,7 @@ def _run_aio(urls: list[str], history: History, stop: threading.Event) -> list[t
 def test_leader_killed_mid_stream_loses_nothing_and_catches_up(make_cluster, client):
     pc = make_cluster(3, proxied=False)
     cluster = pc.cluster
-    urls = [cluster.url(i) for i in range(3)]
+    urls = [cluster.urls[i] for i in range(3)]
     if client == "pika":
         _declare_pika(urls[0])
     else:
@@ -188,13 +188,13 @@ def test_leader_killed_mid_stream_loses_nothing_and_catches_up(make_cluster, cli
     assert new_leader is not None and new_leader != leader
 
     def in_sync() -> bool:
-        on_leader = _row(quorum_status(cluster.mgmt_url(new_leader)), restarted)
-        mine = _row(quorum_status(cluster.mgmt_url(leader)), restarted)
-        lead = _row(quorum_status(cluster.mgmt_url(new_leader)), cluster.names[new_leader])
+        on_leader = _row(quorum_status(cluster.mgmt_urls[new_leader]), restarted)
+        mine = _row(quorum_status(cluster.mgmt_urls[leader]), restarted)
+        lead = _row(quorum_status(cluster.mgmt_urls[new_leader]), cluster.names[new_leader])
         return (on_leader["In Sync"] is True and on_leader["Online"] is True
                 and mine["Raft State"] == "follower"
                 and mine["Last Applied"] == mine["Commit Index"] == lead["Commit Index"]
                 and mine["Term"] == lead["Term"])
 
-    assert probes.wait_until(in_sync, 30), (quorum_status(cluster.mgmt_url(new_leader)),
-                                            quorum_status(cluster.mgmt_url(leader)))
+    assert probes.wait_until(in_sync, 30), (quorum_status(cluster.mgmt_urls[new_leader]),
+                                            quorum_status(cluster.mgmt_urls[leader]))

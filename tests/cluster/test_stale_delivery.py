@@ -76,19 +76,19 @@ class _Consumer:
 def test_catching_up_replica_does_not_deliver_messages_already_taken_back(make_cluster):
     pc = make_cluster(3)
     cluster = pc.cluster
-    declare_queue(cluster.url(0), QUEUE)  # client-local: rabbit1 leads
+    declare_queue(cluster.urls[0], QUEUE)  # client-local: rabbit1 leads
     assert probes.wait_until(lambda: all(probes.queue_on(cluster, i, QUEUE) is not None
                                          for i in range(3)), 30)
     far = 2
     far_links = [name for (i, j), name in pc.links.items() if far in (i, j)]
     history = History()
-    a = _Consumer(cluster.url(far), cluster.names[far], history, priority=10, ack=True)
-    conn = pika.BlockingConnection(pika.URLParameters(cluster.url(0)))
+    a = _Consumer(cluster.urls[far], cluster.names[far], history, priority=10, ack=True)
+    conn = pika.BlockingConnection(pika.URLParameters(cluster.urls[0]))
     ch = conn.channel()
     ch.confirm_delivery()
     ch.basic_publish("", QUEUE, b"first", mandatory=True)
     assert probes.wait_until(lambda: history.snapshot()[1] != [], 10)  # A works
-    b = _Consumer(cluster.url(0), cluster.names[0], history, priority=0, ack=False)
+    b = _Consumer(cluster.urls[0], cluster.names[0], history, priority=0, ack=False)
 
     for name in far_links:
         pc.proxy.stall(name)

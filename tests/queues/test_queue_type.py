@@ -15,6 +15,8 @@ import pytest
 
 from amqp_broker.cluster import QuorumRuntime
 from amqp_broker.queues import ClassicQueue, Placement, QueueType, QuorumQueue
+from amqp_broker.queues import remote_wire as w
+from amqp_broker.queues.remote import RemoteQueue
 
 from .helpers import msg
 
@@ -29,7 +31,44 @@ def _quorum(tmp_path):
                        dlx_worker_factory=lambda queue: None)
 
 
-BUILDERS = {"classic": _classic, "quorum": _quorum}
+class Link:
+    """The remote proxy's link, recording what it sends (the real one: server/remote_queues)."""
+
+    def __init__(self, up: bool = True) -> None:
+        self.up = up
+        self.sent: list = []
+        self.n = 0
+
+    def send(self, node, msg) -> bool:
+        self.sent.append((node, msg))
+        return self.up
+
+    def is_up(self, node) -> bool:
+        return self.up
+
+    def new_id(self) -> int:
+        self.n += 1
+        return self.n
+
+    def channel_id(self, channel) -> int:
+        return 7
+
+    def expect(self, ident, queue) -> None:
+        pass
+
+    def forget(self, ident) -> None:
+        pass
+
+    def runtime_of(self, queue):
+        return None
+
+
+def _remote(tmp_path, link=None):
+    return RemoteQueue(link or Link(), "q", "/", "rabbit@home", arguments={}, auto_delete=False)
+
+
+BUILDERS = {"classic": _classic, "quorum": _quorum, "remote": _remote}
+LOCAL = ("classic", "quorum")
 
 
 def _protocol_members() -> tuple[set[str], dict[str, object]]:
@@ -70,7 +109,7 @@ def test_queue_type_has_every_member_with_the_protocol_signature(kind, tmp_path)
     assert isinstance(queue, QueueType)  # runtime_checkable: the members exist
 
 
-@pytest.mark.parametrize("kind", sorted(BUILDERS))
+@pytest.mark.parametrize("kind", LOCAL)
 def test_placement_names_the_callers_node_for_a_local_queue(kind, tmp_path):
     where = BUILDERS[kind](tmp_path).placement("rabbit@here")
     assert isinstance(where, Placement)
@@ -136,3 +175,40 @@ def test_classic_basic_get_replies_once_inside_the_call():
     q.basic_get(object(), True, 0, lambda entry, left: replies.append((entry.message.body, left)))
     q.basic_get(object(), True, 0, lambda entry, left: replies.append((entry, left)))
     assert replies == [(b"a", 1), (b"b", 0), (None, 0)]
+
+
+def test_remote_placement_names_the_home_node_online_only_while_its_link_is_up(tmp_path):
+    link = Link()
+    q = _remote(tmp_path, link)
+    assert q.placement("rabbit@here") == Placement("rabbit@home", ("rabbit@home",),
+                                                   ("rabbit@home",))
+    assert q.unavailable_error() is None
+    link.up = False
+    assert q.placement("rabbit@here").online == ()
+    assert q.unavailable_error().reply_code == 404
+
+
+def test_remote_confirm_settles_once_from_the_home_node_or_at_once_when_it_is_down(tmp_path):
+    sink, link = Sink(), Link()
+    q = _remote(tmp_path, link)
+    q.publish(msg(b"a"), 0, (sink, 1))
+    (node, sent), = link.sent
+    assert node == "rabbit@home" and isinstance(sent, w.Publish) and sent.body == b"a"
+    assert sink.outcomes == []
+    q.confirmed((sent.corr,), True)
+    q.confirmed((sent.corr,), True)  # a duplicate answer settles nothing more
+    assert sink.outcomes == [(1, True)]
+    link.up = False
+    q.publish(msg(b"b"), 0, (sink, 2))
+    assert sink.outcomes == [(1, True), (2, False)]
+
+
+def test_remote_basic_get_replies_once(tmp_path):
+    link = Link()
+    q = _remote(tmp_path, link)
+    replies: list = []
+    q.basic_get(object(), True, 0, lambda entry, left: replies.append((entry, left)))
+    corr = link.sent[-1][1].corr
+    q.got(w.GetReply(corr, 3, 9, False, 0, "", "q", b"", b"x"))
+    q.got(w.GetReply(corr, 3))
+    assert [(e.message.body, e.msg_id, left) for e, left in replies] == [(b"x", 9, 3)]

@@ -10,7 +10,7 @@ import trio
 from compat_tests.support.launcher import free_ports
 from quorum.driver import LeadershipLost, NodeDriver
 from quorum.log import AsyncLog, LogConfig
-from quorum.raft import KvDelete, KvMachine, KvSet, LocalEffect, NotLeader, RaftOptions
+from quorum.raft import KvChanged, KvDelete, KvMachine, KvSet, LocalEffect, NotLeader, RaftOptions
 from quorum.transport import Transport
 
 
@@ -22,7 +22,7 @@ SECRET = b"test-cookie"
 
 class Node:
     def __init__(self, name: str, root, ports: dict[str, int], groups: list[str], cfg: LogConfig,
-                 snapshot_every: int) -> None:
+                 snapshot_every: int, machine=KvMachine) -> None:
         self.name = name
         self.log = AsyncLog.open(str(root / name), cfg)
         self.transport = Transport(name, {n: ("127.0.0.1", ports[n]) for n in NAMES}, SECRET,
@@ -34,7 +34,7 @@ class Node:
                                  snapshot_every=snapshot_every, rng=random.Random(hash(name)))
         self.effects: list = []
         for g in groups:
-            self.driver.add_group(g, KvMachine(), NAMES, on_effects=lambda g, effs: self.effects.extend(effs))
+            self.driver.add_group(g, machine(), NAMES, on_effects=lambda g, effs: self.effects.extend(effs))
         self.cancel = trio.CancelScope()
 
     def _on_frame(self, peer: str, group: str, data: bytes) -> None:
@@ -71,9 +71,10 @@ async def propose_anywhere(nodes: dict[str, Node], group: str, cmd) -> object:
             await trio.sleep(0.01)
 
 
-async def start(nursery, tmp_path, groups, cfg=LogConfig(), snapshot_every=4096, ports=None):
+async def start(nursery, tmp_path, groups, cfg=LogConfig(), snapshot_every=4096, ports=None,
+                machine=KvMachine):
     ports = ports or dict(zip(NAMES, free_ports(3)))
-    nodes = {n: Node(n, tmp_path, ports, groups, cfg, snapshot_every) for n in NAMES}
+    nodes = {n: Node(n, tmp_path, ports, groups, cfg, snapshot_every, machine) for n in NAMES}
     for node in nodes.values():
         await nursery.start(node.serve)
     return nodes, ports
@@ -237,6 +238,40 @@ async def test_control_transfers_leadership_and_entry_data_reads_bodies(tmp_path
                 await trio.sleep(0.01)
             with pytest.raises(ValueError):
                 await nodes[target].driver.control("kv", lambda r, now: r.transfer_leadership("nobody"))
+        nursery.cancel_scope.cancel()
+
+
+class InstallingKv(KvMachine):
+    """Says, as a local effect, that it was given a snapshot by the leader."""
+
+    def snapshot_installed(self, state) -> list:
+        return [KvChanged("snapshot-installed", len(state))]
+
+
+async def test_a_follower_runs_the_effects_of_a_snapshot_it_receives(tmp_path):
+    """Regression (found by the quorum queue simulation, tests/sim/queue_world.py): a follower
+    that catches up through a snapshot never applies the entries it covers, so the deliveries
+    those entries decided for consumers on its node were never made and the messages stayed
+    checked out for good. The driver now runs the machine's `snapshot_installed(state)`
+    effects (the fifo resends every checked-out message) right after installing one."""
+    async with trio.open_nursery() as nursery:
+        nodes, _ = await start(nursery, tmp_path, ["kv"], snapshot_every=10, machine=InstallingKv)
+        with trio.fail_after(30):
+            await propose_anywhere(nodes, "kv", KvSet("k", "first"))
+            leader = await wait_leader(nodes, "kv")
+            lagging = nodes[next(n for n in NAMES if n != leader)]
+            lagging.isolated = True
+            others = {n: v for n, v in nodes.items() if v is not lagging}
+            for i in range(30):
+                await propose_anywhere(others, "kv", KvSet(f"k{i}", str(i)))
+            snap = nodes[await wait_leader(others, "kv")].driver.raft("kv").snapshot_meta
+            assert snap is not None and snap.index > lagging.driver.status("kv").last_index
+            lagging.isolated = False
+            while lagging.driver.state("kv").get("k29") is None:
+                await trio.sleep(0.01)
+        installed = [e for e in lagging.effects if e.key == "snapshot-installed"]
+        assert installed and installed[-1].index >= 20  # the size of the state it was given
+        assert not any(e.key == "snapshot-installed" for n in others.values() for e in n.effects)
         nursery.cancel_scope.cancel()
 
 

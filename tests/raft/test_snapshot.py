@@ -137,3 +137,33 @@ def test_a_restart_hands_committed_entries_out_in_bounded_batches():
         sizes.append(len(rd.committed))
         b.advance(rd)
     assert sizes == [4, 4, 3]  # the no-op and ten commands
+
+
+def test_7_snapshot_chunks_reordered_or_duplicated_by_the_network_still_assemble():
+    """Regression (found by the quorum queue simulation, tests/sim/queue_world.py): all chunks
+    of a snapshot are sent at once, so a network that reorders messages hands them over out of
+    order. The follower used to accept only the next offset in sequence and threw the rest
+    away, so a snapshot of a few dozen chunks never got through and the follower never caught
+    up. Chunks in reverse order, with duplicates, must now assemble."""
+    from quorum.raft import RaftOptions
+
+    opts = RaftOptions(election_tick=10, heartbeat_tick=1, max_snapshot_chunk=32,
+                       early_messages=True)
+    c = Cluster(["a", "b", "c"], options=opts)
+    c.elect("a")
+    c.isolate("c")
+    for i in range(20):
+        c.put("a", f"key-{i}", "value-%d" % i)
+    c.stabilize()
+    snap = _compact(c, "a")
+    c.heal()
+    c["a"].tick()
+    for _ in range(5):
+        c.deliver(lambda m: not isinstance(m, InstallSnapshot))
+    chunks = [m for m in c.in_flight if isinstance(m, InstallSnapshot)]
+    assert len(chunks) > 6
+    c.in_flight = [m for m in c.in_flight if not isinstance(m, InstallSnapshot)]
+    c.in_flight += chunks[::-1] + chunks[2:4]  # last chunk first, and two of them twice
+    c.stabilize()
+    assert c["c"].snapshot_meta == snap.meta
+    assert c.values("c") == c.values("a")

@@ -17,6 +17,7 @@ class _FakeBroker:
         self.protocol_config = ProtocolConfig()
         self.admin = SimpleNamespace(permissions=PermissionStore([Permission("guest", "/")]))
         self.registered = []
+        self.cluster_meta = None  # a lone node
 
     def authenticate(self, user, password, peer):
         return (user, password) == ("guest", "guest")

@@ -7,6 +7,11 @@ Ready is processed following the contract in quorum/raft/ready.py (stage -> sync
 apply -> advance), with the sync happening a simulated while later so that crashes can hit the
 window in between. After the chaos phase the network heals and every node restarts; the run
 then requires a leader and a freshly proposed entry applied on every node (liveness).
+
+By default each node's state machine is only a digest chain over the applied entries. With an
+`app_factory`, an application runs on top (e.g. `queue_world.QueueWorld`: the real quorum
+queue machine with publishing and consuming clients); the cluster then calls its hooks
+(`App` below) and carries its snapshot bytes after the digest in every snapshot.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import random
 import struct
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable, Protocol
 
 from quorum.raft import (ConfigChangeInProgress, EntryKind, NotLeader, ProposalDropped, RaftNode,
                          RaftOptions, Ready, Role, Snapshot, VoteResp)
@@ -25,6 +31,38 @@ from .network import NetProfile, SimNetwork
 
 TICK_MS = 10
 _ZERO = bytes(16)
+_HEAD = struct.Struct(">Q16s")  # snapshot data: applied index, digest, then the app's bytes
+
+
+class App(Protocol):
+    """An application on the simulated cluster; every hook is called by the cluster."""
+
+    def marker(self, name: bytes) -> bytes:
+        """A harmless command carrying `name` (a unique entry for liveness checks)."""
+
+    def node_started(self, node: SimNode, snapshot: bytes | None) -> None:
+        """`node` (re)starts from its durable snapshot's app bytes (None: no snapshot)."""
+
+    def node_crashed(self, node: SimNode) -> None: ...
+
+    def snapshot_received(self, node: SimNode, data: bytes) -> None: ...
+
+    def applied(self, node: SimNode, committed: list, is_leader: bool) -> None:
+        """`node` applies these committed entries (after its digest chain did)."""
+
+    def compact(self, node: SimNode, since: int, every: int) -> bytes | None:
+        """The app's snapshot bytes if `node` should compact now, else None."""
+
+    def leader_elected(self, node: SimNode) -> None: ...
+
+    def inject(self) -> None:
+        """Client actions of one chaos step."""
+
+    def after_step(self) -> None:
+        """Every step: clients retry, act on what they received."""
+
+    def drain(self) -> None:
+        """After healing and liveness: finish the clients' work and check the final state."""
 
 
 @dataclass(frozen=True)
@@ -74,8 +112,10 @@ class SimNode:
         reader = _Reader(self.disk) if self.c.use_reader else None
         self.raft = RaftNode(self.id, self.bootstrap, rng=rng, persisted=p, options=self.c.options,
                              applied=p.snapshot.meta.index if p.snapshot else 0, reader=reader)
-        self.applied, self.digest = _restore(p.snapshot)
+        self.applied, self.digest, app_data = _restore(p.snapshot)
         self.pending = None
+        if self.c.app is not None:
+            self.c.app.node_started(self, app_data if p.snapshot else None)
         self.last_commit = self.raft.commit_index
         self.next_tick = self.c.now + self.c.rng.randint(1, TICK_MS)
 
@@ -83,6 +123,8 @@ class SimNode:
         self.raft = None
         self.pending = None
         self.disk.crash(self.c.rng)
+        if self.c.app is not None:
+            self.c.app.node_crashed(self)
 
     def process(self) -> None:
         """Take the next Ready if none is pending; sync at once or schedule it for later."""
@@ -113,9 +155,12 @@ class SimNode:
         for m in rd.messages:
             c.net.send(c.now, m)
             voted = voted or (isinstance(m, VoteResp) and m.granted)
+        app = c.app
         if rd.snapshot is not None:
-            self.applied, self.digest = _restore(rd.snapshot)
+            self.applied, self.digest, app_data = _restore(rd.snapshot)
             c.checker.on_restore(self.id, self.applied, self.digest)
+            if app is not None:
+                app.snapshot_received(self, app_data)
         for e in rd.committed:
             if e.index != self.applied + 1:
                 raise SafetyViolation(f"{self.id} applies {e.index} after {self.applied}")
@@ -124,6 +169,8 @@ class SimNode:
             c.checker.on_apply(self.id, e, self.digest)
             if e.kind is EntryKind.NORMAL:
                 c.applied_payloads.setdefault(e.data, e.index)
+        if app is not None and rd.committed:
+            app.applied(self, rd.committed, raft.is_leader)
         raft.advance(rd)
         if voted and c.chaos and c.rng.random() < c.faults.crash_after_vote:
             # the vote must survive this: a restarted node never votes twice in a term
@@ -132,8 +179,13 @@ class SimNode:
             self.start()
             return
         snap = raft.snapshot_meta
-        if self.applied - (snap.index if snap else 0) >= c.faults.compact_every:
-            s = raft.compact(self.applied, struct.pack(">Q", self.applied) + self.digest)
+        since = self.applied - (snap.index if snap else 0)
+        if app is None:
+            app_data = b"" if since >= c.faults.compact_every else None
+        else:
+            app_data = app.compact(self, since, c.faults.compact_every)
+        if app_data is not None:
+            s = raft.compact(self.applied, _HEAD.pack(self.applied, self.digest) + app_data)
             self.disk.install_snapshot(s, keep_tail=True)
         self.process()
 
@@ -143,15 +195,18 @@ class _Reader:
         self.entries = disk.entries_between
 
 
-def _restore(snap: Snapshot | None) -> tuple[int, bytes]:
+def _restore(snap: Snapshot | None) -> tuple[int, bytes, bytes]:
+    """(applied index, digest, app bytes) of a snapshot."""
     if snap is None:
-        return 0, _ZERO
-    return struct.unpack(">Q", snap.data[:8])[0], snap.data[8:]
+        return 0, _ZERO, b""
+    applied, digest = _HEAD.unpack_from(snap.data)
+    return applied, digest, snap.data[_HEAD.size:]
 
 
 class SimCluster:
     def __init__(self, seed: int, size: int, faults: Faults | None = None,
-                 options: RaftOptions | None = None) -> None:
+                 options: RaftOptions | None = None,
+                 app_factory: Callable[[SimCluster], App] | None = None) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.faults = faults or Faults()
@@ -180,6 +235,9 @@ class SimCluster:
         self.read_floor: dict[bytes, int] = {}
         self.trace: deque[str] = deque(maxlen=60)
         self._leader_terms: dict[str, int] = {}
+        self.app: App | None = None
+        if app_factory is not None:
+            self.app = app_factory(self)
         for n in self.nodes.values():
             n.start()
 
@@ -194,6 +252,8 @@ class SimCluster:
         for n in self.nodes.values():
             n.process()
         self._check()
+        if self.app is not None:
+            self.app.after_step()
 
     def _next_event(self) -> None:
         candidates = []
@@ -225,6 +285,8 @@ class SimCluster:
         f, rng = self.faults, self.rng
         if rng.random() < f.propose:
             self.propose()
+        if self.app is not None:
+            self.app.inject()
         up = [n for n in self.nodes.values() if n.up]
         down = [n for n in self.nodes.values() if not n.up and not n.retired]
         if up and rng.random() < f.crash and len(down) < self.size // 2 + 1:
@@ -308,6 +370,10 @@ class SimCluster:
         except (ConfigChangeInProgress, ProposalDropped, NotLeader):
             pass
 
+    def marker(self, name: bytes) -> bytes:
+        """A unique command for the state machine: the name itself, or the app's wrapping."""
+        return name if self.app is None else self.app.marker(name)
+
     def members(self) -> list[str]:
         """Members by the newest config any running node holds."""
         best = max((n.raft for n in self.nodes.values() if n.up),
@@ -317,7 +383,7 @@ class SimCluster:
     def propose(self) -> int | None:
         """A client sends a unique command to some node, following one leader hint."""
         self.proposed += 1
-        data = b"cmd-%d" % self.proposed
+        data = self.marker(b"cmd-%d" % self.proposed)
         up = [n for n in self.nodes.values() if n.up]
         if not up:
             return None
@@ -367,6 +433,8 @@ class SimCluster:
                 ck.on_leader(n.id, raft.term)
                 snap = raft.snapshot_meta
                 ck.check_leader_log(n.id, raft.term, snap.index if snap else 0, raft.log_term)
+                if self.app is not None:
+                    self.app.leader_elected(n)
 
     # ---- phases ----------------------------------------------------------------------------
 
@@ -391,7 +459,7 @@ class SimCluster:
             if index is None or self.now >= retry_at:
                 leaders = [n for n in self.nodes.values() if n.up and n.raft.role is Role.LEADER]
                 if leaders:
-                    marker = b"liveness-%d" % self.steps
+                    marker = self.marker(b"liveness-%d" % self.steps)
                     retry_at = self.now + 1000
                     try:
                         index = leaders[0].raft.propose(marker, self.now)
@@ -424,21 +492,26 @@ class SimCluster:
         return " ".join(parts) + f" cuts={self.net.describe_cuts()}"
 
 
-def run_seed(seed: int, size: int, steps: int, faults: Faults | None = None) -> SimCluster:
-    """Chaos for `steps` steps, then heal and require liveness. Raises SafetyViolation with the
-    seed and the last events on failure."""
-    c = SimCluster(seed, size, faults)
+def run_seed(seed: int, size: int, steps: int, faults: Faults | None = None,
+             app_factory: Callable[[SimCluster], App] | None = None) -> SimCluster:
+    """Chaos for `steps` steps, then heal and require liveness (and let the app drain and
+    check its end state). Raises SafetyViolation with the seed and the last events on
+    failure."""
+    c = SimCluster(seed, size, faults, app_factory=app_factory)
     try:
         for _ in range(steps):
             c.step(chaos=True)
         c.heal_all()
         c.await_liveness()
+        if c.app is not None:
+            c.app.drain()
     except Exception as e:
         trail = "\n  ".join(c.trace)
+        mode = (" SIM_QUEUE=1" if c.app is not None
+                else f" SIM_MEMBERSHIP={c.faults.membership}")
         raise SafetyViolation(
             f"seed={seed} size={size} steps={steps} failed at step {c.steps}, {c.now}ms: {e}\n"
             f"state: {c.status()}\nlast events:\n  {trail}\n"
-            f"replay: SIM_SEED={seed} SIM_SIZE={size} SIM_STEPS={steps}"
-            f" SIM_MEMBERSHIP={c.faults.membership}"
+            f"replay: SIM_SEED={seed} SIM_SIZE={size} SIM_STEPS={steps}{mode}"
             f" python -m pytest tests/sim -k replay") from e
     return c

@@ -8,7 +8,8 @@ without pre-vote/check-quorum, most use early leader messages.
 
 CI runs a fixed set of seeds. A failure prints its seed; replay it with
     SIM_SEED=<seed> SIM_SIZE=<n> SIM_STEPS=<steps> python -m pytest tests/sim -k replay
-and sweep more seeds with SIM_SWEEP=<count> (optionally SIM_STEPS) -k sweep.
+(add SIM_QUEUE=1 for a run of the quorum queue simulation, test_queue_sim.py) and sweep more
+seeds with SIM_SWEEP=<count> (optionally SIM_STEPS) -k sweep.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import pytest
 
 from .cluster import Faults, run_seed
+from .queue_world import run_queue_seed
 
 CI_SEEDS = 50
 CI_STEPS = 3000
@@ -49,8 +51,12 @@ def test_replay():
     seed = int(os.environ["SIM_SEED"])
     size = int(os.environ.get("SIM_SIZE", "3"))
     steps = int(os.environ.get("SIM_STEPS", str(CI_STEPS)))
-    faults = Faults(membership=float(os.environ.get("SIM_MEMBERSHIP", "0")))
-    c = run_seed(seed, size, steps, faults)
+    if os.environ.get("SIM_QUEUE"):
+        c = run_queue_seed(seed, size, steps)
+        print(dict(c.app.checker.stats))
+    else:
+        membership = float(os.environ.get("SIM_MEMBERSHIP", "0"))
+        c = run_seed(seed, size, steps, Faults(membership=membership))
     print(c.status())
     print("\n".join(c.trace))
     assert c.checker.max_committed > 0
@@ -71,14 +77,18 @@ def test_sweep():
 _FINGERPRINT = """
 import hashlib
 from tests.sim.cluster import Faults, run_seed
+from tests.sim.queue_world import run_queue_seed
 c = run_seed(4242, 5, 1500, Faults(membership=0.004))
 print(c.steps, c.now, hashlib.sha256(repr(list(c.trace)).encode()).hexdigest(), c.status())
+q = run_queue_seed(4242, 3, 1500)
+print(q.steps, q.now, sorted(q.app.checker.stats.items()), sorted(q.app.checker.settled.items()))
 """
 
 
 def test_a_seed_replays_identically_whatever_the_string_hash_seed():
-    """The cluster never iterates a set of str, so Python's per-process hash randomisation
-    cannot change the run: two processes with different PYTHONHASHSEED agree exactly."""
+    """The cluster (and the quorum queue on it) never iterates a set of str, so Python's
+    per-process hash randomisation cannot change the run: two processes with different
+    PYTHONHASHSEED agree exactly."""
     import pathlib
     import subprocess
     import sys

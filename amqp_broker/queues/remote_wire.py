@@ -1,0 +1,126 @@
+"""What nodes of a cluster say to each other outside Raft: the remote queue protocol (classic
+queues used from other nodes) and `MetaApplied` (how far a node has applied the metadata).
+
+A classic queue lives on one node, its home. Channels on other nodes use it through
+`queues.remote.RemoteQueue` (the client side); the home node serves them with
+`server/remote_queues.py`. Both encode these messages with `encode` / `decode`; they travel on
+the nodes' authenticated link (`cluster.runtime.QuorumRuntime.send_rpc`). Ids: `corr` numbers a
+request of one client node (publish confirms, gets); `cid` numbers a consumer of one client
+node; `chan` numbers a channel of one client node; `msg_id` is the home queue's own.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["Publish", "Confirmed", "Consume", "Cancel", "Deliver", "Settle", "Get", "GetReply",
+           "ChannelDown", "Purge", "Stats", "ConsumerGone", "MetaApplied", "encode", "decode",
+           "RPC_GROUP"]
+
+# the transport's group id for these frames (Raft groups are never named so)
+RPC_GROUP = "\x02queues"
+
+
+class _Msg(msgspec.Struct, array_like=True, frozen=True, tag=True):
+    pass
+
+
+class Publish(_Msg, tag="pub"):
+    vhost: str
+    queue: str
+    corr: int  # 0: no confirm wanted
+    exchange: str
+    routing_key: str
+    properties: bytes
+    body: bytes
+
+
+class Confirmed(_Msg, tag="cf"):
+    corrs: tuple[int, ...]
+    ok: bool
+
+
+class Consume(_Msg, tag="con"):
+    cid: int
+    chan: int
+    vhost: str
+    queue: str
+    tag: str
+    no_ack: bool
+    exclusive: bool
+    priority: int
+    prefetch: int  # 0: unlimited
+    arguments: dict
+
+
+class Cancel(_Msg, tag="can"):
+    cid: int
+
+
+class Deliver(_Msg, tag="dlv"):
+    cid: int
+    msg_id: int
+    redelivered: bool
+    delivery_count: int
+    exchange: str
+    routing_key: str
+    properties: bytes
+    body: bytes
+
+
+class Settle(_Msg, tag="st"):
+    vhost: str
+    queue: str
+    how: str  # ack | requeue | discard
+    msg_ids: tuple[int, ...]
+
+
+class Get(_Msg, tag="get"):
+    corr: int
+    chan: int
+    vhost: str
+    queue: str
+    no_ack: bool
+
+
+class GetReply(_Msg, tag="got"):
+    corr: int
+    left: int
+    msg_id: int = -1  # -1: empty
+    redelivered: bool = False
+    delivery_count: int = 0
+    exchange: str = ""
+    routing_key: str = ""
+    properties: bytes = b""
+    body: bytes = b""
+
+
+class ChannelDown(_Msg, tag="cd"):
+    chan: int
+
+
+class Purge(_Msg, tag="pg"):
+    vhost: str
+    queue: str
+
+
+class Stats(_Msg, tag="sts"):
+    vhost: str
+    queue: str
+    messages: int
+    consumers: int
+
+
+class ConsumerGone(_Msg, tag="cg"):
+    cid: int
+
+
+class MetaApplied(_Msg, tag="ma"):
+    """The sender has applied the metadata group up to `index` (`server/cluster_meta.py`)."""
+    index: int
+
+
+Message = (Publish | Confirmed | Consume | Cancel | Deliver | Settle | Get | GetReply
+           | ChannelDown | Purge | Stats | ConsumerGone | MetaApplied)
+encode = msgspec.msgpack.Encoder().encode
+decode = msgspec.msgpack.Decoder(Message).decode

@@ -1,0 +1,181 @@
+"""A `LocalCluster` of 3 forms, /api/nodes shows every node and who is running, a killed node is
+seen down by the others and a restarted one rejoins; amqp-brokerctl cluster_status prints the
+same picture; the membership verbs refuse."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import threading
+
+import pika
+import pytest
+
+from amqp_broker.cli import ctl
+from amqp_broker.mgmt.client import ApiError
+from compat_tests.support.cluster import LocalCluster
+from compat_tests.support.launcher import free_port
+
+from .conftest import wait_until
+
+NAMES = ["rabbit1@localhost", "rabbit2@localhost", "rabbit3@localhost"]
+
+
+def _running(cluster, i: int) -> dict[str, bool]:
+    with cluster.api(i) as api:
+        return {row["name"]: row["running"] for row in api.get("nodes")}
+
+
+def test_three_nodes_form_and_every_node_lists_every_node_running(cluster):
+    assert cluster.names == NAMES and cluster.is_formed()
+    for i in range(3):
+        assert _running(cluster, i) == dict.fromkeys(NAMES, True)
+        with cluster.api(i) as api:
+            rows = api.get("nodes")
+            me = api.get("nodes", NAMES[i])
+            peer = api.get("nodes", NAMES[(i + 1) % 3])
+        assert [r["name"] for r in rows] == NAMES
+        assert me["os_pid"] == str(cluster.node(i).pid)  # the full row for the node itself
+        assert peer == {"name": NAMES[(i + 1) % 3], "type": "disc", "running": True}
+
+
+def test_metadata_declared_on_one_node_is_seen_on_another(cluster):
+    """The nodes really are one cluster, not three that answer /api/nodes."""
+    conn = pika.BlockingConnection(pika.URLParameters(cluster.urls[0]))
+    try:
+        conn.channel().queue_declare("cluster-q", durable=True,
+                                     arguments={"x-queue-type": "quorum"})
+    finally:
+        conn.close()
+    with cluster.api(2) as api:
+        q = wait_until(lambda: _get_or_none(api, "queues", "/", "cluster-q"),
+                       what="the queue on node 3")
+    assert q["type"] == "quorum" and sorted(q["members"]) == NAMES
+
+
+def _get_or_none(api, *segs):
+    try:
+        return api.get(*segs)
+    except ApiError as e:
+        assert e.status == 404
+        return None
+
+
+def test_cluster_status_lists_disk_and_running_nodes(cluster):
+    out = io.StringIO()
+    assert ctl.main(["--url", cluster.mgmt_urls[1], "cluster_status"], out=out) == 0
+    text = out.getvalue()
+    assert text.startswith(f"Cluster status of node {NAMES[1]} ...\nBasics\n")
+    disk = text.split("Disk Nodes\n\n")[1].split("\n\n")[0].splitlines()
+    running = text.split("Running Nodes\n\n")[1].split("\n\n")[0].splitlines()
+    assert disk == NAMES and running == NAMES
+    out = io.StringIO()
+    assert ctl.main(["--url", cluster.mgmt_urls[1], "--formatter", "json", "cluster_status"],
+                    out=out) == 0
+    doc = json.loads(out.getvalue())
+    assert doc["disk_nodes"] == NAMES and doc["running_nodes"] == NAMES
+    assert doc["ram_nodes"] == [] and doc["partitions"] == {}
+
+
+def test_killed_node_is_seen_down_by_the_others_and_rejoins_on_restart(cluster):
+    cluster.kill(2)
+    try:
+        for i in (0, 1):
+            wait_until(lambda: _running(cluster, i) == {NAMES[0]: True, NAMES[1]: True,
+                                                        NAMES[2]: False},
+                       what=f"node {i} to see {NAMES[2]} down")
+        out = io.StringIO()
+        assert ctl.main(["--url", cluster.mgmt_urls[0], "--formatter", "json",
+                         "cluster_status"], out=out) == 0
+        doc = json.loads(out.getvalue())
+        assert doc["disk_nodes"] == NAMES and doc["running_nodes"] == NAMES[:2]
+        with cluster.api(0) as api:
+            assert api.get("healthchecks", "node", NAMES[2])["status"] == "failed"
+            assert api.get("healthchecks", "node", NAMES[1]) == {"status": "ok"}
+        assert not cluster.is_formed() and cluster.node(2).pid is None
+    finally:
+        cluster.restart(2)  # waits until formed again: the other tests keep a whole cluster
+    assert _running(cluster, 0) == dict.fromkeys(NAMES, True)
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["join_cluster", "rabbit9@localhost"], "classic_config"),
+    (["forget_cluster_node", "rabbit3@localhost"], "classic_config"),
+    (["reset"], "delete its data directory"),
+    (["stop_app"], "SIGTERM"),
+    (["start_app"], "amqp-broker"),
+])
+def test_membership_and_app_verbs_refuse_with_what_to_do_instead(argv, hint, capsys):
+    # the node is never asked: nothing listens on this port
+    code = ctl.main(["--url", f"http://127.0.0.1:{free_port()}", *argv])
+    err = capsys.readouterr().err
+    assert code == 64
+    assert err.startswith(f"Error: {argv[0]} is not supported: ") and hint in err
+
+
+# -- a link through a proxy the test controls ---------------------------------------------------
+
+class _Proxy:
+    """Forwards each connection on a loopback port to port `target`; `cut()` closes them all
+    and stops accepting (that one link partitioned)."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.target = 0  # set before anything connects
+        self.accepted = 0
+        self._socks: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                a, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                b = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:  # the target is not up yet: the dialer tries again
+                a.close()
+                continue
+            self.accepted += 1
+            self._socks += [a, b]
+            for src, dst in ((a, b), (b, a)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        self.listener.close()
+        for s in self._socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def test_dial_override_routes_one_link_through_a_proxy(tmp_path):
+    proxy = _Proxy()
+    c = LocalCluster(tmp_path, 2, dial_overrides={(0, 1): ("127.0.0.1", proxy.port)})
+    proxy.target = c.node(1).dist_port
+    with c:
+        assert f"rabbit2@localhost:{proxy.port}" in c.node(0).log_path.with_name(
+            "broker.conf").read_text()
+        assert proxy.accepted >= 1  # the pair's link runs through the proxy
+        proxy.cut()
+        wait_until(lambda: _running(c, 0)["rabbit2@localhost"] is False,
+                   what="node 1 to see node 2 down once its link is cut")
+    with pytest.raises(ValueError, match="the smaller name dials"):
+        LocalCluster(tmp_path, 2, dial_overrides={(1, 0): ("127.0.0.1", proxy.port)})
