@@ -1,7 +1,8 @@
 """The workload of the cluster tests: publishers with confirms and consumers with manual acks
 on every node of a cluster, all on one quorum queue, recording into a `History`.
 
-Used by `test_jepsen.py` (while the nemesis works) and `test_failover.py`. Publishers are
+Used by `test_jepsen.py` (while the nemesis works); the other fault tests take `declare_queue`
+and `QUORUM_ARGS` from here. Publishers are
 aio-pika (one asyncio loop in a thread of its own: a confirm can be awaited with a timeout),
 consumers are pika BlockingConnections (one thread each), so both clients are exercised.
 
