@@ -6,7 +6,8 @@ with the Raft indexes the node asked knows (its own; on the leader, every replic
 and whether it is in sync). The membership verbs answer as RabbitMQ does on a single-node
 deployment (membership changes are not wired yet): adding this node is a no-op ("already a
 member", idempotent), any other node is not running, the last member can never be removed, and
-`rebalance` reports every leader here. Cluster members come from `GET /api/nodes`, queues from `GET /api/queues`.
+`rebalance` reports every leader here. Cluster members come from `GET /api/nodes`, queues
+from `GET /api/queues`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 
 import aio_pika
 import pika

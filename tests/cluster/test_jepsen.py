@@ -10,7 +10,8 @@ drain phase) and the count of confirmed messages that reached a consumer only th
 
 CI runs a short schedule (3 nodes and 5 nodes, ~20-25 s of faults each). By hand:
 
-    JEPSEN_SECONDS=600 JEPSEN_NODES=5 python3 -m pytest tests/cluster/test_jepsen.py -s -p no:cacheprovider
+    JEPSEN_SECONDS=600 JEPSEN_NODES=5 python3 -m pytest tests/cluster/test_jepsen.py -s \
+        -p no:cacheprovider
 
 JEPSEN_SEED=<n> replays a schedule (the seed is printed at the start and in every failure);
 JEPSEN_NODES=3 or 5 runs only that size. See docs/CLUSTER-TESTING.md.
