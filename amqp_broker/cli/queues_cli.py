@@ -1,11 +1,13 @@
 """`amqp-broker-queues`: rabbitmq-queues' verbs for quorum queue membership, over the node's
 management HTTP API.
 
-Entry point `amqp_broker.cli.queues_cli:main`. The node is a cluster of one (every quorum queue
-is a one-member Raft group led by this node), so the membership verbs answer as RabbitMQ does on
-a single-node deployment: adding this node is a no-op ("already a member", idempotent), any other
-node is not running, the last member can never be removed, and `rebalance` reports every leader
-here. Cluster members come from `GET /api/nodes`, queues from `GET /api/queues`.
+Entry point `amqp_broker.cli.queues_cli:main`. `quorum_status` lists every replica of a queue
+with the Raft indexes the node asked knows (its own; on the leader, every replica's match index
+and whether it is in sync). The membership verbs answer as RabbitMQ does on a single-node
+deployment (membership changes are not wired yet): adding this node is a no-op ("already a
+member", idempotent), any other node is not running, the last member can never be removed, and
+`rebalance` reports every leader here. Cluster members come from `GET /api/nodes`, queues
+from `GET /api/queues`.
 """
 
 from __future__ import annotations
@@ -64,21 +66,51 @@ def _members(q: dict) -> list[str]:
     return list(q.get("members") or [q.get("node")])
 
 
+_STATUS_COLUMNS = ["Node Name", "Raft State", "Membership", "Online", "Last Log Index",
+                   "Commit Index", "Last Applied", "Snapshot Index", "Term", "Match Index",
+                   "In Sync"]
+
+
 def _quorum_status(client: ApiClient, args, out: TextIO) -> int:
-    """Members of a quorum queue, from the queue's "members"/"leader"/"online" fields."""
+    """Every replica of a quorum queue (voters, then learners) as the node asked sees them,
+    from the queue's "raft" field (`mgmt.topology_ops.get_queue`). The node's own row has its
+    log, commit and applied indexes; other replicas' cells are known only to the leader: ask
+    the leader for every replica's match index and whether it is in sync (it holds every
+    committed entry); elsewhere those cells stay empty."""
     q = client.get("queues", args.vhost, args.queue)
     if q.get("type") != "quorum":
         _err(f"queue '{args.queue}' in vhost '{args.vhost}' is not a quorum queue "
              f"(type {q.get('type')})")
         return EX_SOFTWARE
-    if not args.quiet:
-        print(f"Status of quorum queue {args.queue} on node {q.get('node')} ...", file=out)
-    print("Node Name\tRaft State\tOnline", file=out)
-    online = set(q.get("online") or [])
-    for member in _members(q):
-        state = "leader" if member == q.get("leader") else "follower"
-        print(f"{member}\t{state}\t{'true' if member in online else 'false'}", file=out)
+    raft = q.get("raft") or {}
+    banner = f"Status of quorum queue {args.queue} on node {raft.get('node') or q.get('node')} ..."
+    print_table(args, out, banner, _STATUS_COLUMNS, _status_rows(q, raft))
     return 0
+
+
+def _status_rows(q: dict, raft: dict) -> list[dict]:
+    online = set(q.get("online") or [])
+    here = raft.get("node")
+    voters = raft.get("voters") or _members(q)
+    learners = raft.get("learners") or []
+    replicas = raft.get("replicas")  # only when `here` leads
+    commit = raft.get("commit_index")
+    rows = []
+    for node in [*voters, *learners]:
+        learner = node in learners
+        row = {"Node Name": node, "Membership": "learner" if learner else "voter",
+               "Raft State": "leader" if node == q.get("leader") else "follower",
+               "Online": None if learner else node in online}
+        if node == here:
+            row.update({"Raft State": raft["state"], "Online": True,
+                        "Last Log Index": raft["last_index"], "Commit Index": raft["commit_index"],
+                        "Last Applied": raft["applied_index"],
+                        "Snapshot Index": raft["snapshot_index"], "Term": raft["term"]})
+        if replicas is not None and node in replicas:
+            match = replicas[node]["match_index"]
+            row.update({"Match Index": match, "In Sync": match >= commit})
+        rows.append(row)
+    return rows
 
 
 def _add_member(client: ApiClient, args, out: TextIO) -> int:

@@ -275,6 +275,24 @@ class QuorumRuntime:
                 "commit_latency": self._latency.get(group, 0.0),
                 "segment_bytes": _file_bytes(s.path for s in g.segments) if g else 0}
 
+    def raft_status(self, group: str) -> dict[str, Any] | None:
+        """This replica of `group` as the management API's queue status shows it (None if the
+        node does not host it): role, membership, term and indexes; on the leader also every
+        replica's match index (what it has durably, as the leader knows) and next index."""
+        if not self.driver.has_group(group):
+            return None
+        st = self.driver.raft(group).status()
+        out = {"node": self.node, "state": st["role"], "leader": st["leader"],
+               "membership": "learner" if self.node in st["learners"] else "voter",
+               "term": st["term"], "last_index": st["last_index"], "commit_index": st["commit"],
+               "applied_index": st["applied"], "snapshot_index": st["snapshot_index"],
+               "voters": sorted(st["voters"]), "learners": sorted(st["learners"])}
+        if "progress" in st:
+            out["replicas"] = {peer: {"match_index": p["match"], "next_index": p["next"],
+                                      "replication": p["state"]}
+                               for peer, p in sorted(st["progress"].items())}
+        return out
+
     def wal_bytes(self) -> int:
         """Size of the node's current WAL file (the log counts what it writes: no stat)."""
         return self.log.store.statistics()["wal_size"]

@@ -47,11 +47,21 @@ class TopologyOps:
         return [self._queue_row(v, rt) for v in self._vhosts(vhost) for rt in list(v.queues.values())]
 
     def get_queue(self, vhost: str, name: str) -> dict:
+        """One queue's row; a quorum queue's also carries "raft": this node's replica of its
+        Raft group (`QuorumRuntime.raft_status`), which `amqp-broker-queues quorum_status`
+        shows. Our extension: RabbitMQ's API has no such field (its CLI asks each member)."""
         v = self._vhost(vhost)
         rt = v.queues.get(name)
         if rt is None:
             raise NotFoundError()
-        return self._queue_row(v, rt)
+        row = self._queue_row(v, rt)
+        group = rt.queue.placement(self.node).group
+        runtime = getattr(self.broker, "quorum", None)
+        if group is not None and runtime is not None:
+            raft = runtime.raft_status(group)
+            if raft is not None:
+                row["raft"] = raft
+        return row
 
     def _queue_row(self, v, rt) -> dict:
         policy, op = self._policy_store(v.name).for_queue(rt.name, rt.queue_type)

@@ -196,7 +196,15 @@ def test_queues_tool_quorum_status(run, qq):
     assert code != 0 and "Error:" in err
     code, out, _ = run("quorum_status", "cli-qq", tool=queues_cli)
     assert code == 0
-    assert out.splitlines()[1:] == ["Node Name\tRaft State\tOnline", f"{qq}\tleader\ttrue"]
+    header, row = out.splitlines()[1:]
+    assert header.split("\t") == ["Node Name", "Raft State", "Membership", "Online",
+                                   "Last Log Index", "Commit Index", "Last Applied",
+                                   "Snapshot Index", "Term", "Match Index", "In Sync"]
+    cells = row.split("\t")
+    assert cells[:4] == [qq, "leader", "voter", "true"]
+    last, commit, applied, _snap, term, match, in_sync = cells[4:]
+    assert int(last) >= 1 and commit == applied == last == match and int(term) >= 1
+    assert in_sync == "true"
 
 
 def test_queues_tool_add_member(run, qq, api):

@@ -116,3 +116,29 @@ def test_management_get_reads_quorum_messages(mgmt_broker):
     assert body == b"m2"
     assert ch.basic_get("mg.q", auto_ack=True)[2] == b"m3"
     conn.close()
+
+
+def test_single_queue_row_carries_this_replicas_raft_status(mgmt_broker):
+    """GET /api/queues/VHOST/NAME of a quorum queue adds "raft" (our extension, read by
+    `amqp-broker-queues quorum_status`); listings do not carry it."""
+    conn = pika.BlockingConnection(pika.URLParameters(mgmt_broker.url))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.queue_declare("rq", durable=True, arguments={"x-queue-type": "quorum"})
+    ch.queue_declare("cq")
+    for i in range(3):
+        ch.basic_publish("", "rq", b"%d" % i)
+    conn.close()
+    raft = _row(mgmt_broker, "rq")["raft"]
+    node = raft["node"]
+    assert (raft["state"], raft["leader"], raft["membership"]) == ("leader", node, "voter")
+    assert raft["voters"] == [node] and raft["learners"] == []
+    # three confirmed enqueues are committed and applied here, after the leader's first entry
+    assert raft["last_index"] >= 4 and raft["term"] >= 1
+    assert raft["commit_index"] == raft["applied_index"] == raft["last_index"]
+    assert list(raft["replicas"]) == [node]  # the leader's view of every replica: itself
+    assert raft["replicas"][node]["match_index"] == raft["last_index"]
+    assert "raft" not in _row(mgmt_broker, "cq")
+    listing = httpx.get(f"{mgmt_broker.mgmt_url}/api/queues", auth=("guest", "guest"),
+                        timeout=10).json()
+    assert all("raft" not in q for q in listing)

@@ -1,0 +1,116 @@
+"""A replica catching up does not deliver to its consumer messages the leader has already taken
+back from it: a message seen again after a redelivery elsewhere must not come with
+redelivered=false.
+
+Found by test_jepsen.py (duplicates "with a repeat marked redelivered=false", seeds 12 and 14
+with 3 nodes, 22 and 23 with 5; and "no body for index" warnings in the broker log). Deliveries
+run on the consumer's node when its replica applies the entries that hand it messages. A node
+that was cut off applies, when it comes back, a batch holding both those entries and the later
+NodeDown that returned the messages (which went to another consumer, redelivered=true); the
+effects of the whole batch then run, and the stale Deliver still reaches the consumer, with the
+delivery count of the time it was made (0: redelivered=false). When the other consumer has
+settled them meanwhile the bodies are gone and the replica logs "no body for index" instead.
+
+Deterministic: consumer A (on rabbit3, higher priority) is handed messages while rabbit3's links
+are stalled, the links are then reset (NodeDown returns them to consumer B on rabbit1, which
+holds them unacked), and healed.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pika
+import pytest
+
+from . import probes
+from .checker import Violation, check
+from .history import History
+from .workload import declare_queue
+
+QUEUE = "stale"
+
+
+class _Consumer:
+    """A pika consumer thread recording into `history`; acks only if `ack`."""
+
+    def __init__(self, url: str, node: str, history: History, *, priority: int,
+                 ack: bool) -> None:
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+        self._args = (url, node, history, priority, ack)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(10)
+
+    def _run(self) -> None:
+        url, node, history, priority, ack = self._args
+        conn = pika.BlockingConnection(pika.URLParameters(url))
+        try:
+            ch = conn.channel()
+            ch.basic_qos(prefetch_count=10)
+            it = ch.consume(QUEUE, arguments={"x-priority": priority}, inactivity_timeout=0.1)
+            self.ready.set()
+            for method, _p, body in it:
+                if self.stop.is_set():
+                    break
+                if method is not None:
+                    if ack:
+                        ch.basic_ack(method.delivery_tag)
+                    history.delivered(body.decode(), node, bool(method.redelivered), ack)
+        finally:
+            try:
+                conn.close()
+            except pika.exceptions.AMQPError:
+                pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+
+
+@pytest.mark.xfail(strict=True, reason="broker bug: a catching-up replica runs Deliver effects "
+                   "that later entries of the same batch superseded (NodeDown returned the "
+                   "messages): its consumer gets messages it no longer holds, redelivered=false",
+                   raises=Violation)
+def test_catching_up_replica_does_not_deliver_messages_already_taken_back(make_cluster):
+    pc = make_cluster(3)
+    cluster = pc.cluster
+    declare_queue(cluster.urls[0], QUEUE)  # client-local: rabbit1 leads
+    assert probes.wait_until(lambda: all(probes.queue_on(cluster, i, QUEUE) is not None
+                                         for i in range(3)), 30)
+    far = 2
+    far_links = [name for (i, j), name in pc.links.items() if far in (i, j)]
+    history = History()
+    a = _Consumer(cluster.urls[far], cluster.names[far], history, priority=10, ack=True)
+    conn = pika.BlockingConnection(pika.URLParameters(cluster.urls[0]))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.basic_publish("", QUEUE, b"first", mandatory=True)
+    assert probes.wait_until(lambda: history.snapshot()[1] != [], 10)  # A works
+    b = _Consumer(cluster.urls[0], cluster.names[0], history, priority=0, ack=False)
+
+    for name in far_links:
+        pc.proxy.stall(name)
+    ids = [f"m{i}" for i in range(5)]
+    for i in ids:  # committed by rabbit1+rabbit2, handed to A, which cannot see it yet
+        history.attempt(i, cluster.names[0])
+        ch.basic_publish("", QUEUE, i.encode(), mandatory=True)
+        history.outcome(i, "ack")
+    for name in far_links:
+        pc.proxy.cut(name)  # the links drop: NodeDown returns A's messages, B gets them
+    assert probes.wait_until(
+        lambda: {d.id for d in history.snapshot()[1] if d.node == cluster.names[0]} >= set(ids),
+        15), "B did not get A's messages after rabbit3 went down"
+    pc.proxy.heal_all()
+    # rabbit3 catches up (its deliveries go out as it applies); then a moment for them to land
+    assert probes.wait_until(lambda: probes.caught_up(cluster, far, QUEUE), 15)
+    probes.wait_until(lambda: any(d.node == cluster.names[far] and d.id in ids
+                                  for d in history.snapshot()[1]), 1)
+    conn.close()
+    a.close()
+    b.close()
+    report = check({"first": "ack", **{i: "ack" for i in ids}}, history.snapshot()[1])
+    if report.duplicates_not_redelivered:
+        raise Violation("delivered again with redelivered=false after a redelivery:\n"
+                        + history.explain(report.duplicates_not_redelivered))
