@@ -8,9 +8,8 @@ had applied the change, and a publish on another node in between was unroutable 
 queue: NO_ROUTE, about half the time) or refused (an exchange: 404). Now the -ok waits until
 every node that is up has applied it; the first test keeps it so.
 
-The second shows what is still missing: a non-durable exchange is never replicated at all (only
-durable metadata goes through the metadata group), so other nodes answer 404 for it, for good.
-RabbitMQ keeps transient exchanges cluster-wide too; they only do not survive a full restart.
+The second: a non-durable exchange is cluster-wide too (RabbitMQ keeps transient exchanges on
+every node); it was first not replicated at all, so other nodes answered 404 for it.
 """
 
 from __future__ import annotations
@@ -63,9 +62,6 @@ def test_publish_on_another_node_right_after_declare_routes(cluster3):
     assert not failures, f"{len(failures)}/{ROUNDS} publishes on node 2 failed: {failures[:3]}"
 
 
-@pytest.mark.xfail(strict=True, raises=Violation, reason="broker bug: a non-durable exchange "
-                   "is not replicated (only durable metadata goes through the metadata "
-                   "group): the other nodes answer 404 for it")
 def test_a_transient_exchange_is_known_on_every_node(cluster3):
     failures = _publish_after_declaring(cluster3, durable=False)
     # not just late: still unknown on node 2 a while later
