@@ -56,7 +56,7 @@ import trio
 
 from .log import AsyncLog, LogError, StoredSnapshot
 from .proposals import LeadershipLost, ProposalCallback, _CallbackWaiter, _Waiter
-from .raft import (Entry, EntryKind, HardState, NotLeader, Persisted, RaftError, RaftNode, RaftOptions,
+from .raft import (Append, Entry, EntryKind, HardState, NotLeader, Persisted, RaftError, RaftNode, RaftOptions,
                    Ready, Snapshot, SnapshotMeta, decode_config, decode_entry, decode_message,
                    encode_config, encode_entry, encode_message)
 from .raft.machine import StateMachine
@@ -105,6 +105,8 @@ class _Group:
     unsent: list[bytes] = field(default_factory=list)  # our envelopes waiting for a known leader
     relayed: list[bytes] = field(default_factory=list)  # envelopes to append (if leading) or pass on
     installed: list[Any] = field(default_factory=list)  # effects of a snapshot just received
+    leader_commit: int = 0  # the highest commit index a leader's Append told this follower
+    applied_to: int = 0  # the last index of the batch whose effects are being run
 
 
 class _Reader:
@@ -243,6 +245,13 @@ class NodeDriver:
         r = self._groups[group].raft
         return GroupStatus(r.leader, r.is_leader, r.term, r.commit_index, r.applied_index, r.last_index)
 
+    def behind(self, group: str) -> bool:
+        """Is this replica applying entries the leader committed a while ago, with more of
+        them still to come (catching up after a partition, a pause or a restart)? Effects
+        run meanwhile may be stale (e.g. a delivery a later entry takes back)."""
+        g = self._groups[group]
+        return g.leader_commit > g.applied_to
+
     def raft(self, group: str) -> RaftNode:
         """The group's Raft node, for inspection. Change it only through `control`."""
         return self._groups[group].raft
@@ -283,6 +292,8 @@ class NodeDriver:
             msg = decode_message(data)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return
+        if type(msg) is Append and msg.commit > g.leader_commit:
+            g.leader_commit = msg.commit
         g.inbox.append(msg)
         self._mark(group)
 
@@ -585,6 +596,7 @@ class NodeDriver:
             resolve = None
         g.state, effects_out = apply_entries(g.machine, g.state, committed, g.raft.is_leader,
                                              resolve)
+        g.applied_to = committed[-1].index
         self.applied_entries += len(committed)
         if effects_out and g.on_effects is not None:
             g.on_effects(g.id, effects_out)

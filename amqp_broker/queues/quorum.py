@@ -213,6 +213,8 @@ class QuorumQueue:
         state no longer has (taken down while this node was cut off) checks out again."""
         if self.deleted or not self.ready:
             return
+        if self._effects.holding and not self.behind():
+            self._effects.run(self.group, [])  # deliveries held while catching up
         oldest = min(self._unconfirmed) if self._unconfirmed else None
         if oldest is not None and oldest == self._audit_oldest:
             for seq in sorted(self._unconfirmed):
@@ -274,6 +276,9 @@ class QuorumQueue:
 
     def local_consumer(self, key: fifo.ConsumerKey) -> Consumer | None:
         return self.consumers.get(key)
+
+    def behind(self) -> bool:
+        return self.clustered and not self.deleted and self.runtime.driver.behind(self.group)
 
     def checked_out(self, key: fifo.ConsumerKey) -> dict | None:
         c = self.state.fifo.find(key)

@@ -65,6 +65,10 @@ class EffectHost(Protocol):
         consumer any more)."""
         ...
 
+    def behind(self) -> bool:
+        """Is this replica catching up with entries the leader committed a while ago?"""
+        ...
+
     def propose(self, cmd: Any) -> None:
         """Propose a fifo command to the queue's Raft group."""
         ...
@@ -120,10 +124,17 @@ class EffectRunner:
         # a Deliver at or below it is a resend (a snapshot installed here repeats the deliveries
         # it covers) of what the channel already has
         self._delivered: dict[fifo.ConsumerKey, int] = {}
+        # deliveries held while the replica catches up: a later entry may take them back
+        # (NodeDown, ConsumerDown); run, against the state, once it has caught up
+        self._held: list[fifo.Deliver] = []
 
     def new_consumer(self, key: fifo.ConsumerKey) -> None:
         """`key` checks out afresh (its fifo msg ids start again from 0)."""
         self._delivered.pop(key, None)
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._held)
 
     def take_dead_letters(self) -> list[DeadLetter]:
         """At-most-once dead letters collected since the last call."""
@@ -144,11 +155,19 @@ class EffectRunner:
         node = self.node
         touched = False
         batch = _Batch(host.queue_runtime(), host.applied_bodies())
+        behind = host.behind()
+        if self._held and not behind:
+            held, self._held = self._held, []
+            for eff in held:
+                self._deliver(eff, batch)
         for eff in effects:
             t = type(eff)
             if t is fifo.Deliver:
                 if fifo.should_run(eff, node, True, self.replicas):
-                    self._deliver(eff, batch)
+                    if behind:
+                        self._held.append(eff)
+                    else:
+                        self._deliver(eff, batch)
             elif t is fifo.Confirm:
                 host.answer_confirms(eff.publisher, eff.seqs, True)
             elif t is fifo.RejectPublish:
