@@ -134,12 +134,14 @@ class VHost:
     def create_queue(self, name: str, *, durable: bool, exclusive: bool, auto_delete: bool,
                      arguments: dict, owner: "Session | None", persist: bool = True,
                      placement: dict | None = None) -> QueueRuntime:
-        """`placement`: a replicated queue's group and members from the cluster's metadata."""
+        """`placement`: the queue's metadata record, for a quorum queue (its group and
+        members) or a classic queue of another node (its home `node`: a proxy is made here)."""
         factory = self.broker.queue_factories.get(queue_type_of(arguments))
         remote = self.broker.remote_queues
-        if remote is not None and placement is not None and placement.get("node", remote.node) != remote.node:
+        home = placement.get("node") if placement is not None else None
+        if remote is not None and home is not None and home != remote.node:
             # a classic queue of another node: this node's proxy of it
-            q = remote.make_queue(name, self.name, placement["node"], arguments=arguments,
+            q = remote.make_queue(name, self.name, home, arguments=arguments,
                                   auto_delete=auto_delete)
         elif factory is not None:
             # Another queue type (e.g. the quorum adapter) owns its own persistence and confirms.
