@@ -247,15 +247,7 @@ class Admin(TopologyOps, DefinitionsOps):
         """Run `fn()` and return (its result, the metadata changes it proposed): the HTTP
         layer answers once they are committed, as an AMQP declaration does."""
         meta = getattr(self.broker, "cluster_meta", None)
-        if meta is None:
-            return fn(), []
-        meta.collecting = True
-        try:
-            result = fn()
-        finally:
-            meta.collecting = False
-            pending = meta.take_pending()
-        return result, pending
+        return (fn(), []) if meta is None else meta.collect(fn)
 
     def can_access(self, user: str, vhost: str) -> bool:
         return self._srv.can_access_vhost(user, vhost)

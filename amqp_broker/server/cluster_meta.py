@@ -49,7 +49,7 @@ class PendingChange:
     """One proposed metadata change: resent while its outcome is unknown, until committed or
     `METADATA_TIMEOUT` has passed (`failed` then)."""
 
-    __slots__ = ("meta", "cmd", "data", "deadline", "done", "failed", "refusal")
+    __slots__ = ("meta", "cmd", "data", "deadline", "done", "failed")
 
     def __init__(self, meta: "ReplicatedMetadata", cmd: Any) -> None:
         self.meta = meta
@@ -58,7 +58,6 @@ class PendingChange:
         self.deadline = time.monotonic() + METADATA_TIMEOUT
         self.done = trio.Event()
         self.failed = False
-        self.refusal: AMQPError | None = None  # committed, but the client must be told no
         self._propose()
 
     def _propose(self) -> None:
@@ -118,8 +117,8 @@ class ReplicatedMetadata:
         # gone); `ready` applies the resulting records at once
         self.replaying = True
         self.ready = trio.Event()
-        # set by a session while it handles one client method: its changes are collected in
-        # `pending` for the session to wait on (others, e.g. the management API's, are not)
+        # set while `collect` runs: changes are gathered in `pending` for the caller to wait on
+        # (others, e.g. a queue auto-deleted when a connection goes, are not waited for)
         self.collecting = False
         self.pending: list[PendingChange] = []
         # how far each running peer has applied the group (`MetaApplied` from it): a change
@@ -129,9 +128,23 @@ class ReplicatedMetadata:
         self.applied = 0  # the metadata log index this node has applied (from the effects)
         self._peer_event = trio.Event()
 
-    def take_pending(self) -> list[PendingChange]:
-        out, self.pending = self.pending, []
-        return out
+    def collect(self, fn: Any) -> tuple[Any, list[PendingChange]]:
+        """Run `fn()`; return (its result, the changes it proposed). A client method (the
+        session) or a management API request answers once they are committed."""
+        self.collecting = True
+        try:
+            result = fn()
+        finally:
+            self.collecting = False
+            pending, self.pending = self.pending, []
+        return result, pending
+
+    async def commit_all(self, changes: list[PendingChange]) -> None:
+        """Wait until every one of `changes` is committed, proposing again those that time
+        out (start-up work that must not be lost: a node waits for its peers)."""
+        for change in changes:
+            while not await change.wait():
+                change = PendingChange(self, change.cmd)
 
     def _propose(self, cmd: Any) -> None:
         if not self.applying:
@@ -280,14 +293,8 @@ class ReplicatedMetadata:
         the node serves clients."""
         if self.state().items("user"):
             return
-        self.collecting = True
-        try:
-            self.broker.admin.seed()
-        finally:
-            self.collecting = False
-        for change in self.take_pending():
-            while not await change.wait():  # no majority yet (peers starting): keep trying
-                change = PendingChange(self, change.cmd)
+        _, changes = self.collect(self.broker.admin.seed)
+        await self.commit_all(changes)
 
     def resync(self, kind: str, key: tuple, local: Any) -> None:
         """Put this node's copy of one record (`local`: as this node has it) back as the

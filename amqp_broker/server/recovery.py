@@ -51,9 +51,7 @@ async def import_local_metadata(broker: "Broker") -> int:
             if kind == QUEUE:
                 value = _queue_record(key, value, groups, broker)
             changes.append(PendingChange(meta, Put(kind, key, value, if_absent=True)))
-    for change in changes:
-        while not await change.wait():  # a lone node commits at once; else wait for peers
-            change = PendingChange(meta, change.cmd)
+    await meta.commit_all(changes)  # a lone node commits at once; else it waits for peers
     OsDisk().replace_file(marker, (b"%d\n" % len(changes),))
     if changes:
         _log.info("imported %d metadata records of the local log into the metadata group",

@@ -58,13 +58,12 @@ _CONGESTED = 1024 * 1024  # bytes in one send_all above which deliveries pause u
 
 
 class _Barrier:
-    __slots__ = ("changes", "reply", "rest", "channel")
+    __slots__ = ("changes", "reply", "rest")
 
-    def __init__(self, changes: list, reply: bytes, rest: list, channel: int) -> None:
+    def __init__(self, changes: list, reply: bytes, rest: list) -> None:
         self.changes = changes  # cluster_meta.PendingChange
         self.reply = reply      # the bytes the method answered with, held back
         self.rest = rest        # events that came after it
-        self.channel = channel
 
 
 class Session:
@@ -260,22 +259,15 @@ class Session:
         meta = broker.cluster_meta
         while events:
             for i, ev in enumerate(events):
+                if meta is None or type(ev) is not MethodReceived:
+                    self._handle_one(ev)  # the hot path: publishes, acks
+                    continue
+                # a method may change the metadata: its reply waits for the commit
                 mark = conn.output_mark()
-                if meta is not None:
-                    meta.collecting = True
-                try:
-                    self._handle(ev)
-                except AMQPError as err:
-                    self._on_error(getattr(ev, "channel", 0), err)
-                except Exception:  # a bug in our code must not kill the node
-                    _log.exception("%s: internal error handling %r", self.name, type(ev).__name__)
-                    self._on_error(0, InternalError("internal error"))
-                if meta is not None:
-                    meta.collecting = False
-                if meta is not None and meta.pending:
-                    self._barrier = _Barrier(meta.take_pending(), conn.take_output_since(mark),
-                                             events[i + 1:] + conn.next_events(),
-                                             getattr(ev, "channel", 0))
+                _, changes = meta.collect(lambda: self._handle_one(ev))
+                if changes:
+                    self._barrier = _Barrier(changes, conn.take_output_since(mark),
+                                             events[i + 1:] + conn.next_events())
                     broker.run_pending()
                     return
             # accept_login()/accept_open() parse the input buffered while they were pending:
@@ -284,19 +276,24 @@ class Session:
         # Dispatch once for the whole batch (deliveries, dead letters, timers).
         broker.run_pending()
 
+    def _handle_one(self, ev) -> None:
+        try:
+            self._handle(ev)
+        except AMQPError as err:
+            self._on_error(getattr(ev, "channel", 0), err)
+        except Exception:  # a bug in our code must not kill the node
+            _log.exception("%s: internal error handling %r", self.name, type(ev).__name__)
+            self._on_error(0, InternalError("internal error"))
+
     async def _pass_barrier(self) -> None:
         """Wait for the barrier's changes; then send the held reply (or fail the connection)
         and handle the input that waited behind it."""
         barrier = self._barrier
         ok = True
-        refusal = None
         for change in barrier.changes:
             ok = await change.wait() and ok
-            refusal = refusal or change.refusal
         self._barrier = None
-        if refusal is not None:
-            self._on_error(barrier.channel, refusal)
-        elif ok:
+        if ok:
             self.conn.put_output(barrier.reply)
         elif self.conn.state == OPEN:
             self._on_error(0, InternalError(

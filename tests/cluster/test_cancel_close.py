@@ -17,30 +17,15 @@ closes; when the link heals, the Deliver finds the channel gone.
 
 from __future__ import annotations
 
-import threading
 
 import pika
 
 from . import probes
 from .checker import Violation
 from .history import History
-from .workload import declare_queue
+from .workload import ThreadConsumer, declare_queue
 
 QUEUE = "cancelclose"
-
-
-def _drain(url: str, node: str, history: History, stop: threading.Event) -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(url))
-    try:
-        ch = conn.channel()
-        for method, _p, body in ch.consume(QUEUE, inactivity_timeout=0.1):
-            if stop.is_set():
-                break
-            if method is not None:
-                ch.basic_ack(method.delivery_tag)
-                history.delivered(body.decode(), node, bool(method.redelivered), True)
-    finally:
-        conn.close()
 
 
 def test_messages_in_flight_to_a_cancelled_and_closed_consumer_return(make_cluster):
@@ -73,14 +58,10 @@ def test_messages_in_flight_to_a_cancelled_and_closed_consumer_return(make_clust
     pc.proxy.heal_all()
 
     history = History()
-    stop = threading.Event()
-    fresh = threading.Thread(target=_drain, args=(cluster.urls[0], cluster.names[0], history,
-                                                  stop), daemon=True)
-    fresh.start()
+    fresh = ThreadConsumer(cluster.urls[0], cluster.names[0], history, QUEUE)
     probes.wait_until(lambda: len({d.id for d in history.snapshot()[1]}) == len(ids), 10)
     left = probes.counts(cluster, QUEUE)
-    stop.set()
-    fresh.join(10)
+    fresh.close()
     missing = [i for i in ids if i not in {d.id for d in history.snapshot()[1]}]
     if missing:
         raise Violation(f"never delivered to a fresh consumer: {missing}; (ready, unacked) "

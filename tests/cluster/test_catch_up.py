@@ -20,7 +20,6 @@ compaction (a snapshot every 4096 applied entries: an enqueue and a settle per m
 
 from __future__ import annotations
 
-import threading
 
 import pika
 import pytest
@@ -28,43 +27,9 @@ import pytest
 from . import probes
 from .checker import Violation
 from .history import History
-from .workload import declare_queue
+from .workload import ThreadConsumer, declare_queue
 
 QUEUE = "catchup"
-
-
-class _Consumer:
-    """A pika consumer in a thread of its own, acking every delivery into `history`."""
-
-    def __init__(self, url: str, node: str, history: History, *, prefetch: int,
-                 priority: int) -> None:
-        self.stop = threading.Event()
-        self.ready = threading.Event()
-        self._args = (url, node, history, prefetch, priority)
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(10), "consumer did not start"
-
-    def _run(self) -> None:
-        url, node, history, prefetch, priority = self._args
-        conn = pika.BlockingConnection(pika.URLParameters(url))
-        try:
-            ch = conn.channel()
-            ch.basic_qos(prefetch_count=prefetch)
-            it = ch.consume(QUEUE, arguments={"x-priority": priority}, inactivity_timeout=0.1)
-            self.ready.set()
-            for method, _p, body in it:
-                if self.stop.is_set():
-                    break
-                if method is not None:
-                    ch.basic_ack(method.delivery_tag)
-                    history.delivered(body.decode(), node, bool(method.redelivered), True)
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(10)
 
 
 def _publish(ch, ids: list[str]) -> None:
@@ -87,11 +52,12 @@ def test_consumer_on_a_silent_replica_gets_its_messages_after_it_catches_up(make
     ch = conn.channel()
     ch.confirm_delivery()
     ids = [f"m{i}" for i in range(2400)]
-    slow = _Consumer(cluster.urls[silent], cluster.names[silent], history, prefetch=10,
-                     priority=0)
+    slow = ThreadConsumer(cluster.urls[silent], cluster.names[silent], history, QUEUE,
+                          prefetch=10, priority=0)
     _publish(ch, ids[:1])  # S has its checkout in the log: it gets m0
     assert probes.wait_until(lambda: "m0" in delivered(), 10)
-    fast = _Consumer(cluster.urls[0], cluster.names[0], history, prefetch=50, priority=10)
+    fast = ThreadConsumer(cluster.urls[0], cluster.names[0], history, QUEUE,
+                          prefetch=50, priority=10)
     if fault == "stall":
         for (i, j), name in pc.links.items():
             if silent in (i, j):
@@ -101,7 +67,8 @@ def test_consumer_on_a_silent_replica_gets_its_messages_after_it_catches_up(make
     _publish(ch, ids[1:400])  # F takes these: the pipeline to the silent node fills
     fast.close()
     _publish(ch, ids[400:420])  # S is handed 10 of these now, the rest wait
-    fast = _Consumer(cluster.urls[0], cluster.names[0], history, prefetch=50, priority=10)
+    fast = ThreadConsumer(cluster.urls[0], cluster.names[0], history, QUEUE,
+                          prefetch=50, priority=10)
     _publish(ch, ids[420:])  # enough entries for the leader to compact past them
     conn.close()
     if fault == "stall":

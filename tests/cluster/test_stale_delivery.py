@@ -25,54 +25,15 @@ holds them unacked), and healed.
 
 from __future__ import annotations
 
-import threading
 
 import pika
 
 from . import probes
 from .checker import Violation, check
 from .history import History
-from .workload import declare_queue
+from .workload import ThreadConsumer, declare_queue
 
 QUEUE = "stale"
-
-
-class _Consumer:
-    """A pika consumer thread recording into `history`; acks only if `ack`."""
-
-    def __init__(self, url: str, node: str, history: History, *, priority: int,
-                 ack: bool) -> None:
-        self.stop = threading.Event()
-        self.ready = threading.Event()
-        self._args = (url, node, history, priority, ack)
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(10)
-
-    def _run(self) -> None:
-        url, node, history, priority, ack = self._args
-        conn = pika.BlockingConnection(pika.URLParameters(url))
-        try:
-            ch = conn.channel()
-            ch.basic_qos(prefetch_count=10)
-            it = ch.consume(QUEUE, arguments={"x-priority": priority}, inactivity_timeout=0.1)
-            self.ready.set()
-            for method, _p, body in it:
-                if self.stop.is_set():
-                    break
-                if method is not None:
-                    if ack:
-                        ch.basic_ack(method.delivery_tag)
-                    history.delivered(body.decode(), node, bool(method.redelivered), ack)
-        finally:
-            try:
-                conn.close()
-            except pika.exceptions.AMQPError:
-                pass
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(10)
 
 
 def test_catching_up_replica_does_not_deliver_messages_already_taken_back(make_cluster):
@@ -84,13 +45,15 @@ def test_catching_up_replica_does_not_deliver_messages_already_taken_back(make_c
     far = 2
     far_links = [name for (i, j), name in pc.links.items() if far in (i, j)]
     history = History()
-    a = _Consumer(cluster.urls[far], cluster.names[far], history, priority=10, ack=True)
+    a = ThreadConsumer(cluster.urls[far], cluster.names[far], history, QUEUE,
+                       prefetch=10, priority=10, ack=True)
     conn = pika.BlockingConnection(pika.URLParameters(cluster.urls[0]))
     ch = conn.channel()
     ch.confirm_delivery()
     ch.basic_publish("", QUEUE, b"first", mandatory=True)
     assert probes.wait_until(lambda: history.snapshot()[1] != [], 10)  # A works
-    b = _Consumer(cluster.urls[0], cluster.names[0], history, priority=0, ack=False)
+    b = ThreadConsumer(cluster.urls[0], cluster.names[0], history, QUEUE,
+                       prefetch=10, priority=0, ack=False)
 
     for name in far_links:
         pc.proxy.stall(name)
@@ -131,7 +94,8 @@ def test_no_stale_delivery_when_the_take_back_comes_in_a_later_batch(make_cluste
     far = 2
     far_links = [name for (i, j), name in pc.links.items() if far in (i, j)]
     history = History()
-    a = _Consumer(cluster.urls[far], cluster.names[far], history, priority=0, ack=True)
+    a = ThreadConsumer(cluster.urls[far], cluster.names[far], history, QUEUE,
+                       prefetch=10, priority=0, ack=True)
     conn = pika.BlockingConnection(pika.URLParameters(cluster.urls[0]))
     ch = conn.channel()
     ch.confirm_delivery()
@@ -154,7 +118,8 @@ def test_no_stale_delivery_when_the_take_back_comes_in_a_later_batch(make_cluste
         pc.proxy.cut(name)  # NodeDown returns A's ten to the head of the queue
     assert probes.wait_until(lambda: probes.counts(cluster, QUEUE)[0] == (len(ids) + 1500, 0),
                              15), f"A's messages did not come back: {probes.counts(cluster, QUEUE)}"
-    b = _Consumer(cluster.urls[0], cluster.names[0], history, priority=0, ack=False)
+    b = ThreadConsumer(cluster.urls[0], cluster.names[0], history, QUEUE,
+                       prefetch=10, priority=0, ack=False)
     assert probes.wait_until(
         lambda: {d.id for d in history.snapshot()[1] if d.node == cluster.names[0]} >= set(ids),
         15), "B did not get A's messages after rabbit3 went down"

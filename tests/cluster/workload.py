@@ -254,6 +254,46 @@ class Workload:
                 pass
 
 
+class ThreadConsumer:
+    """A pika consumer in a thread of its own recording every delivery into `history`
+    (acking it when `ack`), for the deterministic per-bug tests; `close()` stops it."""
+
+    def __init__(self, url: str, node: str, history: History, queue: str, *, prefetch: int = 0,
+                 priority: int = 0, ack: bool = True) -> None:
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+        self._args = (url, node, history, queue, prefetch, priority, ack)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(10), "consumer did not start"
+
+    def _run(self) -> None:
+        url, node, history, queue, prefetch, priority, ack = self._args
+        conn = pika.BlockingConnection(pika.URLParameters(url))
+        try:
+            ch = conn.channel()
+            if prefetch:
+                ch.basic_qos(prefetch_count=prefetch)
+            it = ch.consume(queue, arguments={"x-priority": priority}, inactivity_timeout=0.1)
+            self.ready.set()
+            for method, _p, body in it:
+                if self.stop.is_set():
+                    break
+                if method is not None:
+                    if ack:
+                        ch.basic_ack(method.delivery_tag)
+                    history.delivered(body.decode(), node, bool(method.redelivered), ack)
+        finally:
+            try:
+                conn.close()
+            except pika.exceptions.AMQPError:
+                pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+
+
 def declare_queue(url: str, queue: str, timeout: float = 30.0) -> None:
     """Declare the quorum queue on the node at `url`, retrying while the cluster forms (its
     metadata group needs a leader before a declaration commits)."""
