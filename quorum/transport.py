@@ -15,6 +15,11 @@ Sending never blocks: each peer has a bounded queue and a message that does not 
 (Raft retransmits). A writer task sends everything queued since it last woke in one
 `send_all`. Lost links are redialled with exponential backoff. `address_override` is the test
 hook that lets a test route a link through a proxy it can cut.
+
+Peers can change while the transport runs (`add_peer`, `remove_peer`: nodes joining and leaving
+a cluster). Besides links, a node that is not (yet) a peer can `ask` one question: it proves the
+same secret, sends one frame and gets one answer from the acceptor's `on_request` (how a node
+asks to join a cluster).
 """
 
 from __future__ import annotations
@@ -24,12 +29,12 @@ import hmac
 import os
 import struct
 from functools import partial
-from typing import Callable
+from typing import Awaitable, Callable
 
 import msgspec
 import trio
 
-__all__ = ["Transport", "AuthError"]
+__all__ = ["Transport", "AuthError", "ask"]
 
 _LEN = struct.Struct("<I")
 _GLEN = struct.Struct("<H")
@@ -37,6 +42,7 @@ _HELLO = 1
 _CHALLENGE = 2
 _PROOF = 3
 _DATA = 4
+_ASK = 5  # a one-question link: hello, challenge, proof, one request frame, one answer frame
 
 
 class AuthError(Exception):
@@ -64,6 +70,7 @@ class _Peer:
         self.connected = trio.Event()
         self.dropped = 0
         self.sent = 0
+        self.dialer: trio.CancelScope | None = None  # the dial loop, on the dialling side
 
 
 class Transport:
@@ -85,6 +92,7 @@ class Transport:
         max_frame: int = 64 * 1024 * 1024,
         address_override: Callable[[str, tuple[str, int]], tuple[str, int]] | None = None,
         backoff: tuple[float, float] = (0.05, 2.0),
+        on_request: Callable[[str, bytes], Awaitable[bytes]] | None = None,
     ) -> None:
         self.node_id = node_id
         self._addrs = {p: a for p, a in peers.items() if p != node_id}
@@ -94,7 +102,10 @@ class Transport:
         self._max_frame = max_frame
         self._override = address_override
         self._backoff = backoff
+        self._queue_size = queue_size
         self._peers = {p: _Peer(p, queue_size) for p in sorted(self._addrs)}
+        self._on_request = on_request
+        self._nursery: trio.Nursery | None = None
         self.port: int | None = None
         self.auth_failures = 0
 
@@ -131,10 +142,41 @@ class Transport:
             listeners = await nursery.start(
                 partial(trio.serve_tcp, self._accepted, self._listen[1], host=self._listen[0]))
             self.port = listeners[0].socket.getsockname()[1]
+            self._nursery = nursery
             for peer in self._peers:
-                if self.node_id < peer:
-                    nursery.start_soon(self._dial_loop, peer)
+                self._start_dialling(peer)
             task_status.started(self.port)
+
+    def _start_dialling(self, peer: str) -> None:
+        p = self._peers[peer]
+        if self._nursery is not None and self.node_id < peer and p.dialer is None:
+            p.dialer = trio.CancelScope()
+            self._nursery.start_soon(self._dial_loop, peer, p.dialer)
+
+    @property
+    def peers(self) -> list[str]:
+        return sorted(self._peers)
+
+    def add_peer(self, peer: str, addr: tuple[str, int]) -> None:
+        """Link to `peer` from now on (a node that joined the cluster)."""
+        if peer == self.node_id:
+            return
+        self._addrs[peer] = addr
+        if peer not in self._peers:
+            self._peers[peer] = _Peer(peer, self._queue_size)
+        self._start_dialling(peer)
+
+    def remove_peer(self, peer: str) -> None:
+        """Stop linking to `peer` (a node that left or was forgotten): its link is closed and
+        it is refused from now on."""
+        self._addrs.pop(peer, None)
+        p = self._peers.pop(peer, None)
+        if p is None:
+            return
+        if p.dialer is not None:
+            p.dialer.cancel()
+        if p.stream is not None and self._nursery is not None:
+            self._nursery.start_soon(trio.aclose_forcefully, p.stream)
 
     def _address(self, peer: str) -> tuple[str, int]:
         addr = self._addrs[peer]
@@ -143,9 +185,13 @@ class Transport:
     def set_address(self, peer: str, addr: tuple[str, int]) -> None:
         self._addrs[peer] = addr
 
-    async def _dial_loop(self, peer: str) -> None:
+    async def _dial_loop(self, peer: str, scope: trio.CancelScope) -> None:
+        with scope:
+            await self._dial(peer)
+
+    async def _dial(self, peer: str) -> None:
         delay = self._backoff[0]
-        while True:
+        while peer in self._addrs:
             try:
                 stream = await trio.open_tcp_stream(*self._address(peer))
             except OSError:
@@ -168,8 +214,11 @@ class Transport:
     async def _accepted(self, stream: trio.SocketStream) -> None:
         try:
             with trio.fail_after(5):
-                peer, leftover = await self._acceptor_handshake(stream)
-            await self._serve(stream, peer, leftover)
+                peer, leftover, kind = await self._acceptor_handshake(stream)
+            if kind == _ASK:
+                await self._answer(stream, peer, leftover)
+            else:
+                await self._serve(stream, peer, leftover)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
                 AuthError, ValueError, msgspec.DecodeError):
             pass
@@ -191,11 +240,13 @@ class Transport:
         await stream.send_all(_pack(msgspec.msgpack.encode(_Hello(_PROOF, self.node_id, b"", proof))))
         return reader.buffer
 
-    async def _acceptor_handshake(self, stream: trio.abc.Stream) -> tuple[str, bytes]:
+    async def _acceptor_handshake(self, stream: trio.abc.Stream) -> tuple[str, bytes, int]:
         reader = _FrameReader(stream, 4096)
         hello = msgspec.msgpack.decode(await reader.next(), type=_Hello)
         peer = hello.node
-        if hello.kind != _HELLO or peer not in self._peers or peer > self.node_id:
+        asking = hello.kind == _ASK and self._on_request is not None
+        if not asking and (hello.kind != _HELLO or peer not in self._peers
+                           or peer > self.node_id):
             self.auth_failures += 1
             raise AuthError(f"unexpected hello from {peer!r}")
         mine = os.urandom(16)
@@ -206,11 +257,21 @@ class Transport:
         if proof.kind != _PROOF or not hmac.compare_digest(proof.mac, expect):
             self.auth_failures += 1
             raise AuthError(f"{peer} failed authentication")
-        return peer, reader.buffer
+        return peer, reader.buffer, hello.kind
+
+    async def _answer(self, stream: trio.abc.Stream, peer: str, leftover: bytes) -> None:
+        """One question from a node that proved the secret (`ask`), one answer."""
+        reader = _FrameReader(stream, self._max_frame, leftover)
+        with trio.fail_after(5):
+            question = await reader.next()
+        answer = await self._on_request(peer, question)
+        await stream.send_all(_pack(answer))
 
     # -- an authenticated link ----------------------------------------------------------------
     async def _serve(self, stream: trio.abc.Stream, peer: str, leftover: bytes) -> None:
-        p = self._peers[peer]
+        p = self._peers.get(peer)
+        if p is None:
+            return  # removed while the link was being set up
         old = p.stream
         if old is not None:
             await trio.aclose_forcefully(old)  # the newest link wins
@@ -261,6 +322,36 @@ async def _guard(coro, scope: trio.CancelScope) -> None:
         pass
     finally:
         scope.cancel()
+
+
+async def ask(node_id: str, peer: str, addr: tuple[str, int], secret: bytes, question: bytes,
+              timeout: float = 30.0) -> bytes:
+    """Ask node `peer` at `addr` one question as `node_id` (proving `secret`); its answer.
+    Raises OSError (unreachable), AuthError (wrong secret, or `peer` answers nothing of the
+    kind) or trio.TooSlowError."""
+    with trio.fail_after(timeout):
+        stream = await trio.open_tcp_stream(*addr)
+        try:
+            reader = _FrameReader(stream, 64 * 1024 * 1024)
+            mine = os.urandom(16)
+            await stream.send_all(_pack(msgspec.msgpack.encode(_Hello(_ASK, node_id, mine))))
+            try:
+                ch = msgspec.msgpack.decode(await reader.next(), type=_Hello)
+            except (trio.BrokenResourceError, ValueError, msgspec.DecodeError) as err:
+                raise AuthError(f"{peer} refused the connection") from err
+            expect = _mac(secret, b"acceptor", mine, ch.nonce, ch.node.encode(), node_id.encode())
+            if ch.kind != _CHALLENGE or ch.node != peer or not hmac.compare_digest(ch.mac, expect):
+                raise AuthError(f"{peer} failed authentication (is the cookie the same?)")
+            proof = _mac(secret, b"dialer", ch.nonce, mine, node_id.encode(), peer.encode())
+            await stream.send_all(_pack(msgspec.msgpack.encode(_Hello(_PROOF, node_id, b"", proof)))
+                                  + _pack(question))
+            try:
+                return await reader.next()
+            except trio.BrokenResourceError as err:
+                raise AuthError(f"{peer} closed the connection without an answer (is the "
+                                f"cookie the same?)") from err
+        finally:
+            await trio.aclose_forcefully(stream)
 
 
 def _pack(body: bytes) -> bytes:

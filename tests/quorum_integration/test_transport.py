@@ -145,3 +145,55 @@ async def test_oversized_frame_drops_the_link():
                 await trio.sleep(0.01)
         assert all(len(f[2]) < 1024 for f in inbox["b"].frames)
         nursery.cancel_scope.cancel()
+
+
+async def test_peers_added_and_removed_while_running():
+    async with trio.open_nursery() as nursery:
+        ts, inbox = await start_cluster(nursery, ["n1", "n2"])
+        n3_inbox = Inbox()
+        n3 = Transport("n3", {}, SECRET, n3_inbox, backoff=(0.01, 0.05))
+        await nursery.start(n3.run)
+        assert not ts["n1"].send("n3", "g", b"x")  # not a peer yet
+        for n, t in ts.items():
+            t.add_peer("n3", ("127.0.0.1", n3.port))
+            n3.add_peer(n, ("127.0.0.1", t.port))
+        with trio.fail_after(10):
+            await ts["n1"].wait_connected("n3")
+            await ts["n2"].wait_connected("n3")
+            ts["n1"].send("n3", "g", b"from-n1")
+            n3.send("n2", "g", b"from-n3")
+            await n3_inbox.wait_for(1)
+            await inbox["n2"].wait_for(1)
+        assert n3_inbox.frames == [("n1", "g", b"from-n1")]
+        assert inbox["n2"].frames == [("n3", "g", b"from-n3")]
+        ts["n1"].remove_peer("n3")
+        with trio.fail_after(10):
+            while n3.is_connected("n1"):
+                await trio.sleep(0.01)
+        assert "n3" not in ts["n1"].peers and not ts["n1"].send("n3", "g", b"y")
+        await trio.sleep(0.2)  # n3 still lists n1 but n1 neither dials nor accepts it
+        assert not n3.is_connected("n1") and n3.is_connected("n2")
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_stranger_with_the_secret_may_ask_one_question():
+    from quorum.transport import AuthError, ask
+
+    async def answer(peer: str, question: bytes) -> bytes:
+        return b"hello " + peer.encode() + b": " + question
+
+    async with trio.open_nursery() as nursery:
+        t = Transport("n1", {}, SECRET, Inbox(), on_request=answer)
+        await nursery.start(t.run)
+        with trio.fail_after(10):
+            got = await ask("stranger", "n1", ("127.0.0.1", t.port), SECRET, b"may I join?")
+            assert got == b"hello stranger: may I join?"
+            with pytest.raises(AuthError):
+                await ask("stranger", "n1", ("127.0.0.1", t.port), b"wrong", b"may I?")
+            with pytest.raises(AuthError):  # the node is not the one named
+                await ask("stranger", "n9", ("127.0.0.1", t.port), SECRET, b"may I?")
+        plain = Transport("n2", {}, SECRET, Inbox())  # takes no questions
+        await nursery.start(plain.run)
+        with trio.fail_after(10), pytest.raises(AuthError):
+            await ask("stranger", "n2", ("127.0.0.1", plain.port), SECRET, b"may I?")
+        nursery.cancel_scope.cancel()
