@@ -54,7 +54,7 @@ def host_metadata(runtime: QuorumRuntime, on_effects: Callable[[str, list], None
     `on_effects` gets its `MetaChanged` effects on every node, `on_ready()` once the local
     log is replayed."""
     runtime.add_group(META_GROUP, MetadataMachine(), on_effects, on_ready,
-                      voters=runtime.cluster.nodes)
+                      voters=[] if runtime.cluster.joining else sorted(runtime.nodes))
 
 
 def _log_config(settings: Any) -> LogConfig | None:

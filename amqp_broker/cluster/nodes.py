@@ -13,10 +13,16 @@ ask epmd; the node's name is still ``rabbit2@localhost``).
 The cookie is the shared secret the nodes prove to each other on every link (never sent):
 ``RABBITMQ_ERLANG_COOKIE``, else ``<data_dir>/.erlang.cookie``, generated on first start. Copy
 it to every node of a cluster, as with RabbitMQ.
+
+Membership changes at run time (`amqp-brokerctl join_cluster`, `forget_cluster_node`, `reset`):
+the node list as last known is kept in ``<data_dir>/cluster_nodes.json`` (as Mnesia's
+cluster_nodes.config) and, once it exists, wins over classic_config, which only seeds a node's
+first start.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
@@ -25,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["ClusterConfig", "cluster_config", "parse_peer", "default_node_name", "read_cookie",
-           "DEFAULT_DIST_PORT"]
+           "DEFAULT_DIST_PORT", "read_membership", "write_membership", "MEMBERSHIP_FILE"]
+
+MEMBERSHIP_FILE = "cluster_nodes.json"
 
 DEFAULT_DIST_PORT = 25672
 
@@ -36,6 +44,11 @@ class ClusterConfig:
     listen: tuple[str, int]                  # inter-node listener
     peers: dict[str, tuple[str, int]]        # the other nodes -> where to dial them
     cookie: bytes
+    # where the other nodes dial this one: the host of its name, its distribution port
+    advertise: tuple[str, int] = ("127.0.0.1", 0)
+    # set by join_cluster: this node's replica of the metadata starts with no members and
+    # learns them from the cluster's leader
+    joining: bool = False
 
     @property
     def nodes(self) -> list[str]:
@@ -79,18 +92,52 @@ def read_cookie(data_dir: Path) -> bytes:
     return cookie
 
 
+def read_membership(data_dir: Path) -> dict | None:
+    """The node list a membership change left (None: never changed; classic_config rules):
+    ``{"nodes": {name: [host, port]}, "joining": bool}``."""
+    try:
+        with open(Path(data_dir) / MEMBERSHIP_FILE) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None
+    return {"nodes": {n: (a[0], int(a[1])) for n, a in data["nodes"].items()},
+            "joining": bool(data.get("joining"))}
+
+
+def write_membership(data_dir: Path, nodes: dict, joining: bool = False) -> None:
+    """Keep the node list (every node, this one included) for the next start, atomically."""
+    path = Path(data_dir) / MEMBERSHIP_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        json.dump({"nodes": {n: list(a) for n, a in sorted(nodes.items())},
+                   "joining": joining}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def cluster_config(settings) -> ClusterConfig:
-    """The cluster as `settings` (BrokerSettings, or plain Settings: a lone node) describe it."""
+    """The cluster as `settings` (BrokerSettings, or plain Settings: a lone node) and the
+    node list left by membership changes describe it."""
     node = getattr(settings, "node_name", None) or default_node_name()
     peers: dict[str, tuple[str, int]] = {}
-    cluster = getattr(settings, "cluster", None)
-    for spec in getattr(cluster, "nodes", ()) or ():
-        name, addr = parse_peer(spec)
-        if name != node:
-            peers[name] = addr
+    joining = False
+    kept = read_membership(settings.data_dir)
+    if kept is not None:
+        peers = {n: a for n, a in kept["nodes"].items() if n != node}
+        joining = kept["joining"]
+    else:
+        cluster = getattr(settings, "cluster", None)
+        for spec in getattr(cluster, "nodes", ()) or ():
+            name, addr = parse_peer(spec)
+            if name != node:
+                peers[name] = addr
     env_port = os.environ.get("RABBITMQ_DIST_PORT")
     port = (int(env_port) if env_port else getattr(settings, "dist_port", None)
             or settings.port + 20000)
     host = settings.host if settings.host not in ("", "::") else "0.0.0.0"
-    cookie = read_cookie(settings.data_dir) if peers else b""
-    return ClusterConfig(node, (host, port), peers, cookie)
+    # every node has a cookie: a lone node too can be joined
+    cookie = read_cookie(settings.data_dir)
+    advertise = (node.partition("@")[2] or "127.0.0.1", port)
+    return ClusterConfig(node, (host, port), peers, cookie, advertise, joining)

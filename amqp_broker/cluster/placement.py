@@ -16,7 +16,7 @@ __all__ = ["choose_members"]
 
 
 def choose_members(runtime: Any, settings: Any, arguments: dict) -> tuple[str, ...]:
-    nodes = runtime.cluster.nodes
+    nodes = sorted(runtime.nodes)
     size = arguments.get("x-quorum-initial-group-size")
     if size is None:
         q = getattr(settings, "quorum_queue", None)

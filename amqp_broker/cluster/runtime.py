@@ -10,11 +10,17 @@ are recovered, so recovered quorum queues find their logs) and run in the node's
     runtime.propose(group, data, callback=None)               # on any replica; no task each
     runtime.remove_group(group)                               # queue deleted
 
-Alone (no peers), a group has one member: the node votes for itself and leads. In a cluster
-(`ClusterConfig.clustered`) the runtime also runs the inter-node `quorum.transport.Transport`
-(cookie-authenticated, one link per node pair, every group on it); a proposal made on a replica
-that does not lead is forwarded to the leader by the driver (`NodeDriver.submit`). All groups'
-proposals made between two driver passes go into one WAL batch and one fdatasync (group commit).
+Alone (no peers), a group has one member: the node votes for itself and leads. Every node runs
+the inter-node `quorum.transport.Transport` (cookie-authenticated, one link per node pair, every
+group on it; alone it only listens, so that another node can join it); a proposal made on a
+replica that does not lead is forwarded to the leader by the driver (`NodeDriver.submit`). All
+groups' proposals made between two driver passes go into one WAL batch and one fdatasync
+(group commit).
+
+The node list (`nodes`) changes at run time (`set_node`, `drop_node`: the metadata's node
+records). The leader of every group brings its Raft membership in line with it, one change at a
+time (`_reconcile`): a node that joined becomes a learner (of the metadata group: a voter once
+caught up), a forgotten node is removed.
 """
 
 from __future__ import annotations
@@ -30,11 +36,12 @@ import trio
 
 from quorum.driver import NodeDriver
 from quorum.log import AsyncLog, LogConfig
-from quorum.raft import RaftOptions
+from quorum.raft import RaftError, RaftOptions
 from quorum.transport import Transport
 
 from amqp_broker.queues.remote_wire import RPC_GROUP
 
+from .metadata import META_GROUP
 from .nodes import ClusterConfig
 
 __all__ = ["QuorumRuntime"]
@@ -63,12 +70,17 @@ class QuorumRuntime:
         self.directory = directory
         # log_config: raft.wal_max_size_bytes / raft.segment_max_entries from rabbitmq.conf
         self.log = AsyncLog.open(os.path.join(directory, "log"), log_config)
-        self.transport: Transport | None = None
         self.on_rpc: Callable[[str, bytes], None] | None = None  # the server's RPC_GROUP frames
+        # the server's answer to a node that asks to join or leave (`quorum.transport.ask`)
+        self.on_request: Callable[[str, bytes], Any] | None = None
+        # every node of the cluster (this one too) -> where it is dialled
+        self.nodes: dict[str, tuple[str, int]] = {node: cluster.advertise, **cluster.peers}
+        self.transport: Transport | None = None
         sender: Any = _NoPeers()
-        if cluster.clustered:
+        if cluster.listen[1] <= 65535:
             self.transport = sender = Transport(node, cluster.peers, cluster.cookie,
-                                                self._on_frame, listen=cluster.listen)
+                                                self._on_frame, listen=cluster.listen,
+                                                on_request=self._answer)
         # the machine's `compactable` gate keeps compaction from outrunning live bodies
         # early messages: a leader's Appends leave before its own fsync, which then runs in
         # parallel with the followers' (thesis 10.2.1); the leader counts itself once durable
@@ -104,6 +116,67 @@ class QuorumRuntime:
         return pid is not None and pid.startswith(self._current)
 
     # -- cluster --------------------------------------------------------------------------------
+    @property
+    def peers(self) -> list[str]:
+        """The other nodes of the cluster, sorted."""
+        return sorted(n for n in self.nodes if n != self.node)
+
+    def set_node(self, name: str, addr: tuple[str, int]) -> None:
+        """`name` is (now) a node of the cluster, dialled at `addr`."""
+        if name == self.node or self.nodes.get(name) == tuple(addr):
+            return
+        self.nodes[name] = tuple(addr)
+        self._links.setdefault(name, False)
+        if self.transport is not None:
+            self.transport.add_peer(name, tuple(addr))
+        _log.info("node %s: %s is a node of the cluster (%s:%d)", self.node, name, *addr)
+
+    def drop_node(self, name: str) -> None:
+        """`name` left the cluster (forgotten or reset): no link to it any more."""
+        if name == self.node or self.nodes.pop(name, None) is None:
+            return
+        if self.transport is not None:
+            self.transport.remove_peer(name)
+        if self._links.pop(name, False):
+            for q in list(self._watchers):
+                q.node_changed(name, False)
+        _log.info("node %s: %s is no longer a node of the cluster", self.node, name)
+
+    async def _answer(self, peer: str, question: bytes) -> bytes:
+        if self.on_request is None:
+            return b""
+        return await self.on_request(peer, question)
+
+    def _reconcile(self) -> None:
+        """On every group this node leads (in a cluster), one membership change towards the
+        node list: remove a node that left, else add a node that joined as a learner (the
+        metadata group's learners become voters once caught up)."""
+        if not self.cluster.clustered:
+            return
+        wanted = set(self.nodes)
+        for group in self.driver.groups():
+            raft = self.driver.raft(group)
+            if not raft.is_leader:
+                continue
+            config = raft.config
+            present = set(config.voters) | set(config.learners)
+            try:
+                gone = sorted(present - wanted)
+                if gone:
+                    raft.remove(gone[0], self._now_ms())
+                    self.driver.wake(group)
+                    continue
+                new = sorted(wanted - present)
+                if new:
+                    raft.add_learner(new[0], self._now_ms(), auto_promote=group == META_GROUP)
+                    self.driver.wake(group)
+            except RaftError as err:  # a change still in flight, or leadership moving
+                _log.debug("group %s: membership change deferred: %s", group, err)
+
+    @staticmethod
+    def _now_ms() -> int:
+        return int(time.time() * 1000)
+
     def _on_frame(self, peer: str, group: str, data: bytes) -> None:
         if group == RPC_GROUP:
             if self.on_rpc is not None:
@@ -159,6 +232,8 @@ class QuorumRuntime:
             if n % audit_every == 0:
                 for q in list(self._watchers):
                     q.audit()
+            if n % 5 == 0:
+                self._reconcile()
 
     # -- groups ---------------------------------------------------------------------------------
     def add_group(self, group: str, machine: Any, on_effects: Callable[[str, list], None],
@@ -245,10 +320,8 @@ class QuorumRuntime:
         try:
             async with trio.open_nursery() as nursery:
                 if self.transport is not None:
-                    port = await nursery.start(self.transport.run)
-                    _log.info("node %s: cluster links on port %d to %s", self.node, port,
-                              ", ".join(sorted(self.cluster.peers)))
-                    nursery.start_soon(self._watch_links)
+                    await self._start_transport(nursery)
+                nursery.start_soon(self._watch_links)
                 await nursery.start(self.driver.run)
                 self._nursery = nursery
                 deferred, self._deferred = self._deferred, []
@@ -260,6 +333,21 @@ class QuorumRuntime:
         finally:
             self._nursery = None
             self.log.close()
+
+    async def _start_transport(self, nursery: trio.Nursery) -> None:
+        try:
+            port = await nursery.start(self.transport.run)
+        except (OSError, BaseExceptionGroup) as err:
+            if self.cluster.clustered or not _only_os_errors(err):
+                raise
+            # alone, the node serves without it; only joining it is not possible
+            _log.warning("node %s: inter-node listener not started on %s:%d (%s): other nodes "
+                         "cannot join this one", self.node, *self.cluster.listen, err)
+            self.transport = None
+            return
+        if self.cluster.clustered:
+            _log.info("node %s: cluster links on port %d to %s", self.node, port,
+                      ", ".join(self.peers))
 
     def statistics(self) -> dict[str, Any]:
         return self.driver.statistics()
@@ -296,6 +384,12 @@ class QuorumRuntime:
     def wal_bytes(self) -> int:
         """Size of the node's current WAL file (the log counts what it writes: no stat)."""
         return self.log.store.statistics()["wal_size"]
+
+
+def _only_os_errors(err: BaseException) -> bool:
+    if isinstance(err, BaseExceptionGroup):
+        return all(_only_os_errors(e) for e in err.exceptions)
+    return isinstance(err, OSError)
 
 
 def _file_bytes(paths: Any) -> int:

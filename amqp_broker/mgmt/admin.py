@@ -110,7 +110,7 @@ class Admin(TopologyOps, DefinitionsOps):
         full row; a peer has what this node knows of it: name, type, and `running` (its link
         is up), as RabbitMQ lists a node it cannot reach."""
         quorum = getattr(self.broker, "quorum", None)
-        names = sorted({self.node, *(quorum.cluster.nodes if quorum is not None else ())})
+        names = sorted({self.node, *(quorum.nodes if quorum is not None else ())})
         return [self._local_node() if name == self.node else
                 {"name": name, "type": "disc", "running": quorum.is_running(name)}
                 for name in names]

@@ -95,7 +95,7 @@ class QuorumQueue:
         self.clustered = cluster.clustered
         self.group = group or runtime.new_group_id()
         self.members = tuple(members) if members else (self.node,)
-        self.learners = tuple(n for n in cluster.nodes if n not in self.members) \
+        self.learners = tuple(n for n in sorted(runtime.nodes) if n not in self.members) \
             if self.clustered else ()
         self.machine = QuorumMachine(self.config, now_ms)
         self.publisher = runtime.pid_of(self)
@@ -195,7 +195,7 @@ class QuorumQueue:
                 self.runtime.propose(self.group, self._unconfirmed[seq])
         if leader == self.node and self.ready:
             self._lead()
-            for node in self.runtime.cluster.peers:
+            for node in self.runtime.peers:
                 if not self.runtime.is_running(node):
                     self.propose(fifo.NodeDown(node))
 

@@ -218,7 +218,7 @@ class ReplicatedMetadata:
         if not runtime.cluster.clustered:
             return
         data = wire.encode(wire.MetaApplied(self.applied))
-        for peer in runtime.cluster.peers:
+        for peer in runtime.peers:
             if runtime.is_running(peer):
                 runtime.send_rpc(peer, data)
 
@@ -237,7 +237,7 @@ class ReplicatedMetadata:
         index = self.applied
         with trio.move_on_after(patience):
             while any(runtime.is_running(p) and self._peer_applied.get(p, 0) < index
-                      for p in runtime.cluster.peers):
+                      for p in runtime.peers):
                 await self._peer_event.wait()
 
     def on_ready(self) -> None:

@@ -322,7 +322,7 @@ class RemoteQueues:
     def audit(self) -> None:
         """Every two seconds: this node's classic queues' counts to the other nodes (what
         their declare-ok and listings show), when they changed."""
-        peers = [p for p in self.runtime.cluster.peers if self.runtime.is_running(p)]
+        peers = [p for p in self.runtime.peers if self.runtime.is_running(p)]
         if not peers:
             return
         for vhost in self.broker.vhosts.values():
