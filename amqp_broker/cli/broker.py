@@ -57,13 +57,13 @@ def build_settings(argv: list[str] | None = None) -> tuple[Settings, str]:
 
 
 async def _run(settings: Settings) -> None:
-    from amqp_broker.server import run_node
+    from amqp_broker.server.lifecycle import run_node_process
 
     stop = trio.Event()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_signal, signals, stop, nursery.cancel_scope)
-            await run_node(settings, stop=stop)
+            await run_node_process(settings, stop=stop)
             nursery.cancel_scope.cancel()
 
 

@@ -4,9 +4,9 @@ Entry point `amqp_broker.cli.ctl:main`. Each verb is a small function `(client, 
 exit code`; flags follow rabbitmqctl where they apply (-p vhost, -q, --formatter json,
 --priority, --apply-to, -n node). Output of list_* verbs is rabbitmqctl's: banner, tab-separated
 header and rows. When the node is not running: "Error: unable to perform an operation on node
-...: connection refused" and exit code 69. `cluster_status` reads GET /api/nodes; the
-membership verbs (join_cluster, forget_cluster_node, reset) and stop_app / start_app are refused
-with exit code 64 and what to do instead, until cluster membership can change at run time.
+...: connection refused" and exit code 69. `cluster_status` reads GET /api/nodes; stop_app,
+start_app, reset, force_reset, join_cluster and forget_cluster_node are POST /api/ctl/<verb>,
+served by the node's process while its application is stopped too (`server/lifecycle.py`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Callable, TextIO
 
 from amqp_broker.mgmt.cli_common import (
     EX_DATAERR,
+    EX_SOFTWARE,
+    EX_UNAVAILABLE,
     EX_USAGE,
     add_connection_flags,
     print_table,
@@ -182,43 +184,44 @@ def _cluster_status(client: ApiClient, args, out: TextIO) -> int:
     return 0
 
 
-# Membership is fixed when a cluster first forms (classic_config); changing the members of the
-# replicated metadata group at run time is issue 16. Until then these verbs refuse, saying what
-# to do instead, rather than pretending to work.
-_FIXED = ("this broker cannot change the members of a running cluster yet (membership changes "
-          "of the replicated metadata group are issue 16). A cluster's members are the nodes "
-          "listed in cluster_formation.classic_config.nodes.N of every node's config (same "
-          "cookie everywhere) when it first starts on empty data directories; "
-          "`amqp-broker-cluster start` does that for a cluster on one machine.")
-_UNSUPPORTED = {
-    "join_cluster": "to cluster this node with {target}: " + _FIXED,
-    "forget_cluster_node": "{target} stays a member: " + _FIXED + " Taking {target} out of "
-                           "classic_config and restarting does not remove it from a cluster "
-                           "that has formed; start a new cluster without it instead.",
-    "stop_app": "an amqp-broker node has no application to stop while its process keeps "
-                "running. Stop the node instead (SIGTERM or Ctrl-C to its amqp-broker process, "
-                "or `amqp-broker-cluster stop`) and start it again with amqp-broker; its data "
-                "directory keeps its state.",
-    "start_app": "an amqp-broker node serves as soon as its process runs. Start the node with "
-                 "amqp-broker (or `amqp-broker-cluster start`).",
-    "reset": "to reset a stand-alone node, stop it and delete its data directory. A member "
-             "of a cluster cannot leave it: " + _FIXED,
+# Membership and the application: the node's process serves these on POST /api/ctl/<verb>
+# (server/lifecycle.py); its management API stays up while the application is stopped.
+_BANNERS_CONTROL = {
+    "stop_app": "Stopping rabbit application on node {node} ...",
+    "start_app": "Starting node {node} ...",
+    "reset": "Resetting node {node} ...",
+    "force_reset": "Forcefully resetting node {node} ...",
+    "join_cluster": "Clustering node {node} with {target}",
+    "forget_cluster_node": "Removing node {target} from the cluster",
 }
+# HTTP status of a refusal -> rabbitmqctl's exit code
+_CONTROL_EXIT = {409: EX_USAGE, 404: EX_USAGE, 400: EX_UNAVAILABLE, 503: EX_UNAVAILABLE}
 
 
-def _refuse(verb: str) -> _Verb:
+def _control(verb: str) -> _Verb:
     def run(client: ApiClient, args, out: TextIO) -> int:
         target = getattr(args, "target", None)
-        print(f"Error: {verb} is not supported: " + _UNSUPPORTED[verb].format(target=target),
-              file=sys.stderr)
-        return EX_USAGE
+        try:
+            node = client.post("ctl", "status")["node"]
+        except ApiError as e:
+            print(f"Error: {e.reason}", file=sys.stderr)
+            return EX_USAGE
+        if not args.quiet:
+            print(_BANNERS_CONTROL[verb].format(node=node, target=target), file=out)
+        try:
+            client.post("ctl", verb, json={"node": target} if target else {})
+        except ApiError as e:
+            sep = "\n" if verb == "forget_cluster_node" else " "
+            print(f"Error:{sep}{e.reason}", file=sys.stderr)
+            return _CONTROL_EXIT.get(e.status, EX_SOFTWARE)
+        return 0
 
     run.__name__ = verb
     return run
 
 
-for _name in _UNSUPPORTED:
-    _VERBS[_name] = _refuse(_name)
+for _name in _BANNERS_CONTROL:
+    _VERBS[_name] = _control(_name)
 
 
 # -- policies ----------------------------------------------------------------------------------
@@ -403,12 +406,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmd("status", "node status")
     cmd("cluster_status", "the cluster's nodes as this node sees them")
     target = ((["target"],), {"metavar": "node"})
-    refused = "not supported (the error says what to do instead)"
-    cmd("join_cluster", refused, target, ((["--ram"],), {"action": "store_true"}),
-        ((["--disc"],), {"action": "store_true"}))
-    cmd("forget_cluster_node", refused, target, ((["--offline"],), {"action": "store_true"}))
-    for name in ("stop_app", "start_app", "reset"):
-        cmd(name, refused)
+    cmd("join_cluster", "make this (stopped, reset) node a member of node's cluster", target,
+        ((["--ram"],), {"action": "store_true"}), ((["--disc"],), {"action": "store_true"}))
+    cmd("forget_cluster_node", "remove a node that is down from the cluster", target,
+        ((["--offline"],), {"action": "store_true"}))
+    cmd("stop_app", "stop the broker application (the node's process keeps running)")
+    cmd("start_app", "start the broker application again")
+    cmd("reset", "leave the cluster and wipe the node's data (application stopped)")
+    cmd("force_reset", "wipe the node's data without telling the cluster (application stopped)")
     cmd("set_policy", "set a policy",
         ((["--priority"],), {"type": int, "default": 0}),
         ((["--apply-to"],), {"dest": "apply_to", "default": "all"}),

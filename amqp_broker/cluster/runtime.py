@@ -245,7 +245,8 @@ class QuorumRuntime:
         campaigns at once and `on_ready` waits for it to lead; in a cluster the members elect
         a leader among themselves (`first`: this node asks for votes at once when the group is
         new, so the locator's choice usually leads). `learners` replicate without voting."""
-        voters = list(voters or [self.node])
+        # None: alone; []: a node that joined, learning the members from the leader
+        voters = [self.node] if voters is None else list(voters)
         alone = voters == [self.node] and not learners
         self.driver.add_group(group, machine, voters=voters, learners=learners,
                               on_effects=on_effects, on_leader=on_leader)

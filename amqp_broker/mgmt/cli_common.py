@@ -75,6 +75,8 @@ def run_command(args: argparse.Namespace, fn: Callable[[ApiClient, argparse.Name
         return EX_UNAVAILABLE
     except ApiError as e:
         print(f"Error: {e.reason}", file=err)
+        if e.status == 503 and "start_app" in e.reason:  # the application is stopped
+            return EX_USAGE
         if e.status == 404:
             return EX_DATAERR
         return EX_DATAERR if e.status == 400 else EX_SOFTWARE

@@ -136,6 +136,10 @@ async def _endpoint(request: Request) -> Response:
                 return _json(400, {"error": "bad_request", "reason": "not_json"})
         else:
             req.body = {}
+    if segs[:1] == ["ctl"]:
+        return await _control(admin, req)
+    if getattr(admin, "stopped", False):
+        return _json(503, {"error": "app_stopped", "reason": _STOPPED.format(node=admin.node)})
     try:
         reply, changes = admin.collecting_changes(lambda: dispatch(admin, req))
     except AdminError as err:
@@ -159,6 +163,31 @@ async def _endpoint(request: Request) -> Response:
         except AdminError as err:
             return _error(err)
     return _json(reply.status, body, reply.headers)
+
+
+_STOPPED = ("this command requires the 'rabbit' app to be running on the target node "
+            "{node}. Start it with 'amqp-brokerctl start_app'.")
+
+
+async def _control(admin, req: Req) -> Response:
+    """POST /api/ctl/<verb>: stop_app, start_app, reset, force_reset, join_cluster,
+    forget_cluster_node (our extension: rabbitmqctl reaches these over Erlang distribution).
+    Served by the node's process (`server/lifecycle.py`), which outlives its application."""
+    control = getattr(admin, "node_control", None)
+    if control is None:
+        return _json(404, {"error": "Object Not Found",
+                           "reason": "node control is served by the amqp-broker process only"})
+    if req.method != "POST" or len(req.segs) != 2:
+        return _json(405, {"error": "bad_request", "reason": "POST /api/ctl/<verb>"})
+    try:
+        body = await control(req.segs[1], req.body or {})
+    except Exception as err:  # the process's ControlError: HTTP status and rabbitmqctl's text
+        status = getattr(err, "status", None)
+        if status is None:
+            _log.exception("management API: control %s failed", req.segs[1])
+            return _json(500, {"error": "internal_error", "reason": repr(err)})
+        return _json(status, {"error": "control", "reason": err.reason})
+    return _json(200, body)
 
 
 def _sees_all(user) -> bool:

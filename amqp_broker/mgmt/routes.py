@@ -45,7 +45,7 @@ def _listing(rows: list[dict]) -> Reply:
 
 
 _OK = Reply(204)
-_ADMIN_ONLY = ("users", "permissions", "definitions", "user-limits")
+_ADMIN_ONLY = ("users", "permissions", "definitions", "user-limits", "ctl")
 
 
 def needs_admin(req: Req) -> bool:

@@ -119,8 +119,9 @@ class QuorumQueue:
         self._peeked = 0  # messages the management get has looked at (see `get`)
         self._unconfirmed: dict[int, bytes] = {}  # clustered: seq -> Enqueue, until confirmed
         self._audit_oldest: int | None = None
-        self._effects = EffectRunner(self, self.node, runtime.is_current,
-                                     (*self.members, *self.learners), runtime.pid_prefix)
+        # every node of the cluster hosts a replica (voter or learner): the live node list
+        self._effects = EffectRunner(self, self.node, runtime.is_current, runtime.nodes,
+                                     runtime.pid_prefix)
         # factory(queue) -> dlx.DlxWorker, called on the first at-least-once dead letter
         self._dlx_worker_factory = dlx_worker_factory
         self._dlx_worker = None
@@ -634,8 +635,16 @@ class QuorumQueue:
             node = (local_node or self.node,)
             return Placement(node[0], node, node, replicated=True, group=self.group)
         leader = self.runtime.driver.status(self.group).leader if not self.deleted else None
-        online = tuple(n for n in self.members if self.runtime.is_running(n))
-        return Placement(leader or "", self.members, online, replicated=True, group=self.group)
+        members = self.voters()
+        online = tuple(n for n in members if self.runtime.is_running(n))
+        return Placement(leader or "", members, online, replicated=True, group=self.group)
+
+    def voters(self) -> tuple[str, ...]:
+        """The members as the Raft group's membership stands now (they change with
+        add_member / delete_member / forget_cluster_node); the declared ones once deleted."""
+        if self.deleted or not self.runtime.driver.has_group(self.group):
+            return self.members
+        return tuple(sorted(self.runtime.driver.raft(self.group).config.voters))
 
     def unavailable_error(self) -> None:
         return None  # always usable where it is

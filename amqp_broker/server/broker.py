@@ -83,6 +83,7 @@ class Broker:
         # cluster_meta.ReplicatedMetadata when the node has peers (node.open_broker), else None
         self.cluster_meta: Any = None
         self.remote_queues: Any = None  # remote_queues.RemoteQueues in a cluster
+        self.membership: Any = None  # membership.Membership: node records, join / leave
         self.counters = Counters()  # message totals for /metrics and the overview
         # (reason, queue_type, dead_letter_strategy) -> messages: /metrics labels them as
         # rabbitmq_prometheus does (queue_type rabbit_classic_queue / rabbit_quorum_queue)

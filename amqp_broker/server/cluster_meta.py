@@ -152,6 +152,10 @@ class ReplicatedMetadata:
             if self.collecting:
                 self.pending.append(change)
 
+    def propose(self, cmd: Any) -> PendingChange:
+        """Propose one command now (membership changes: `server/membership.py`)."""
+        return PendingChange(self, cmd)
+
     def put_record(self, kind: str, key: Any, value: Any) -> None:
         """Users, vhosts, permissions, policies (`Admin`): keys as the local store's."""
         self._propose(Put(kind, _key(key), value))
@@ -266,7 +270,7 @@ class ReplicatedMetadata:
             transient = {key for key, value in state.items(EXCHANGE) if not value["durable"]}
             for key in transient:
                 PendingChange(self, Delete(EXCHANGE, key))
-        for kind in ("vhost", "user", "permission", "policy", EXCHANGE, QUEUE, BINDING):
+        for kind in ("node", "vhost", "user", "permission", "policy", EXCHANGE, QUEUE, BINDING):
             self.apply([(kind, key, value, None) for key, value in state.items(kind)
                         if not (kind == EXCHANGE and key in transient)
                         and not (kind == BINDING and (key[0], key[1]) in transient)])
@@ -311,6 +315,8 @@ def apply_changes(broker: "Broker", node: str, changes: Any) -> None:
         try:
             if kind in _ADMIN_KINDS:
                 broker.admin.apply_record(kind, tuple(key), value)
+            elif kind == "node":
+                broker.membership.apply_record(tuple(key), value)
             elif kind == QUEUE:
                 _apply_queue(broker, node, tuple(key), value)
             elif kind == EXCHANGE:

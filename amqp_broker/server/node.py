@@ -19,13 +19,14 @@ from amqp_broker.settings import Settings
 from .alarms import run_alarms
 from .broker import Broker
 from .cluster_meta import ReplicatedMetadata
+from .membership import Membership
 from .remote_queues import RemoteQueues
 from .dlx_port import start_dlx_worker
 from .listener import serve_amqp
 from .persistence import Store
 from .recovery import import_local_metadata
 
-__all__ = ["open_broker", "run_node", "serve_broker"]
+__all__ = ["open_broker", "run_node", "serve_broker", "start_http"]
 
 _log = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ def open_broker(settings: Settings) -> Broker:
                                    dlx_worker_factory=functools.partial(start_dlx_worker, broker))
     meta = broker.cluster_meta = store.metadata = ReplicatedMetadata(broker, broker.quorum)
     broker.admin.use_replicated(meta)
+    broker.membership = Membership(broker, broker.quorum, meta)
     if cluster.clustered:
         remote = broker.remote_queues = RemoteQueues(broker, broker.quorum)
         broker.quorum.on_rpc = remote.handle
@@ -67,8 +69,10 @@ async def run_node(settings: Settings, *, stop: trio.Event | None = None,
 
 
 async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
-                       task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Serve an opened broker (see `open_broker`); reports the bound AMQP port."""
+                       task_status=trio.TASK_STATUS_IGNORED, http: bool = True) -> None:
+    """Serve an opened broker (see `open_broker`); reports the bound AMQP port. With `http`
+    the management API and metrics too (`lifecycle.NodeProcess` serves them itself, for the
+    whole process)."""
     store = broker.store
     try:
         async with trio.open_nursery() as nursery:
@@ -87,7 +91,9 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
             await meta.seed_defaults()
             store.drop_orphans()  # journal entries of queues that no longer exist
             port = await nursery.start(serve_amqp, broker)
-            await _start_http(nursery, broker, port)
+            if http:
+                from amqp_broker.mgmt import Admin as HttpAdmin
+                await start_http(nursery, HttpAdmin(broker), broker.settings, port)
             _log.info("amqp-broker %s ready on port %d", broker.settings.version, port)
             task_status.started(port)
             if stop is not None:
@@ -110,17 +116,16 @@ class _HttpPorts:
     prometheus_port: int
 
 
-async def _start_http(nursery: trio.Nursery, broker: Broker, amqp_port: int) -> None:
-    """The management API and Prometheus endpoint, when the settings configure them
-    (BrokerSettings from rabbitmq.conf). A port already in use is logged, not fatal: AMQP
-    clients matter more than the HTTP API."""
-    s = broker.settings
+async def start_http(nursery: trio.Nursery, admin, s: Settings, amqp_port: int) -> None:
+    """The management API and Prometheus endpoint on `admin` (a `mgmt.Admin`, or the process's
+    `lifecycle.AppAdmin`), when the settings configure them (BrokerSettings from
+    rabbitmq.conf). A port already in use is logged, not fatal: AMQP clients matter more than
+    the HTTP API."""
     mgmt, prom = getattr(s, "management", None), getattr(s, "prometheus", None)
     if mgmt is None or mgmt.port < 0:
         return
-    from amqp_broker.mgmt import Admin as HttpAdmin, serve_management, serve_metrics
+    from amqp_broker.mgmt import serve_management, serve_metrics
 
-    admin = HttpAdmin(broker)
     ports = _HttpPorts(s.host, mgmt.host, mgmt.port, prom.port if prom is not None else -1)
     admin.listeners.append({"node": admin.node, "protocol": "amqp", "ip_address": s.host,
                             "port": amqp_port, "socket_opts": {}})
