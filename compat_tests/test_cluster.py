@@ -31,6 +31,7 @@ class _Ours:
         self.c = LocalCluster(root, 3).start()
         self.urls = self.c.urls
         self.names = self.c.names
+        self.mgmt = self.c.mgmt_urls
 
     def down(self, i: int) -> None:
         self.c.kill(i)
@@ -51,6 +52,7 @@ class _Rabbit:
             raise RuntimeError(f"RabbitMQ cluster did not start:\n{out.stderr[-2000:]}")
         self.urls = [f"amqp://guest:guest@127.0.0.1:{p}/" for p in self.ports]
         self.names = [f"compat{p}@localhost" for p in self.ports]
+        self.mgmt = [f"http://127.0.0.1:{p + 10000}" for p in self.ports]
 
     def _ctl(self, i: int, *args: str) -> None:
         subprocess.run(["bash", str(ROOT / ".ci/rabbitmq.sh"), "ctl", str(self.ports[i]), *args],
@@ -213,3 +215,42 @@ def test_a_quorum_queue_keeps_serving_when_one_member_is_down(cluster):
     c = _conn(cluster.urls[2])
     c.channel().queue_delete("cc.survivor")
     c.close()
+
+
+def _classic_homes(cluster) -> dict[str, int]:
+    """Classic queues per home node, from the management API of node 0."""
+    import httpx
+    rows = httpx.get(f"{cluster.mgmt[0]}/api/queues", auth=("guest", "guest"), timeout=10).json()
+    homes = {name: 0 for name in cluster.names}
+    for row in rows:
+        if row.get("type", "classic") == "classic" and row.get("node") in homes:
+            homes[row["node"]] += 1
+    return homes
+
+
+def test_master_locator_min_masters_puts_a_classic_queue_on_a_less_busy_node(cluster):
+    import httpx
+    conn = _conn(cluster.urls[0])
+    ch = conn.channel()
+    homes = _classic_homes(cluster)
+    k = 0  # node 0 homes more classic queues than any other node
+    while homes[cluster.names[0]] <= max(v for n, v in homes.items() if n != cluster.names[0]):
+        ch.queue_declare(f"ml.local.{k}", durable=True,
+                         arguments={"x-queue-master-locator": "client-local"})
+        homes[cluster.names[0]] += 1
+        k += 1
+    ch.queue_declare("ml.spread", durable=True, arguments={"x-queue-master-locator": "min-masters"})
+
+    def home() -> str:
+        r = httpx.get(f"{cluster.mgmt[0]}/api/queues/%2F/ml.spread", auth=("guest", "guest"),
+                      timeout=10)
+        return r.json().get("node", "") if r.status_code == 200 else ""
+
+    where = _until(home, what="ml.spread listed")
+    assert where in cluster.names[1:], (where, homes)
+    # used through node 0 as any queue: publish with confirms, get
+    ch.confirm_delivery()
+    ch.basic_publish("", "ml.spread", b"here", pika.BasicProperties(delivery_mode=2))
+    method, _, body = ch.basic_get("ml.spread", auto_ack=True)
+    assert body == b"here"
+    conn.close()

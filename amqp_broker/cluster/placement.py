@@ -1,4 +1,6 @@
-"""Where a new quorum queue's replicas go: its member nodes (RabbitMQ's queue leader locator).
+"""Where a new queue goes in a cluster: a quorum queue's member nodes (RabbitMQ's queue leader
+locator, `choose_members`) and a durable classic queue's home node (the queue master locator,
+`choose_home`).
 
 Called by the quorum queue factory (`cluster/__init__.py`) when a queue is declared on this
 node of a cluster. How many: x-quorum-initial-group-size, else quorum_queue.initial_cluster_size,
@@ -12,7 +14,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["choose_members"]
+__all__ = ["choose_members", "choose_home"]
+
+
+def choose_home(runtime: Any, locator: str, homes: dict[str, int]) -> str:
+    """`client-local`: this node; `balanced` (and 3.x's `min-masters`, `random`): the running
+    node that is home to the fewest classic queues (`homes`, from the metadata)."""
+    if locator not in ("balanced", "min-masters", "random", "least-leaders"):
+        return runtime.node
+    running = [n for n in sorted(runtime.nodes) if runtime.is_running(n)]
+    return min(running, key=lambda n: (homes.get(n, 0), n))
 
 
 def choose_members(runtime: Any, settings: Any, arguments: dict) -> tuple[str, ...]:

@@ -44,6 +44,7 @@ _DIRECT = {
     "heartbeat": "heartbeat", "frame_max": "frame_max", "channel_max": "channel_max",
     "max_message_size": "max_message_size", "consumer_timeout": "consumer_timeout",
     "connection_max": "connection_max", "queue_leader_locator": "queue_leader_locator",
+    "queue_master_locator": "queue_master_locator",
     "distribution.listener.port_range.min": "dist_port",
     "dead_letter_worker_consumer_prefetch": "dead_letter_worker_consumer_prefetch",
     "dead_letter_worker_publisher_confirm_timeout": "dead_letter_worker_publisher_confirm_timeout",

@@ -113,6 +113,7 @@ class BrokerSettings(Settings):
     management: HttpListener = field(default_factory=lambda: HttpListener("0.0.0.0", 15672))
     prometheus: HttpListener = field(default_factory=lambda: HttpListener("0.0.0.0", 15692))
     queue_leader_locator: str = "client-local"  # or "balanced"
+    queue_master_locator: str = "client-local"  # classic queues' home node; or "balanced"
     quorum_queue: QuorumQueueSettings = field(default_factory=QuorumQueueSettings)
     raft: RaftSettings = field(default_factory=RaftSettings)
     dead_letter_worker_consumer_prefetch: int = 32

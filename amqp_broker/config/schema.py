@@ -117,6 +117,7 @@ KEYS: dict[str, v.Converter] = {
     "prometheus.tcp.port": _PORT,
     "prometheus.tcp.ip": v.ip_address,
     "queue_leader_locator": _locator,
+    "queue_master_locator": _locator,
     "quorum_queue.initial_cluster_size": _POS,
     "quorum_queue.commands_soft_limit": _POS,
     "quorum_queue.property_equivalence.relaxed_checks_on_redeclaration": v.boolean,

@@ -176,11 +176,12 @@ class ReplicatedMetadata:
         rt = self.broker.vhosts[vhost].queues.get(name)
         record: dict[str, Any] = {"type": rt.queue_type if rt else "classic", "durable": durable,
                                   "auto_delete": auto_delete, "arguments": plain(arguments)}
-        if rt is not None and rt.queue.placement(self.node).replicated:
+        where = rt.queue.placement(self.node) if rt is not None else None
+        if where is not None and where.replicated:
             record["group"] = rt.queue.group
             record["members"] = list(rt.queue.members)
-        else:
-            record["node"] = self.node
+        else:  # a classic queue: its home (this node, or the one the master locator chose)
+            record["node"] = where.members[0] if where is not None else self.node
         self._propose(Put(QUEUE, (vhost, name), record, if_absent=True))
 
     def queue_deleted(self, vhost: str, name: str) -> None:

@@ -25,7 +25,7 @@ from amqp_broker.cluster.nodes import cluster_config, parse_peer, read_membershi
     write_membership
 from amqp_broker.settings import Settings
 
-from .node import open_broker, serve_broker, start_http
+from .node import log_ready, open_broker, serve_broker, start_http
 
 __all__ = ["run_node_process", "NodeProcess", "AppAdmin", "ControlError"]
 
@@ -96,6 +96,7 @@ class NodeProcess:
             if not self.settings.port:  # port 0: keep the one bound across app restarts
                 self.settings = dataclasses.replace(self.settings, port=port)
             await start_http(nursery, self.admin, self.settings, port)
+            log_ready(self.settings, port)
             task_status.started(port)
             if stop is None:
                 await trio.sleep_forever()
@@ -140,7 +141,7 @@ class NodeProcess:
             async with self._lock:
                 _log.info("node %s is now clustered: restarting its application", self.node)
                 await self._stop_app()
-                await self._start_app()
+                log_ready(self.settings, await self._start_app())
         self._nursery.start_soon(restart)
 
     # -- control verbs ------------------------------------------------------------------------
@@ -152,7 +153,7 @@ class NodeProcess:
                 await self._stop_app()
             elif verb == "start_app":
                 if not self.running:
-                    await self._start_app()
+                    log_ready(self.settings, await self._start_app())
             elif verb in ("reset", "force_reset"):
                 self._require_stopped()
                 await self._reset(force=verb == "force_reset")

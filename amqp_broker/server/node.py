@@ -26,7 +26,7 @@ from .listener import serve_amqp
 from .persistence import Store
 from .recovery import import_local_metadata
 
-__all__ = ["open_broker", "run_node", "serve_broker", "start_http"]
+__all__ = ["open_broker", "run_node", "serve_broker", "start_http", "log_ready"]
 
 _log = logging.getLogger(__name__)
 
@@ -94,7 +94,8 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
             if http:
                 from amqp_broker.mgmt import Admin as HttpAdmin
                 await start_http(nursery, HttpAdmin(broker), broker.settings, port)
-            _log.info("amqp-broker %s ready on port %d", broker.settings.version, port)
+            if http:  # else the caller logs it, once its HTTP listeners are up too
+                log_ready(broker.settings, port)
             task_status.started(port)
             if stop is not None:
                 await stop.wait()
@@ -104,6 +105,11 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
         # Sessions are cancelled with the nursery; what they journaled is flushed here.
         store.close()
         _log.info("amqp-broker stopped")
+
+
+def log_ready(settings: Settings, port: int) -> None:
+    """The line tools and tests wait for: every listener is up."""
+    _log.info("amqp-broker %s ready on port %d", settings.version, port)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
+from amqp_broker.cluster.placement import choose_home
 from amqp_broker.core.errors import AMQPError
 from amqp_broker.queues import Consumer, Message
 from amqp_broker.queues import remote_wire as w
@@ -151,6 +152,25 @@ class RemoteQueues:
         v = self.broker.vhosts.get(queue.vhost)
         rt = v.queues.get(queue.name) if v is not None else None
         return rt if rt is not None and rt.queue is queue else None
+
+    def home_for(self, vhost: str, name: str, arguments: dict) -> str:
+        """The home node of a new durable classic queue: x-queue-master-locator, else the
+        queue-master-locator policy key, else queue_master_locator (`cluster/placement.py`)."""
+        locator = arguments.get("x-queue-master-locator")
+        if isinstance(locator, bytes):
+            locator = locator.decode()
+        if locator is None:
+            store = self.broker.admin.policies.get(vhost)
+            policy = store.for_queue(name)[0] if store is not None else None
+            locator = (policy.definition.get("queue-master-locator")
+                       if policy is not None else None)
+        if locator is None:
+            locator = getattr(self.broker.settings, "queue_master_locator", "client-local")
+        homes: dict[str, int] = {}
+        for _key, record in self.broker.cluster_meta.state().items("queue"):
+            if "node" in record:
+                homes[record["node"]] = homes.get(record["node"], 0) + 1
+        return choose_home(self.runtime, locator, homes)
 
     def make_queue(self, name: str, vhost: str, home: str, *, arguments: dict,
                    auto_delete: bool) -> RemoteQueue:

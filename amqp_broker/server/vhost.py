@@ -139,6 +139,9 @@ class VHost:
         factory = self.broker.queue_factories.get(queue_type_of(arguments))
         remote = self.broker.remote_queues
         home = placement.get("node") if placement is not None else None
+        if home is None and remote is not None and factory is None and durable \
+                and not exclusive and persist:
+            home = remote.home_for(self.name, name, arguments)  # x-queue-master-locator
         if remote is not None and home is not None and home != remote.node:
             # a classic queue of another node: this node's proxy of it
             q = remote.make_queue(name, self.name, home, arguments=arguments,

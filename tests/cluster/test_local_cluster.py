@@ -99,19 +99,15 @@ def test_killed_node_is_seen_down_by_the_others_and_rejoins_on_restart(cluster):
     assert _running(cluster, 0) == dict.fromkeys(NAMES, True)
 
 
-@pytest.mark.parametrize("argv, hint", [
-    (["join_cluster", "rabbit9@localhost"], "classic_config"),
-    (["forget_cluster_node", "rabbit3@localhost"], "classic_config"),
-    (["reset"], "delete its data directory"),
-    (["stop_app"], "SIGTERM"),
-    (["start_app"], "amqp-broker"),
-])
-def test_membership_and_app_verbs_refuse_with_what_to_do_instead(argv, hint, capsys):
-    # the node is never asked: nothing listens on this port
+@pytest.mark.parametrize("argv", [["join_cluster", "rabbit9@localhost"], ["stop_app"],
+                                  ["forget_cluster_node", "rabbit3@localhost"], ["reset"]])
+def test_control_verbs_on_a_node_that_is_not_running_say_so(argv, capsys):
+    # nothing listens on this port: rabbitmqctl's exit code 69 and its advice
     code = ctl.main(["--url", f"http://127.0.0.1:{free_port()}", *argv])
     err = capsys.readouterr().err
-    assert code == 64
-    assert err.startswith(f"Error: {argv[0]} is not supported: ") and hint in err
+    assert code == 69
+    assert err.startswith("Error: unable to perform an operation on node") and \
+        "Is the node running" in err
 
 
 # -- a link through a proxy the test controls ---------------------------------------------------
