@@ -3,11 +3,12 @@ management HTTP API.
 
 Entry point `amqp_broker.cli.queues_cli:main`. `quorum_status` lists every replica of a queue
 with the Raft indexes the node asked knows (its own; on the leader, every replica's match index
-and whether it is in sync). The membership verbs answer as RabbitMQ does on a single-node
-deployment (membership changes are not wired yet): adding this node is a no-op ("already a
-member", idempotent), any other node is not running, the last member can never be removed, and
-`rebalance` reports every leader here. Cluster members come from `GET /api/nodes`, queues
-from `GET /api/queues`.
+and whether it is in sync). add_member / delete_member change a queue's wanted members
+(`POST /api/queues/V/Q/members`, `DELETE .../members/NODE`, our extension): a new member
+catches up as a learner and votes once in sync; a removed one keeps a learner's copy. grow and
+shrink do that for every matching queue and print RabbitMQ's result table; rebalance asks the
+leaders to spread (`POST /api/rebalance/queues`) and prints leaders per node once they moved.
+Cluster members come from `GET /api/nodes`, queues from `GET /api/queues`.
 """
 
 from __future__ import annotations
@@ -16,16 +17,17 @@ import argparse
 import json
 import re
 import sys
+import time
 from typing import TextIO
 
-from amqp_broker.mgmt.cli_common import (EX_SOFTWARE, EX_USAGE, add_connection_flags,
+from amqp_broker.mgmt.cli_common import (EX_SOFTWARE, EX_UNAVAILABLE, EX_USAGE,
+                                         add_connection_flags,
                                          print_table, run_command)
-from amqp_broker.mgmt.client import ApiClient
+from amqp_broker.mgmt.client import ApiClient, ApiError
 
 __all__ = ["main", "build_parser"]
 
 _RESULT_COLUMNS = ["vhost", "name", "size", "result"]
-_LAST_NODE = "error: the last node cannot be removed"
 # What RabbitMQ answers when a membership verb names a classic queue.
 _CLASSIC_REFUSAL = {"add_member": "Cannot add members to a classic queue",
                     "delete_member": "Cannot remove members from a classic queue"}
@@ -119,10 +121,12 @@ def _add_member(client: ApiClient, args, out: TextIO) -> int:
         return EX_USAGE
     if not args.quiet:
         print(f"Adding a replica for queue {args.queue} on node {args.node_arg}...", file=out)
-    if args.node_arg not in _cluster_nodes(client):
-        return _not_running(args.node_arg)
-    # Already a member: RabbitMQ treats this as success (idempotent by design).
-    return 0
+    try:
+        client.post("queues", args.vhost, args.queue, "members", json={"node": args.node_arg})
+    except ApiError as e:
+        _err(e.reason)
+        return EX_SOFTWARE
+    return 0  # already a member: RabbitMQ treats this as success (idempotent by design)
 
 
 def _delete_member(client: ApiClient, args, out: TextIO) -> int:
@@ -131,14 +135,32 @@ def _delete_member(client: ApiClient, args, out: TextIO) -> int:
         return EX_USAGE
     if not args.quiet:
         print(f"Removing a replica for queue {args.queue} on node {args.node_arg}...", file=out)
-    if args.node_arg not in _cluster_nodes(client):
-        return _not_running(args.node_arg)
-    members = _members(q)
-    if args.node_arg in members and len(members) == 1:
-        _err(f"cannot remove the last member of quorum queue '{args.queue}' in vhost "
-             f"'{args.vhost}' (last_node)")
+    try:
+        client.delete("queues", args.vhost, args.queue, "members", args.node_arg)
+    except ApiError as e:
+        _err(e.reason)
         return EX_SOFTWARE
     return 0
+
+
+def _matching(client: ApiClient, args) -> list[dict]:
+    vhost_re = re.compile(getattr(args, "vhost_pattern", ".*"))
+    queue_re = re.compile(getattr(args, "queue_pattern", ".*"))
+    return [q for q in _quorum_queues(client)
+            if vhost_re.search(q["vhost"]) and queue_re.search(q["name"])]
+
+
+def _result_rows(client: ApiClient, queues: list[dict], change) -> list[dict]:
+    rows = []
+    for q in queues:
+        try:
+            change(q)
+            result = "ok"
+        except ApiError as e:
+            result = f"error: {e.reason}"
+        rows.append({"vhost": q["vhost"], "name": q["name"], "size": len(_members(q)),
+                     "result": result})
+    return rows
 
 
 def _grow(client: ApiClient, args, out: TextIO) -> int:
@@ -148,16 +170,26 @@ def _grow(client: ApiClient, args, out: TextIO) -> int:
     banner = f"Growing {args.selector} quorum queues on {args.node_arg}..."
     if args.node_arg not in _cluster_nodes(client):
         return _not_running(args.node_arg)
-    # The only node already hosts every quorum queue: nothing to add.
-    print_table(args, out, banner, _RESULT_COLUMNS, [])
+    queues = [q for q in _matching(client, args) if args.node_arg not in _members(q)
+              and (args.selector == "all" or len(_members(q)) % 2 == 0)]
+    rows = _result_rows(client, queues, lambda q: client.post(
+        "queues", q["vhost"], q["name"], "members", json={"node": args.node_arg}))
+    for row in rows:
+        row["size"] += row["result"] == "ok"
+    if args.errors_only:
+        rows = [r for r in rows if r["result"] != "ok"]
+    print_table(args, out, banner, _RESULT_COLUMNS, rows)
     return 0
 
 
 def _shrink(client: ApiClient, args, out: TextIO) -> int:
-    rows = [{"vhost": q["vhost"], "name": q["name"], "size": len(_members(q)),
-             "result": _LAST_NODE}
-            for q in _quorum_queues(client) if args.node_arg in _members(q)]
-    # Every row is an error (the last member), so --errors-only keeps them all.
+    queues = [q for q in _quorum_queues(client) if args.node_arg in _members(q)]
+    rows = _result_rows(client, queues, lambda q: client.delete(
+        "queues", q["vhost"], q["name"], "members", args.node_arg))
+    for row in rows:
+        row["size"] -= row["result"] == "ok"
+    if args.errors_only:
+        rows = [r for r in rows if r["result"] != "ok"]
     print_table(args, out, f"Shrinking quorum queues on {args.node_arg}...", _RESULT_COLUMNS,
                 rows)
     return 0
@@ -167,13 +199,14 @@ def _rebalance(client: ApiClient, args, out: TextIO) -> int:
     if args.queue_type not in ("all", "quorum", "classic", "stream"):
         _err(f"queue type must be one of: all, classic, quorum, stream; got '{args.queue_type}'")
         return EX_USAGE
-    vhost_re, queue_re = re.compile(args.vhost_pattern), re.compile(args.queue_pattern)
-    counts = {n: 0 for n in _cluster_nodes(client)}
+    moves = []
     if args.queue_type in ("all", "quorum"):
-        for q in _quorum_queues(client):
-            if vhost_re.search(q["vhost"]) and queue_re.search(q["name"]):
-                leader = q.get("leader") or q.get("node")
-                counts[leader] = counts.get(leader, 0) + 1
+        moves = client.post("rebalance", "queues", json={
+            "vhost_pattern": args.vhost_pattern, "queue_pattern": args.queue_pattern}) or []
+    deadline = time.monotonic() + 10
+    while moves and time.monotonic() < deadline and not _moved(client, moves):
+        time.sleep(0.2)  # hand-overs take an election's time
+    counts = _leaders(client, args)
     rows = [{"Node name": n, "Number of quorum queues": c} for n, c in counts.items()]
     kind = "all" if args.queue_type == "all" else args.queue_type
     print_table(args, out, f"Re-balancing leaders of {kind} queues...",
@@ -181,10 +214,31 @@ def _rebalance(client: ApiClient, args, out: TextIO) -> int:
     return 0
 
 
+def _leaders(client: ApiClient, args) -> dict[str, int]:
+    counts = {n: 0 for n in _cluster_nodes(client)}
+    if args.queue_type in ("all", "quorum"):
+        for q in _matching(client, args):
+            leader = q.get("leader") or q.get("node")
+            counts[leader] = counts.get(leader, 0) + 1
+    return counts
+
+
+def _moved(client: ApiClient, moves: list[dict]) -> bool:
+    leaders = {(q["vhost"], q["name"]): q.get("leader") for q in _quorum_queues(client)}
+    return all(leaders.get((m["vhost"], m["name"])) == m["to"] for m in moves)
+
+
 def _quorum_critical(client: ApiClient, args, out: TextIO) -> int:
     node = client.get("overview")["node"]
     nodes = _cluster_nodes(client)
-    client.get("health", "checks", "node-is-quorum-critical")  # 503 -> ApiError
+    try:
+        client.get("health", "checks", "node-is-quorum-critical")
+    except ApiError as e:
+        if e.status != 503:
+            raise
+        # which queues: the check's body names them; the reason is RabbitMQ's text
+        print(f"Error:\n{e.reason}", file=sys.stderr)
+        return EX_UNAVAILABLE
     if nodes == [node]:
         # RabbitMQ skips the check in a single-node cluster, where it would only mislead.
         msg = (f"Node {node} seems to be the only one in a single node cluster, "

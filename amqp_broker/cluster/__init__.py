@@ -37,7 +37,9 @@ def install_quorum(broker: Any, *, dlx_worker_factory: Callable[[Any], Any],
     def factory(name: str, vhost: str, *, durable: bool, auto_delete: bool, exclusive: bool,
                 arguments: dict, now_ms: int, placement: dict | None = None) -> QuorumQueue:
         if placement is not None:  # from the metadata group's record
-            group, members = placement["group"], tuple(placement["members"])
+            # every replica boots from the founding members (later changes are in the log)
+            group = placement["group"]
+            members = tuple(placement.get("founders") or placement["members"])
         else:  # declared here: a new group, placed by the leader locator
             group = runtime.new_group_id()
             members = choose_members(runtime, broker.settings, arguments)

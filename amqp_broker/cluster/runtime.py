@@ -73,6 +73,8 @@ class QuorumRuntime:
         self.on_rpc: Callable[[str, bytes], None] | None = None  # the server's RPC_GROUP frames
         # the server's answer to a node that asks to join or leave (`quorum.transport.ask`)
         self.on_request: Callable[[str, bytes], Any] | None = None
+        # group -> the voters its metadata record wants (quorum queues' members), or None
+        self.wanted_voters: Callable[[str], Any] | None = None
         # every node of the cluster (this one too) -> where it is dialled
         self.nodes: dict[str, tuple[str, int]] = {node: cluster.advertise, **cluster.peers}
         self.transport: Transport | None = None
@@ -149,29 +151,67 @@ class QuorumRuntime:
 
     def _reconcile(self) -> None:
         """On every group this node leads (in a cluster), one membership change towards the
-        node list: remove a node that left, else add a node that joined as a learner (the
-        metadata group's learners become voters once caught up)."""
+        node list and the wanted voters (`wanted_voters(group)`: a quorum queue's members as
+        its metadata record names them): remove a node that left; add a node that joined as a
+        learner (the metadata group's learners become voters once caught up); promote a
+        learner that should vote once it holds every committed entry; demote a voter that
+        should not (removed, it comes back as a learner on the next pass)."""
         if not self.cluster.clustered:
             return
-        wanted = set(self.nodes)
+        nodes = set(self.nodes)
         for group in self.driver.groups():
             raft = self.driver.raft(group)
             if not raft.is_leader:
                 continue
-            config = raft.config
-            present = set(config.voters) | set(config.learners)
             try:
-                gone = sorted(present - wanted)
-                if gone:
-                    raft.remove(gone[0], self._now_ms())
+                if self._reconcile_group(group, raft, nodes):
                     self.driver.wake(group)
-                    continue
-                new = sorted(wanted - present)
-                if new:
-                    raft.add_learner(new[0], self._now_ms(), auto_promote=group == META_GROUP)
-                    self.driver.wake(group)
-            except RaftError as err:  # a change still in flight, or leadership moving
+            except (RaftError, ValueError) as err:  # a change in flight, leadership moving
                 _log.debug("group %s: membership change deferred: %s", group, err)
+
+    def _reconcile_group(self, group: str, raft: Any, nodes: set) -> bool:
+        config, now = raft.config, self._now_ms()
+        voters, learners = set(config.voters), set(config.learners)
+        gone = sorted((voters | learners) - nodes)
+        if gone:
+            if gone[0] in voters and len(voters) == 1:
+                return False  # never remove the last voter
+            raft.remove(gone[0], now)
+            return True
+        new = sorted(nodes - voters - learners)
+        if new:
+            raft.add_learner(new[0], now, auto_promote=group == META_GROUP)
+            return True
+        wanted = self.wanted_voters(group) if self.wanted_voters is not None else None
+        if not wanted:
+            return False
+        wanted = set(wanted) & nodes
+        status = raft.status()
+        progress = status.get("progress", {})
+        for node in sorted(wanted & learners):
+            if progress.get(node, {}).get("match", -1) >= status["commit"]:
+                raft.promote(node, now)  # caught up: it counts towards the quorum from now on
+                return True
+        extra = sorted(voters - wanted)
+        if extra and len(voters) > 1:
+            raft.remove(extra[0], now)
+            return True
+        return False
+
+    def transfer_leadership(self, group: str, to: str) -> bool:
+        """Hand `group`'s leadership to voter `to` if this node leads it (rebalance)."""
+        if not self.driver.has_group(group):
+            return False
+        raft = self.driver.raft(group)
+        if not raft.is_leader or to == self.node:
+            return False
+        try:
+            raft.transfer_leadership(to)
+        except (RaftError, ValueError) as err:
+            _log.info("group %s: leadership not handed to %s: %s", group, to, err)
+            return False
+        self.driver.wake(group)
+        return True
 
     @staticmethod
     def _now_ms() -> int:

@@ -28,6 +28,7 @@ from amqp_broker.core.users import User, UserError
 from .definitions import DefinitionsOps
 from .errors import BadRequest, NotFoundError
 from .rows import TLS_KEYS, channel_row, connection_name, connection_row, consumer_rows
+from .replicas import ReplicaOps
 from .topology_ops import TopologyOps
 
 __all__ = ["Admin", "parse_tags"]
@@ -49,7 +50,7 @@ def parse_tags(tags) -> list[str]:
     return [str(t) for t in tags]
 
 
-class Admin(TopologyOps, DefinitionsOps):
+class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
     def __init__(self, broker: Any, *, node: str | None = None) -> None:
         self.broker = broker
         self._srv = broker.admin  # server/admin.py: users, permissions, vhosts, policies

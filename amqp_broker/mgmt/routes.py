@@ -45,7 +45,7 @@ def _listing(rows: list[dict]) -> Reply:
 
 
 _OK = Reply(204)
-_ADMIN_ONLY = ("users", "permissions", "definitions", "user-limits", "ctl")
+_ADMIN_ONLY = ("users", "permissions", "definitions", "user-limits", "ctl", "rebalance")
 
 
 def needs_admin(req: Req) -> bool:
@@ -55,6 +55,8 @@ def needs_admin(req: Req) -> bool:
     top = req.segs[0]
     if top in _ADMIN_ONLY:
         return True
+    if top == "queues" and len(req.segs) >= 4 and req.segs[3] == "members":
+        return True  # replica membership: rabbitmq-queues is an operator's tool
     return top == "vhosts" and req.method in ("PUT", "DELETE")
 
 
@@ -193,6 +195,14 @@ def _queues(admin, req, m, rest) -> Reply:
         case "GET", [vhost, name, "bindings"]:
             admin.get_queue(vhost, name)
             return Reply(200, admin.list_bindings(vhost, dest=("queue", name)))
+        case "POST", [vhost, name, "members"]:
+            node = req.field("node")
+            if not isinstance(node, str):
+                raise BadRequest("[{key_missing,node}]")
+            return _created(admin.add_member(vhost, name, node))
+        case "DELETE", [vhost, name, "members", node]:
+            admin.delete_member(vhost, name, node)
+            return _OK
         case "POST", [vhost, name, "get"]:
             missing = [k for k in ("ackmode", "encoding") if req.field(k) is None]
             if missing:
@@ -201,6 +211,14 @@ def _queues(admin, req, m, rest) -> Reply:
             return Reply(200, admin.get_messages(
                 vhost, name, count=int(req.field("count", 1)), ackmode=req.field("ackmode"),
                 encoding=req.field("encoding"), truncate=int(truncate) if truncate else None))
+    raise NotFoundError()
+
+
+def _rebalance(admin, req, m, rest) -> Reply:
+    match m, rest:
+        case "POST", ["queues"]:
+            return Reply(200, admin.rebalance(req.field("vhost_pattern") or ".*",
+                                              req.field("queue_pattern") or ".*"))
     raise NotFoundError()
 
 
@@ -362,7 +380,9 @@ def _health(admin, req, m, rest) -> Reply:
             return Reply(*health.alarms(admin.node, admin.alarms()))
         case ["virtual-hosts"]:
             return Reply(200, {"status": "ok"})
-        case ["node-is-quorum-critical"] | ["node-is-mirror-sync-critical"]:
+        case ["node-is-quorum-critical"]:
+            return Reply(*admin.quorum_critical())
+        case ["node-is-mirror-sync-critical"]:
             return Reply(*health.single_node())
         case ["port-listener", port]:
             return Reply(*health.port_listener(admin.listeners, port))
@@ -399,4 +419,5 @@ _HANDLERS = {
     "bindings": _bindings, "policies": _policies, "connections": _connections,
     "channels": _channels, "consumers": _consumers, "definitions": _definitions,
     "health": _health, "healthchecks": _healthchecks, "aliveness-test": _aliveness,
+    "rebalance": _rebalance,
 }

@@ -1,5 +1,6 @@
 """What nodes of a cluster say to each other outside Raft: the remote queue protocol (classic
-queues used from other nodes) and `MetaApplied` (how far a node has applied the metadata).
+queues used from other nodes), `MetaApplied` (how far a node has applied the metadata) and
+`Transfer` (a leadership hand-over asked by rebalance).
 
 A classic queue lives on one node, its home. Channels on other nodes use it through
 `queues.remote.RemoteQueue` (the client side); the home node serves them with
@@ -14,7 +15,8 @@ from __future__ import annotations
 import msgspec
 
 __all__ = ["Publish", "Confirmed", "Consume", "Cancel", "Deliver", "Settle", "Get", "GetReply",
-           "ChannelDown", "Purge", "Stats", "ConsumerGone", "MetaApplied", "encode", "decode",
+           "ChannelDown", "Purge", "Stats", "ConsumerGone", "MetaApplied", "Transfer", "encode",
+           "decode",
            "RPC_GROUP"]
 
 # the transport's group id for these frames (Raft groups are never named so)
@@ -120,7 +122,14 @@ class MetaApplied(_Msg, tag="ma"):
     index: int
 
 
+class Transfer(_Msg, tag="tl"):
+    """Hand the leadership of Raft group `group` to node `to`, if the receiver leads it
+    (`amqp-broker-queues rebalance`)."""
+    group: str
+    to: str
+
+
 Message = (Publish | Confirmed | Consume | Cancel | Deliver | Settle | Get | GetReply
-           | ChannelDown | Purge | Stats | ConsumerGone | MetaApplied)
+           | ChannelDown | Purge | Stats | ConsumerGone | MetaApplied | Transfer)
 encode = msgspec.msgpack.Encoder().encode
 decode = msgspec.msgpack.Decoder(Message).decode

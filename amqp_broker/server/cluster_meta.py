@@ -180,6 +180,7 @@ class ReplicatedMetadata:
         if where is not None and where.replicated:
             record["group"] = rt.queue.group
             record["members"] = list(rt.queue.members)
+            record["founders"] = list(rt.queue.members)  # the group's bootstrap membership
         else:  # a classic queue: its home (this node, or the one the master locator chose)
             record["node"] = where.members[0] if where is not None else self.node
         self._propose(Put(QUEUE, (vhost, name), record, if_absent=True))

@@ -11,25 +11,45 @@ restarts its application once (`on_clustered`): its queues were built as one-mem
 `answer` is the runtime's `on_request`: a node asks to join (its record is put, the answer
 lists the cluster) or to be forgotten (`reset` of a member). `forget` is
 `amqp-brokerctl forget_cluster_node` on a running node.
+
+Quorum queue members (`amqp-broker-queues add_member / delete_member / grow / shrink`): a
+queue's record names the voters it wants (``members``; ``founders`` keeps the first ones, the
+bootstrap every replica starts from); `wanted_voters` hands them to the runtime, whose leader
+of the group promotes a learner once it has caught up and demotes a voter no longer wanted.
+`rebalance` asks leaders to hand over leadership so each node leads about as many queues.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import re
 from typing import TYPE_CHECKING, Any, Callable
 
 from amqp_broker.cluster import membership as wire
-from amqp_broker.cluster.metadata import Put
+from amqp_broker.cluster.metadata import QUEUE, Put
 from amqp_broker.cluster.nodes import write_membership
+from amqp_broker.core.errors import AMQPError
+from amqp_broker.queues import remote_wire
 
 if TYPE_CHECKING:
     from .broker import Broker
 
-__all__ = ["Membership", "NODE"]
+__all__ = ["Membership", "MemberError", "NODE"]
 
 _log = logging.getLogger(__name__)
 
 NODE = "node"  # the metadata record kind: one per node that ever joined or was forgotten
+
+
+class MemberError(Exception):
+    """A membership verb refused: `kind` is "not_found", "not_quorum", "classic",
+    "not_running" or "last_member"; the text is RabbitMQ's where it has one."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
 
 
 class Membership:
@@ -41,6 +61,9 @@ class Membership:
         # called when a lone node gains a peer: the node's application restarts clustered
         self.on_clustered: Callable[[], None] | None = None
         runtime.on_request = self.answer
+        runtime.wanted_voters = self.wanted_voters
+        self._by_group: dict[str, list] = {}
+        self._indexed_at = -1
 
     # -- records ----------------------------------------------------------------------------
     def apply_record(self, key: tuple, value: Any) -> None:
@@ -108,3 +131,113 @@ class Membership:
             return ("the cluster's metadata store is unavailable: this node cannot reach a "
                     "majority of the cluster")
         return None
+
+    # -- quorum queue members ---------------------------------------------------------------
+    def wanted_voters(self, group: str) -> list | None:
+        """The members a quorum queue's record wants (the runtime's reconciler asks)."""
+        if self._indexed_at != self.meta.applied or not self._by_group:
+            self._by_group = {v["group"]: v.get("members") for _, v in
+                              self.meta.state().items(QUEUE) if "group" in v}
+            self._indexed_at = self.meta.applied
+        return self._by_group.get(group)
+
+    def _record(self, vhost: str, name: str) -> dict:
+        record = self.meta.record(QUEUE, (vhost, name))
+        if record is None:
+            raise MemberError("not_found", f"queue '{name}' in vhost '{vhost}' not found")
+        if "group" not in record:
+            raise MemberError("classic", "classic queues have no replicas")
+        return record
+
+    def members(self, vhost: str, name: str) -> list[str]:
+        return list(self._record(vhost, name).get("members", ()))
+
+    def add_member(self, vhost: str, name: str, node: str) -> bool:
+        """Ask for a voter on `node` (False: it is one already). The node must be a running
+        member of the cluster; it votes once its replica has caught up."""
+        record = self._record(vhost, name)
+        if node not in self.runtime.nodes or not self.runtime.is_running(node):
+            raise MemberError("not_running", f"node {node} is not running or not a member of "
+                              f"this cluster (node_not_running)")
+        members = list(record.get("members", ()))
+        if node in members:
+            return False
+        self._put_members(vhost, name, record, members + [node])
+        return True
+
+    def delete_member(self, vhost: str, name: str, node: str) -> bool:
+        """Stop `node` voting (its replica stays, as a learner); False if it was not a
+        member. The last member is never removed."""
+        record = self._record(vhost, name)
+        if node not in self.runtime.nodes:
+            raise MemberError("not_running", f"node {node} is not running or not a member of "
+                              f"this cluster (node_not_running)")
+        members = list(record.get("members", ()))
+        if node not in members:
+            return False
+        if len(members) == 1:
+            raise MemberError("last_member", f"cannot remove the last member of quorum queue "
+                              f"'{name}' in vhost '{vhost}' (last_node)")
+        self._put_members(vhost, name, record, [m for m in members if m != node])
+        return True
+
+    def _put_members(self, vhost: str, name: str, record: dict, members: list) -> None:
+        value = dict(record)
+        value.setdefault("founders", list(record.get("members", ())))
+        value["members"] = sorted(members)
+        self.meta.put_record(QUEUE, (vhost, name), value)
+
+    def rebalance(self, vhost_pattern: str = ".*", queue_pattern: str = ".*") -> list[dict]:
+        """Move leaderships so that every running node leads about as many of the matching
+        quorum queues: the leader of a queue on a node over its share hands over to a voter on
+        a node under it. Returns the moves asked for (vhost, name, from, to)."""
+        vre, qre = re.compile(vhost_pattern), re.compile(queue_pattern)
+        running = [n for n in sorted(self.runtime.nodes) if self.runtime.is_running(n)]
+        queues = []
+        for vhost in self.broker.vhosts.values():
+            if not vre.search(vhost.name):
+                continue
+            for name, rt in vhost.queues.items():
+                where = rt.queue.placement(self.node)
+                if where.group is not None and where.replicated and qre.search(name) \
+                        and where.leader in running:
+                    queues.append((vhost.name, name, where))
+        if not queues or not running:
+            return []
+        share = math.ceil(len(queues) / len(running))
+        led = {n: 0 for n in running}
+        for _, _, where in queues:
+            led[where.leader] += 1
+        moves = []
+        for vhost, name, where in sorted(queues, key=lambda q: (q[0], q[1])):
+            if led[where.leader] <= share:
+                continue
+            candidates = [n for n in where.online if n in led and led[n] < share]
+            if not candidates:
+                continue
+            to = min(candidates, key=lambda n: (led[n], n))
+            led[where.leader] -= 1
+            led[to] += 1
+            moves.append({"vhost": vhost, "name": name, "from": where.leader, "to": to})
+            self._transfer(where.group, where.leader, to)
+        return moves
+
+    def _transfer(self, group: str, leader: str, to: str) -> None:
+        if leader == self.node:
+            self.runtime.transfer_leadership(group, to)
+        else:
+            self.runtime.send_rpc(leader, remote_wire.encode(remote_wire.Transfer(group, to)))
+
+    def quorum_critical(self) -> list[dict]:
+        """Quorum queues that would lose their majority if this node stopped."""
+        out = []
+        for vhost in self.broker.vhosts.values():
+            for name, rt in vhost.queues.items():
+                where = rt.queue.placement(self.node)
+                if where.group is None or not where.replicated or self.node not in where.members:
+                    continue
+                online = [n for n in where.members if self.runtime.is_running(n)]
+                if len(online) - 1 < len(where.members) // 2 + 1:
+                    out.append({"name": name, "virtual_host": vhost.name, "type": "quorum",
+                                "readable_name": f"queue '{name}' in vhost '{vhost.name}'"})
+        return out

@@ -239,6 +239,8 @@ class RemoteQueues:
                 rt.purge()
         elif t is w.MetaApplied:
             self.broker.cluster_meta.peer_applied(peer, msg.index)
+        elif t is w.Transfer:
+            self.runtime.transfer_leadership(msg.group, msg.to)
 
     def _proxy(self, vhost: str, name: str) -> RemoteQueue | None:
         v = self.broker.vhosts.get(vhost)

@@ -1,0 +1,64 @@
+"""Quorum queue replicas through the management API (our extension; rabbitmq-queues reaches
+these over Erlang distribution): add and remove members, rebalance leaders, and the
+node-is-quorum-critical health check.
+
+A mixin of `admin.Admin`. The work is the node's `broker.membership` (`server/membership.py`),
+reached duck-typed; its refusals (`kind`: not_found, classic, not_running, last_member) become
+`AdminError`s. A lone node has no membership object for replicas: every verb answers as
+RabbitMQ's single node does.
+
+    POST   /api/queues/VHOST/NAME/members        {"node": N}   add_member
+    DELETE /api/queues/VHOST/NAME/members/NODE                 delete_member
+    POST   /api/rebalance/queues  {"vhost_pattern", "queue_pattern"} (RabbitMQ's path)
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any
+
+from .errors import BadRequest, NotFoundError
+
+__all__ = ["ReplicaOps"]
+
+
+@contextmanager
+def _refusals():
+    try:
+        yield
+    except Exception as err:
+        kind = getattr(err, "kind", None)
+        if kind is None:
+            raise
+        if kind == "not_found":
+            raise NotFoundError() from None
+        raise BadRequest(err.reason) from None
+
+
+class ReplicaOps:
+    broker: Any
+    node: str
+
+    def _membership(self) -> Any:
+        return getattr(self.broker, "membership", None)
+
+    def add_member(self, vhost: str, name: str, node: str) -> bool:
+        with _refusals():
+            return self._membership().add_member(vhost, name, node)
+
+    def delete_member(self, vhost: str, name: str, node: str) -> bool:
+        with _refusals():
+            return self._membership().delete_member(vhost, name, node)
+
+    def rebalance(self, vhost_pattern: str = ".*", queue_pattern: str = ".*") -> list[dict]:
+        return self._membership().rebalance(vhost_pattern, queue_pattern)
+
+    def quorum_critical(self) -> tuple[int, dict]:
+        """node-is-quorum-critical, as RabbitMQ answers it."""
+        queues = self._membership().quorum_critical()
+        if not queues:
+            return 200, {"status": "ok"}
+        return 503, {"status": "failed",
+                     "reason": "There are quorum queues that would lose their quorum if the "
+                               "target node is shut down",
+                     "queues": queues}
