@@ -28,6 +28,7 @@ from amqp_broker.mgmt.client import ApiClient, ApiError
 __all__ = ["main", "build_parser"]
 
 _RESULT_COLUMNS = ["vhost", "name", "size", "result"]
+_LAST_NODE = "error: the last node cannot be removed"
 # What RabbitMQ answers when a membership verb names a classic queue.
 _CLASSIC_REFUSAL = {"add_member": "Cannot add members to a classic queue",
                     "delete_member": "Cannot remove members from a classic queue"}
@@ -188,6 +189,8 @@ def _shrink(client: ApiClient, args, out: TextIO) -> int:
         "queues", q["vhost"], q["name"], "members", args.node_arg))
     for row in rows:
         row["size"] -= row["result"] == "ok"
+        if row["result"].endswith("(last_node)"):
+            row["result"] = _LAST_NODE  # rabbitmq-queues' words in this table
     if args.errors_only:
         rows = [r for r in rows if r["result"] != "ok"]
     print_table(args, out, f"Shrinking quorum queues on {args.node_arg}...", _RESULT_COLUMNS,

@@ -95,6 +95,7 @@ class QuorumRuntime:
         self._current = f"{node}/{self.incarnation}."
         self._watchers: set = set()  # clustered quorum queues told about links (`watch`)
         self._links: dict[str, bool] = {p: False for p in cluster.peers}
+        self._down_since: dict[str, float] = {p: time.monotonic() for p in cluster.peers}
         self._pids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._pid_seq = 0
         self._nursery: trio.Nursery | None = None
@@ -123,12 +124,19 @@ class QuorumRuntime:
         """The other nodes of the cluster, sorted."""
         return sorted(n for n in self.nodes if n != self.node)
 
+    def down_for(self, node: str) -> float:
+        """Seconds since this node last saw `node` up (since start if never): 0 if it is up."""
+        if self.is_running(node):
+            return 0.0
+        return time.monotonic() - self._down_since.get(node, time.monotonic())
+
     def set_node(self, name: str, addr: tuple[str, int]) -> None:
         """`name` is (now) a node of the cluster, dialled at `addr`."""
         if name == self.node or self.nodes.get(name) == tuple(addr):
             return
         self.nodes[name] = tuple(addr)
         self._links.setdefault(name, False)
+        self._down_since.setdefault(name, time.monotonic())
         if self.transport is not None:
             self.transport.add_peer(name, tuple(addr))
         _log.info("node %s: %s is a node of the cluster (%s:%d)", self.node, name, *addr)
@@ -139,6 +147,7 @@ class QuorumRuntime:
             return
         if self.transport is not None:
             self.transport.remove_peer(name)
+        self._down_since.pop(name, None)
         if self._links.pop(name, False):
             for q in list(self._watchers):
                 q.node_changed(name, False)
@@ -266,6 +275,10 @@ class QuorumRuntime:
                 up = self.is_running(peer)
                 if up != was_up:
                     self._links[peer] = up
+                    if up:
+                        self._down_since.pop(peer, None)
+                    else:
+                        self._down_since[peer] = time.monotonic()
                     _log.info("node %s is %s", peer, "up" if up else "down")
                     for q in list(self._watchers):
                         q.node_changed(peer, up)

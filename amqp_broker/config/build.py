@@ -82,25 +82,18 @@ def build(seen: Seen, file: str, problems: list[ConfigProblem], base: BrokerSett
     return dataclasses.replace(base, **changes)
 
 
-# Keys RabbitMQ has that would change nothing on this broker as it is (one node, no per-channel
-# quorum flow control): refused at start-up rather than silently ignored.
-_NO_CLUSTER = "membership reconciliation is not available yet (issue 16)"
-REFUSED_KEYS = ("quorum_queue.commands_soft_limit", _CMR + "auto_remove", _CMR + "interval",
-                _CMR + "trigger_interval", _CMR + "target_group_size")
+# Keys RabbitMQ has that would change nothing on this broker as it is (no per-channel quorum
+# flow control): refused at start-up rather than silently ignored.
+REFUSED_KEYS = ("quorum_queue.commands_soft_limit",)
 
 
 def _refuse_without_effect(seen: Seen, file: str, problems: list[ConfigProblem]) -> None:
-    def refuse(key: str, name: str | None, shown: str, why: str) -> None:
-        problems.append(ConfigProblem(file, seen.line(key, name), shown, why))
-
     if "quorum_queue.commands_soft_limit" in seen.exact:
-        refuse("quorum_queue.commands_soft_limit", None, "quorum_queue.commands_soft_limit",
-               "not supported: this broker has no per-channel quorum command flow control; "
-               "remove the key")
-    for key in seen.exact:
-        if key.startswith(_CMR) and not (key == _CMR + "enabled" and seen.exact[key] is False):
-            refuse(key, None, key, f"not supported: {_NO_CLUSTER}; remove the key or set "
-                                   f"{_CMR}enabled = false")
+        problems.append(ConfigProblem(
+            file, seen.line("quorum_queue.commands_soft_limit", None),
+            "quorum_queue.commands_soft_limit",
+            "not supported: this broker has no per-channel quorum command flow control; "
+            "remove the key"))
 
 
 def _version(seen: Seen, base: BrokerSettings) -> dict[str, Any]:
@@ -189,7 +182,9 @@ def _quorum(seen: Seen, base: BrokerSettings):
         auto_remove=seen.get(_CMR + "auto_remove", cmr.auto_remove),
         interval=seen.get(_CMR + "interval", cmr.interval),
         trigger_interval=seen.get(_CMR + "trigger_interval", cmr.trigger_interval),
-        target_group_size=seen.get(_CMR + "target_group_size", cmr.target_group_size))
+        target_group_size=seen.get(_CMR + "target_group_size", cmr.target_group_size),
+        replace_unreachable_after=seen.get(_CMR + "replace_unreachable_after",
+                                           cmr.replace_unreachable_after))
     return dataclasses.replace(
         q,
         initial_cluster_size=seen.get("quorum_queue.initial_cluster_size", q.initial_cluster_size),

@@ -73,7 +73,10 @@ class MembershipReconciliation:
     auto_remove: bool = False
     interval: float = 3600.0  # seconds between background checks (file: ms, default 60 min)
     trigger_interval: float = 10.0  # seconds after a node joins/leaves (file: ms)
-    target_group_size: int | None = None  # None: the queue's initial cluster size
+    target_group_size: int | None = None  # None: queues without a target are not grown
+    # our extension: a member whose node has been unreachable this long (seconds; file: ms)
+    # is replaced by a running node that is not a member, keeping the target size; 0: never
+    replace_unreachable_after: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

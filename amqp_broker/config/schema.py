@@ -126,6 +126,7 @@ KEYS: dict[str, v.Converter] = {
     "quorum_queue.continuous_membership_reconciliation.interval": _MS,
     "quorum_queue.continuous_membership_reconciliation.trigger_interval": _MS,
     "quorum_queue.continuous_membership_reconciliation.target_group_size": v.integer(0),
+    "quorum_queue.continuous_membership_reconciliation.replace_unreachable_after": _MS,
     "raft.wal_max_size_bytes": _POS,
     "raft.segment_max_entries": v.integer(1, 65535),
     "dead_letter_worker_consumer_prefetch": _POS,

@@ -153,6 +153,7 @@ _VALIDATORS = (
     ("x-queue-version", _check_queue_version),
     ("x-single-active-consumer", _check_bool),
     ("x-quorum-initial-group-size", _check_group_size),
+    ("x-quorum-target-group-size", _check_group_size),
     ("x-consumer-timeout", _check_non_neg),
 )
 
@@ -168,7 +169,8 @@ _TYPE_ARGUMENTS = {
         "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy",
         "x-expires", "x-max-length", "x-max-length-bytes", "x-max-in-memory-length",
         "x-max-in-memory-bytes", "x-overflow", "x-single-active-consumer", "x-queue-type",
-        "x-quorum-initial-group-size", "x-delivery-limit", "x-message-ttl",
+        "x-quorum-initial-group-size", "x-quorum-target-group-size", "x-delivery-limit",
+        "x-message-ttl",
         "x-queue-leader-locator", "x-consumer-timeout")),
     "stream": frozenset((
         "x-max-length-bytes", "x-queue-type", "x-max-age", "x-stream-max-segment-size-bytes",

@@ -17,6 +17,10 @@ queue's record names the voters it wants (``members``; ``founders`` keeps the fi
 bootstrap every replica starts from); `wanted_voters` hands them to the runtime, whose leader
 of the group promotes a learner once it has caught up and demotes a voter no longer wanted.
 `rebalance` asks leaders to hand over leadership so each node leads about as many queues.
+`reconcile_members` is continuous membership reconciliation (seed 000, run by
+`reconciler.py` on the node that leads the metadata): queues below their target size grow onto
+running nodes, members on forgotten nodes go (auto_remove), and, beyond RabbitMQ, a member whose
+node has been unreachable too long is replaced by a running node.
 """
 
 from __future__ import annotations
@@ -229,8 +233,11 @@ class Membership:
             self.runtime.send_rpc(leader, remote_wire.encode(remote_wire.Transfer(group, to)))
 
     def quorum_critical(self) -> list[dict]:
-        """Quorum queues that would lose their majority if this node stopped."""
-        out = []
+        """Quorum queues that would lose their majority if this node stopped (none on a
+        single node: the check does not apply, as RabbitMQ says)."""
+        out: list[dict] = []
+        if not self.runtime.peers:
+            return out
         for vhost in self.broker.vhosts.values():
             for name, rt in vhost.queues.items():
                 where = rt.queue.placement(self.node)
@@ -241,3 +248,56 @@ class Membership:
                     out.append({"name": name, "virtual_host": vhost.name, "type": "quorum",
                                 "readable_name": f"queue '{name}' in vhost '{vhost.name}'"})
         return out
+
+    # -- continuous membership reconciliation -----------------------------------------------
+    def reconcile_members(self, default_target: int | None, auto_remove: bool,
+                          replace_after: float) -> int:
+        """One pass over every quorum queue's wanted members; returns how many changed."""
+        runtime = self.runtime
+        running = [n for n in sorted(runtime.nodes) if runtime.is_running(n)]
+        records = [(key, v) for key, v in self.meta.state().items(QUEUE) if "group" in v]
+        load: dict[str, int] = {n: 0 for n in runtime.nodes}
+        for _, v in records:
+            for m in v.get("members", ()):
+                load[m] = load.get(m, 0) + 1
+        changed = 0
+        for (vhost, name), record in records:
+            members = list(record.get("members", ()))
+            new = [m for m in members if m in runtime.nodes] if auto_remove else list(members)
+            target = self._target(vhost, name, record, default_target)
+            spares = sorted((n for n in running if n not in new), key=lambda n: (load[n], n))
+            if replace_after > 0:
+                for m in [m for m in new if m in runtime.nodes and m != self.node
+                          and runtime.down_for(m) >= replace_after]:
+                    if not spares:
+                        break
+                    new[new.index(m)] = spares.pop(0)  # unreachable too long: replaced
+            while target is not None and len(new) < target and spares:
+                new.append(spares.pop(0))
+            if sorted(new) != sorted(members) and new:
+                for m in set(new) - set(members):
+                    load[m] = load.get(m, 0) + 1
+                _log.info("quorum queue '%s' in vhost '%s': members %s -> %s (reconciliation)",
+                          name, vhost, sorted(members), sorted(new))
+                self._put_members(vhost, name, record, new)
+                changed += 1
+        return changed
+
+    def _target(self, vhost: str, name: str, record: dict, default: int | None) -> int | None:
+        """x-quorum-target-group-size, else the target-group-size policy key (the higher of
+        policy and operator policy), else quorum_queue...target_group_size."""
+        arg = (record.get("arguments") or {}).get("x-quorum-target-group-size")
+        if isinstance(arg, int) and arg > 0:
+            return arg
+        store = self.broker.admin.policies.get(vhost)
+        if store is not None:
+            values = [p.definition.get("target-group-size") for p in store.for_queue(name, "quorum")
+                      if p is not None]
+            values = [v for v in values if isinstance(v, int)]
+            if values:
+                return max(values)
+        return default
+
+    def leads_metadata(self) -> bool:
+        from amqp_broker.cluster.metadata import META_GROUP
+        return self.runtime.driver.status(META_GROUP).is_leader

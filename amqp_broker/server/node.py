@@ -24,6 +24,7 @@ from .remote_queues import RemoteQueues
 from .dlx_port import start_dlx_worker
 from .listener import serve_amqp
 from .persistence import Store
+from .reconciler import run_reconciliation
 from .recovery import import_local_metadata
 
 __all__ = ["open_broker", "run_node", "serve_broker", "start_http", "log_ready"]
@@ -90,6 +91,7 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
             await import_local_metadata(broker)  # a data dir from before the metadata group
             await meta.seed_defaults()
             store.drop_orphans()  # journal entries of queues that no longer exist
+            _start_reconciliation(nursery, broker)
             port = await nursery.start(serve_amqp, broker)
             if http:
                 from amqp_broker.mgmt import Admin as HttpAdmin
@@ -105,6 +107,13 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
         # Sessions are cancelled with the nursery; what they journaled is flushed here.
         store.close()
         _log.info("amqp-broker stopped")
+
+
+def _start_reconciliation(nursery: trio.Nursery, broker: Broker) -> None:
+    quorum = getattr(broker.settings, "quorum_queue", None)
+    cmr = getattr(quorum, "reconciliation", None)
+    if cmr is not None and cmr.enabled and broker.quorum.cluster.clustered:
+        nursery.start_soon(run_reconciliation, broker, cmr)
 
 
 def log_ready(settings: Settings, port: int) -> None:

@@ -46,7 +46,8 @@ def test_every_documented_line_parses(key, value):
 def test_the_example_with_only_defaults_uncommented_equals_the_defaults():
     not_defaults = {"listeners.tcp.local", "listeners.tcp.local_v6", "loopback_users", "data_dir",
                     "vm_memory_high_watermark.absolute", "disk_free_limit.absolute",
-                    "node_name", "distribution.listener.port_range.min"}  # computed defaults
+                    "node_name", "distribution.listener.port_range.min",  # computed defaults
+                    "quorum_queue.continuous_membership_reconciliation.target_group_size"}  # unset
     lines = [f"{k} = {v}" for k, v in _documented()
              if k not in not_defaults and not k.startswith("cluster_formation.classic_config.nodes")]
     s = parse_text("\n".join(lines) + "\n")

@@ -164,15 +164,21 @@ def test_quorum_queue_keys():
     assert (d.initial_cluster_size, d.relaxed_checks_on_redeclaration) == (3, False)
 
 
-def test_keys_that_would_change_nothing_on_one_node_are_refused_with_their_line():
-    p = "quorum_queue.continuous_membership_reconciliation."
+def test_keys_that_would_change_nothing_are_refused_with_their_line():
     with pytest.raises(ConfigError) as info:
-        parse_text("heartbeat = 30\nquorum_queue.commands_soft_limit = 64\n"
-                   f"{p}enabled = true\n{p}interval = 60000\n")
-    text = str(info.value)
-    assert "rabbitmq.conf:2: quorum_queue.commands_soft_limit: not supported" in text
-    assert f"rabbitmq.conf:3: {p}enabled: not supported: membership reconciliation is not available yet" in text
-    assert f"rabbitmq.conf:4: {p}interval: not supported" in text
+        parse_text("heartbeat = 30\nquorum_queue.commands_soft_limit = 64\n")
+    assert "rabbitmq.conf:2: quorum_queue.commands_soft_limit: not supported" in str(info.value)
+
+
+def test_membership_reconciliation_keys():
+    p = "quorum_queue.continuous_membership_reconciliation."
+    s = parse_text(f"{p}enabled = true\n{p}interval = 60000\n{p}trigger_interval = 500\n"
+                   f"{p}target_group_size = 5\n{p}auto_remove = true\n"
+                   f"{p}replace_unreachable_after = 30000\n")
+    r = s.quorum_queue.reconciliation
+    assert (r.enabled, r.interval, r.trigger_interval, r.target_group_size, r.auto_remove,
+            r.replace_unreachable_after) == (True, 60.0, 0.5, 5, True, 30.0)
+    assert BrokerSettings().quorum_queue.reconciliation.target_group_size is None
 
 
 def test_raft_and_dead_letter_keys():
