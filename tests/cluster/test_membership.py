@@ -46,6 +46,25 @@ def queue_row(mgmt_url: str, name: str) -> dict:
     return r.json() if r.status_code == 200 else {}
 
 
+def queues_cli(mgmt_url: str, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "amqp_broker.cli.queues_cli", "--url",
+                           mgmt_url, *argv], capture_output=True, text=True, timeout=90)
+
+
+def members(mgmt_url: str, name: str) -> list[str]:
+    return sorted(queue_row(mgmt_url, name).get("members") or [])
+
+
+def in_sync(mgmt_url: str, name: str) -> dict[str, bool]:
+    """Every replica's In Sync as the leader's quorum_status shows it ({} if `mgmt_url` is
+    not the leader's node)."""
+    raft = queue_row(mgmt_url, name).get("raft") or {}
+    if raft.get("state") != "leader":
+        return {}
+    return {n: r["match_index"] >= raft["commit_index"]
+            for n, r in (raft.get("replicas") or {}).items()}
+
+
 def publish(url: str, queue: str, bodies: list[bytes], arguments: dict | None = None) -> None:
     conn = pika.BlockingConnection(pika.URLParameters(url))
     try:
@@ -115,6 +134,14 @@ def test_a_lone_node_joins_another_and_serves_its_quorum_queue(tmp_path):
         wait_until(lambda: queue_row(b.mgmt_url, "qj").get("messages") == 200, 30,
                    "node b's replica of qj holds the 200 messages")
         assert consume(b.url, "qj", 200) == bodies
+        # the node added later becomes a member of the queue with grow, and catches up
+        grown = queues_cli(a.mgmt_url, "grow", "b@localhost", "all")
+        assert grown.returncode == 0 and "qj" in grown.stdout, grown.stderr
+        wait_until(lambda: members(a.mgmt_url, "qj") == both, 20, "b a member of qj")
+        def synced() -> bool:  # as the leader (on a or b) sees every replica
+            return any(st and all(st.get(n) for n in both)
+                       for st in (in_sync(a.mgmt_url, "qj"), in_sync(b.mgmt_url, "qj")))
+        wait_until(synced, 20, "both members of qj in sync")
         # a queue declared now gets members on both nodes
         publish(b.url, "qj2", [b"x"], {"x-queue-type": "quorum",
                                       "x-quorum-initial-group-size": 2})

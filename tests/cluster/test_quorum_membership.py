@@ -6,37 +6,12 @@ Real `amqp-broker` processes, the CLI as a subprocess, pika as the client."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import httpx
 
 from compat_tests.support.cluster import LocalCluster
 
 from .conftest import wait_until
-from .test_membership import consume, publish, queue_row
-
-
-def queues_cli(mgmt_url: str, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "amqp_broker.cli.queues_cli", "--url",
-                           mgmt_url, *argv], capture_output=True, text=True, timeout=90)
-
-
-def members(mgmt_url: str, name: str) -> list[str]:
-    return sorted(queue_row(mgmt_url, name).get("members") or [])
-
-
-def in_sync(mgmt_url: str, name: str) -> dict[str, bool]:
-    """Every replica's In Sync, as the leader's quorum_status shows it."""
-    leader_url = None
-    row = queue_row(mgmt_url, name)
-    raft = row.get("raft") or {}
-    if raft.get("state") == "leader":
-        leader_url = mgmt_url
-    if leader_url is None:
-        return {}
-    replicas = raft.get("replicas") or {}
-    return {n: r["match_index"] >= raft["commit_index"] for n, r in replicas.items()}
+from .test_membership import consume, queues_cli, in_sync, members, publish, queue_row
 
 
 def leaders(mgmt_url: str) -> dict[str, int]:
