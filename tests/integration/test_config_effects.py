@@ -83,8 +83,6 @@ def test_consumer_timeout_policy_applies_to_existing_queues(mgmt_broker, connect
 @pytest.mark.parametrize("line, says", [
     ("quorum_queue.commands_soft_limit = 64",
      "quorum_queue.commands_soft_limit: not supported"),
-    ("quorum_queue.continuous_membership_reconciliation.enabled = true",
-     "membership reconciliation is not available yet"),
 ])
 def test_keys_that_would_change_nothing_stop_the_start(tmp_path, line, says):
     b = Broker(tmp_path, management=False, config=line + "\n")
