@@ -328,6 +328,22 @@ def _purge_queue(client: ApiClient, args, out: TextIO) -> int:
 
 
 @_verb
+def _sync_queue(client: ApiClient, args, out: TextIO) -> int:
+    """A mirrored queue's mirrors are Raft members: a new or returning one always catches up
+    from the log by itself (as ha-sync-mode automatic), so there is nothing to start."""
+    client.get("queues", args.vhost, args.name)  # 404 for a queue that does not exist
+    _say(args, out, f"Synchronising queue '{args.name}' in vhost '{args.vhost}' ...")
+    return 0
+
+
+@_verb
+def _cancel_sync_queue(client: ApiClient, args, out: TextIO) -> int:
+    client.get("queues", args.vhost, args.name)
+    _say(args, out, f"Stopping synchronising queue '{args.name}' in vhost '{args.vhost}' ...")
+    return 0
+
+
+@_verb
 def _delete_queue(client: ApiClient, args, out: TextIO) -> int:
     q = client.get("queues", args.vhost, args.name)
     _say(args, out, f"Deleting queue '{args.name}' on vhost '{args.vhost}' ...")
@@ -432,6 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
         ((["--description"],), {"default": None}))
     cmd("delete_vhost", "delete a vhost", ((["name"],), {}))
     cmd("purge_queue", "purge a queue", ((["name"],), {}))
+    cmd("sync_queue", "synchronise a mirrored queue's mirrors (they catch up by themselves)",
+        ((["name"],), {}))
+    cmd("cancel_sync_queue", "stop synchronising a mirrored queue", ((["name"],), {}))
     cmd("delete_queue", "delete a queue", ((["name"],), {}),
         ((["--if-empty", "-e"],), {"action": "store_true"}),
         ((["--if-unused", "-u"],), {"action": "store_true", "dest": "if_unused"}))

@@ -232,10 +232,19 @@ def _moved(client: ApiClient, moves: list[dict]) -> bool:
 
 
 def _quorum_critical(client: ApiClient, args, out: TextIO) -> int:
+    return _critical(client, args, out, "node-is-quorum-critical", "quorum queues")
+
+
+def _mirror_sync_critical(client: ApiClient, args, out: TextIO) -> int:
+    return _critical(client, args, out, "node-is-mirror-sync-critical",
+                     "classic mirrored queues")
+
+
+def _critical(client: ApiClient, args, out: TextIO, check: str, what: str) -> int:
     node = client.get("overview")["node"]
     nodes = _cluster_nodes(client)
     try:
-        client.get("health", "checks", "node-is-quorum-critical")
+        client.get("health", "checks", check)
     except ApiError as e:
         if e.status != 503:
             raise
@@ -247,14 +256,19 @@ def _quorum_critical(client: ApiClient, args, out: TextIO) -> int:
         msg = (f"Node {node} seems to be the only one in a single node cluster, "
                "the check does not apply")
     else:
-        msg = f"Node {node} reported no quorum queues with minimum quorum"
+        msg = (f"Node {node} reported no quorum queues with minimum quorum"
+               if what == "quorum queues" else
+               f"Node {node} reported no classic mirrored queues without online synchronised "
+               f"mirrors")
     if args.formatter == "json":
         json.dump({"result": "ok", "message": msg}, out)
         out.write("\n")
         return 0
     if not (args.quiet or args.silent):
-        print(f"Checking if node {node} is critical for quorum of any quorum queues ...",
-              file=out)
+        print(f"Checking if node {node} is critical for quorum of any quorum queues ..."
+              if what == "quorum queues" else
+              f"Checking if node {node} is critical for data safety of any classic mirrored "
+              f"queues ...", file=out)
     if not args.silent:
         print(msg, file=out)
     return 0
@@ -290,6 +304,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="fail if stopping this node would make a quorum queue lose "
                              "its majority")
     sp.set_defaults(fn=_quorum_critical)
+    sp = sub.add_parser("check_if_node_is_mirror_sync_critical", parents=[common],
+                        help="fail if stopping this node would lose the only synchronised "
+                             "copy of a mirrored classic queue")
+    sp.set_defaults(fn=_mirror_sync_critical)
     return p
 
 

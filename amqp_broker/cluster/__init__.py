@@ -47,6 +47,16 @@ def install_quorum(broker: Any, *, dlx_worker_factory: Callable[[Any], Any],
                            dlx_worker_factory=dlx_worker_factory, group=group, members=members)
 
     broker.queue_factories["quorum"] = factory
+
+    def mirrored(name: str, vhost: str, *, arguments: dict, now_ms: int,
+                 placement: dict, **_flags: Any) -> QuorumQueue:
+        """A classic queue under an ha-mode policy: the quorum engine, classic semantics."""
+        return QuorumQueue(runtime, broker, name, vhost, arguments=arguments, now_ms=now_ms,
+                           dlx_worker_factory=dlx_worker_factory, group=placement["group"],
+                           members=tuple(placement.get("founders") or placement["members"]),
+                           mirrored=True)
+
+    broker.mirrored_queue_factory = mirrored
     return runtime
 
 

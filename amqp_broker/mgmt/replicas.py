@@ -17,6 +17,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any
 
+from . import health
 from .errors import BadRequest, NotFoundError
 
 __all__ = ["ReplicaOps"]
@@ -53,12 +54,16 @@ class ReplicaOps:
     def rebalance(self, vhost_pattern: str = ".*", queue_pattern: str = ".*") -> list[dict]:
         return self._membership().rebalance(vhost_pattern, queue_pattern)
 
-    def quorum_critical(self) -> tuple[int, dict]:
-        """node-is-quorum-critical, as RabbitMQ answers it."""
-        queues = self._membership().quorum_critical()
+    def quorum_critical(self, mirrored: bool = False) -> tuple[int, dict]:
+        """node-is-quorum-critical (`mirrored`: node-is-mirror-sync-critical), as RabbitMQ
+        answers them."""
+        queues = self._membership().quorum_critical(mirrored)
+        if queues is None:
+            return health.single_node()
         if not queues:
             return 200, {"status": "ok"}
-        return 503, {"status": "failed",
-                     "reason": "There are quorum queues that would lose their quorum if the "
-                               "target node is shut down",
-                     "queues": queues}
+        reason = ("There are classic mirrored queues without online synchronised mirrors "
+                  "(queue content would be lost if the node is shut down)" if mirrored else
+                  "There are quorum queues that would lose their quorum if the target node "
+                  "is shut down")
+        return 503, {"status": "failed", "reason": reason, "queues": queues}

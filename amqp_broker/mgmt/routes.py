@@ -383,7 +383,7 @@ def _health(admin, req, m, rest) -> Reply:
         case ["node-is-quorum-critical"]:
             return Reply(*admin.quorum_critical())
         case ["node-is-mirror-sync-critical"]:
-            return Reply(*health.single_node())
+            return Reply(*admin.quorum_critical(mirrored=True))
         case ["port-listener", port]:
             return Reply(*health.port_listener(admin.listeners, port))
         case ["protocol-listener", protocol]:

@@ -23,7 +23,11 @@ __all__ = ["queue_row", "exchange_row", "binding_row", "connection_row", "channe
 def queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
     where = rt.queue.placement(node)
     row = _queue_row(rt, where.leader, policy, effective)
-    if where.replicated:  # RabbitMQ lists "leader", "members" and "online" for quorum queues
+    if where.replicated and rt.queue_type == "classic":
+        # a mirrored classic queue: its master is "node", as RabbitMQ 3.x lists mirrors
+        row.update(slave_nodes=[m for m in where.members if m != where.leader],
+                   synchronised_slave_nodes=[m for m in where.online if m != where.leader])
+    elif where.replicated:  # RabbitMQ lists "leader", "members" and "online" for quorum queues
         row.update(leader=where.leader, members=list(where.members), online=list(where.online))
     return row
 

@@ -77,14 +77,22 @@ class QuorumQueue:
     def __init__(self, runtime: Any, broker: Any, name: str, vhost: str, *,
                  arguments: dict, now_ms: int,
                  dlx_worker_factory: Callable[["QuorumQueue"], Any],
-                 group: str | None = None, members: tuple[str, ...] | None = None) -> None:
+                 group: str | None = None, members: tuple[str, ...] | None = None,
+                 mirrored: bool = False) -> None:
         self.name = name
+        # a mirrored classic queue (an ha-mode policy): this replicated engine with classic
+        # queue semantics where clients see them (type, no delivery limit or header)
+        self.mirrored = mirrored
+        self.counts_deliveries = not mirrored
+        if mirrored:
+            self.queue_type = "classic"
+        self._leader_seen: str | None = None
         self.vhost = vhost
         self.arguments = arguments
         self.key = queue_key(vhost, name)
         self.settings = parse_queue_arguments(name, vhost, arguments)
         self._policy: dict | None = None
-        self.config = quorum_config(name, self.settings)
+        self.config = quorum_config(name, self.settings, mirrored)
         if self.config.overflow == OVERFLOW_REJECT_PUBLISH_DLX:
             _log.warning("quorum queue %r: overflow reject-publish-dlx is not supported, "
                          "it behaves as drop-head", name)
@@ -191,6 +199,9 @@ class QuorumQueue:
         send every unconfirmed one again, in order (duplicates are dropped by sequence)."""
         if leader is None or self.deleted:
             return
+        previous, self._leader_seen = self._leader_seen, leader
+        if self.mirrored and previous is not None and previous != leader:
+            self._cancel_on_failover()
         if self.ready and self._unconfirmed:
             for seq in sorted(self._unconfirmed):
                 self.runtime.propose(self.group, self._unconfirmed[seq])
@@ -199,6 +210,18 @@ class QuorumQueue:
             for node in self.runtime.peers:
                 if not self.runtime.is_running(node):
                     self.propose(fifo.NodeDown(node))
+
+    def _cancel_on_failover(self) -> None:
+        """A mirrored queue's master moved: consumers that asked with x-cancel-on-ha-failover
+        get basic.cancel (RabbitMQ's failover notification); the others carry on."""
+        rt = self.queue_runtime()
+        if rt is None:
+            return
+        for consumer in list(self.consumers.values()):
+            flag = consumer.arguments.get("x-cancel-on-ha-failover")
+            if flag is True or flag in (1, b"true", "true"):
+                rt.remove_consumer(consumer.channel, consumer.tag)
+                consumer.channel.consumer_cancelled(consumer.tag)
 
     def node_changed(self, node: str, up: bool) -> None:
         """The link to `node` dropped or came back (`runtime.watch`): the leader tells the
@@ -568,8 +591,8 @@ class QuorumQueue:
 
     def apply_policy(self, policy: dict | None) -> None:
         self._policy = policy
-        self.settings = resolve_queue_settings(self.arguments, policy, "quorum")
-        config = quorum_config(self.name, self.settings)
+        self.settings = resolve_queue_settings(self.arguments, policy, self.queue_type)
+        config = quorum_config(self.name, self.settings, self.mirrored)
         if config != self.config:
             self.config = config
             warn_dead_letter_strategy(config, self.name)

@@ -23,9 +23,10 @@ _log = logging.getLogger(__name__)
 DEFAULT_DELIVERY_LIMIT = 20  # RabbitMQ 4.x
 
 
-def quorum_config(name: str, settings: QueueSettings) -> QueueConfig:
-    """The fifo configuration of quorum queue `name` with effective `settings`."""
-    limit = settings.delivery_limit
+def quorum_config(name: str, settings: QueueSettings, mirrored: bool = False) -> QueueConfig:
+    """The fifo configuration of quorum queue `name` with effective `settings`. A mirrored
+    classic queue has no delivery limit (classic queues have none)."""
+    limit = -1 if mirrored else settings.delivery_limit
     strategy = settings.dead_letter_strategy
     return QueueConfig(
         name=name,

@@ -39,6 +39,7 @@ class EffectHost(Protocol):
     """What the effect runner needs from its quorum queue (`QuorumQueue` implements it)."""
 
     name: str
+    counts_deliveries: bool  # deliveries carry x-delivery-count (not a mirrored classic queue)
 
     def accepts_effects(self, force: bool) -> bool:
         """False once deleted, or before the group is ready unless `force`."""
@@ -99,9 +100,11 @@ def with_delivery_count(msg: Message, count: int) -> Message:
     return Message.from_publish(msg.exchange, msg.routing_key, encode_properties(props), msg.body)
 
 
-def delivery_entry(key: fifo.ConsumerKey, d: fifo.Delivery, msg: Message) -> Entry:
-    """What the channel sends: msg_id (key, fifo msg id), redelivered, x-delivery-count."""
-    if d.acquired:
+def delivery_entry(key: fifo.ConsumerKey, d: fifo.Delivery, msg: Message,
+                   counted: bool = True) -> Entry:
+    """What the channel sends: msg_id (key, fifo msg id), redelivered, and x-delivery-count
+    (`counted`: not on a mirrored classic queue, whose clients never see that header)."""
+    if d.acquired and counted:
         msg = with_delivery_count(msg, d.acquired)
     return Entry((key, d.msg_id), msg, 0, None, d.acquired > 0, d.acquired)
 
@@ -232,7 +235,7 @@ class EffectRunner:
             if msg is None:
                 _log.warning("quorum queue %r: no body for index %d", host.name, d.index)
                 continue
-            channel.deliver(rt, consumer, delivery_entry(key, d, msg))
+            channel.deliver(rt, consumer, delivery_entry(key, d, msg, host.counts_deliveries))
             sent += 1
         if consumer.no_ack:
             batch.settle(key, msgs)

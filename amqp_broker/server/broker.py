@@ -78,6 +78,8 @@ class Broker:
         # x-queue-type -> factory(name, vhost, *, durable, auto_delete, exclusive, arguments,
         # now_ms) -> QueueType. Classic queues are built in; a quorum adapter registers here.
         self.queue_factories: dict[str, Any] = {}
+        # a classic queue under an ha-mode policy, in a cluster (cluster.install_quorum)
+        self.mirrored_queue_factory: Any = None
         self.quorum: Any = None  # cluster.QuorumRuntime once node.open_broker installed it
         self.node_name = getattr(settings, "node_name", "") or "rabbit@localhost"
         # cluster_meta.ReplicatedMetadata when the node has peers (node.open_broker), else None

@@ -138,12 +138,82 @@ class Membership:
 
     # -- quorum queue members ---------------------------------------------------------------
     def wanted_voters(self, group: str) -> list | None:
-        """The members a quorum queue's record wants (the runtime's reconciler asks)."""
+        """The members a quorum queue's record wants, or a mirrored classic queue's policy
+        wants now (the runtime's reconciler asks, on the group's leader)."""
         if self._indexed_at != self.meta.applied or not self._by_group:
-            self._by_group = {v["group"]: v.get("members") for _, v in
+            self._by_group = {v["group"]: (key, v) for key, v in
                               self.meta.state().items(QUEUE) if "group" in v}
             self._indexed_at = self.meta.applied
-        return self._by_group.get(group)
+        found = self._by_group.get(group)
+        if found is None:
+            return None
+        (vhost, name), record = found
+        if not record.get("mirrored"):
+            return record.get("members")
+        raft = self.runtime.driver.raft(group)
+        current = sorted(raft.config.voters, key=lambda n: (n != raft.leader, n))
+        return self._with_witness(self._ha_members(self._ha_policy(vhost, name), current),
+                                  current)
+
+    # -- mirrored classic queues (ha-mode policies) -----------------------------------------
+    def _ha_policy(self, vhost: str, name: str) -> dict | None:
+        store = self.broker.admin.policies.get(vhost)
+        policy = store.for_queue(name, "classic")[0] if store is not None else None
+        if policy is None or "ha-mode" not in policy.definition:
+            return None
+        return dict(policy.definition)
+
+    def mirror_placement(self, vhost: str, name: str) -> dict | None:
+        """A new durable classic queue under an ha-mode policy: its group and members (this
+        node first: it starts the first election, so the declaring node is the master)."""
+        ha = self._ha_policy(vhost, name)
+        if ha is None:
+            return None
+        members = self._with_witness(self._ha_members(ha, [self.node]), [])
+        return {"group": self.runtime.new_group_id(), "members": members,
+                "founders": members, "mirrored": True}
+
+    def _ha_members(self, ha: dict | None, current: list[str]) -> list[str]:
+        """The members an ha policy wants, the master (current[0]) kept first: `all` every
+        node; `exactly` N (the current ones first, then the running nodes with the fewest
+        replicas); `nodes` those listed that are in the cluster. No policy: the master."""
+        runtime = self.runtime
+        current = [n for n in current if n in runtime.nodes] or [self.node]
+        mode = (ha or {}).get("ha-mode")
+        if mode == "all":
+            return current[:1] + sorted(n for n in runtime.nodes if n != current[0])
+        if mode == "exactly":
+            count = max(1, int(ha.get("ha-params", 1)))
+            load = self._replica_load()
+            spares = sorted((n for n in runtime.nodes if n not in current
+                             and runtime.is_running(n)), key=lambda n: (load.get(n, 0), n))
+            return (current + spares)[:count]
+        if mode == "nodes":
+            listed = [n for n in ha.get("ha-params", ()) if n in runtime.nodes]
+            if not listed:
+                return current[:1]
+            return ([current[0]] if current[0] in listed else []) + \
+                sorted(n for n in listed if n != current[0])
+        return current[:1]
+
+    def _with_witness(self, members: list[str], current: list[str]) -> list[str]:
+        """An even number of Raft voters survives no more failures than one fewer: a mirror
+        set of 2 (ha-params 2) gets a third voter, a node already voting if there is one, so
+        that it keeps a master when one node is lost, as RabbitMQ's master and mirror do."""
+        if len(members) % 2 or len(members) >= len(self.runtime.nodes):
+            return members
+        load = self._replica_load()
+        spares = [n for n in current if n not in members] or sorted(
+            (n for n in self.runtime.nodes if n not in members and self.runtime.is_running(n)),
+            key=lambda n: (load.get(n, 0), n))
+        return members + spares[:1]
+
+    def _replica_load(self) -> dict[str, int]:
+        load: dict[str, int] = {}
+        for _key, v in self.meta.state().items(QUEUE):
+            for m in v.get("members", ()):
+                load[m] = load.get(m, 0) + 1
+        return load
 
     def _record(self, vhost: str, name: str) -> dict:
         record = self.meta.record(QUEUE, (vhost, name))
@@ -232,20 +302,23 @@ class Membership:
         else:
             self.runtime.send_rpc(leader, remote_wire.encode(remote_wire.Transfer(group, to)))
 
-    def quorum_critical(self) -> list[dict]:
-        """Quorum queues that would lose their majority if this node stopped (none on a
-        single node: the check does not apply, as RabbitMQ says)."""
+    def quorum_critical(self, mirrored: bool = False) -> list[dict] | None:
+        """Quorum queues (`mirrored`: mirrored classic queues) that would lose their majority
+        if this node stopped (none on a single node: the check does not apply, as RabbitMQ
+        says: None)."""
         out: list[dict] = []
         if not self.runtime.peers:
-            return out
+            return None
+        kind = "classic" if mirrored else "quorum"
         for vhost in self.broker.vhosts.values():
             for name, rt in vhost.queues.items():
                 where = rt.queue.placement(self.node)
-                if where.group is None or not where.replicated or self.node not in where.members:
+                if where.group is None or not where.replicated or self.node not in where.members \
+                        or rt.queue_type != kind or len(where.members) < 2:
                     continue
                 online = [n for n in where.members if self.runtime.is_running(n)]
                 if len(online) - 1 < len(where.members) // 2 + 1:
-                    out.append({"name": name, "virtual_host": vhost.name, "type": "quorum",
+                    out.append({"name": name, "virtual_host": vhost.name, "type": kind,
                                 "readable_name": f"queue '{name}' in vhost '{vhost.name}'"})
         return out
 

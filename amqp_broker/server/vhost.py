@@ -134,15 +134,23 @@ class VHost:
     def create_queue(self, name: str, *, durable: bool, exclusive: bool, auto_delete: bool,
                      arguments: dict, owner: "Session | None", persist: bool = True,
                      placement: dict | None = None) -> QueueRuntime:
-        """`placement`: the queue's metadata record, for a quorum queue (its group and
-        members) or a classic queue of another node (its home `node`: a proxy is made here)."""
+        """`placement`: the queue's metadata record, for a quorum queue or a mirrored classic
+        queue (its group and members) or a classic queue of another node (its home `node`: a
+        proxy is made here)."""
         factory = self.broker.queue_factories.get(queue_type_of(arguments))
         remote = self.broker.remote_queues
         home = placement.get("node") if placement is not None else None
-        if home is None and remote is not None and factory is None and durable \
-                and not exclusive and persist:
-            home = remote.home_for(self.name, name, arguments)  # x-queue-master-locator
-        if remote is not None and home is not None and home != remote.node:
+        new_durable_classic = (placement is None and remote is not None and factory is None
+                               and durable and not exclusive and persist)
+        if new_durable_classic and not auto_delete:  # under an ha-mode policy: mirrored
+            placement = self.broker.membership.mirror_placement(self.name, name)
+        if new_durable_classic and placement is None:  # x-queue-master-locator
+            home = remote.home_for(self.name, name, arguments)
+        if placement is not None and placement.get("mirrored"):
+            q = self.broker.mirrored_queue_factory(name, self.name, arguments=arguments,
+                                                   now_ms=self.broker.now_ms,
+                                                   placement=placement)
+        elif remote is not None and home is not None and home != remote.node:
             # a classic queue of another node: this node's proxy of it
             q = remote.make_queue(name, self.name, home, arguments=arguments,
                                   auto_delete=auto_delete)

@@ -1,0 +1,91 @@
+"""Mirrored classic queues through ha-mode policies (seed 004), on Raft: a queue under
+`ha-mode: exactly, ha-params: 2` keeps every confirmed message when its master's node is
+killed with -9 and is consumed whole from another node; consumers that asked with
+x-cancel-on-ha-failover get basic.cancel at the failover; `ha-mode: all` follows nodes leaving
+and joining. Real `amqp-broker` processes, pika as the client."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pika
+
+from compat_tests.support.cluster import LocalCluster
+
+from .conftest import wait_until
+from .test_membership import consume, ctl, queue_row, queues_cli
+
+
+def set_policy(mgmt_url: str, name: str, pattern: str, definition: dict) -> None:
+    r = httpx.put(f"{mgmt_url}/api/policies/%2F/{name}", auth=("guest", "guest"), timeout=10,
+                  json={"pattern": pattern, "definition": definition, "apply-to": "queues"})
+    assert r.status_code in (201, 204), r.text
+
+
+def test_a_mirrored_queue_keeps_confirmed_messages_when_its_master_is_killed(tmp_path):
+    with LocalCluster(tmp_path / "c", 3) as cluster:
+        urls, mgmt, names = cluster.urls, cluster.mgmt_urls, cluster.names
+        set_policy(mgmt[0], "ha-two", r"^ha\.", {"ha-mode": "exactly", "ha-params": 2})
+        conn = pika.BlockingConnection(pika.URLParameters(urls[0]))
+        ch = conn.channel()
+        ch.queue_declare("ha.q", durable=True)
+        row = wait_until(lambda: queue_row(mgmt[0], "ha.q").get("slave_nodes") and
+                         queue_row(mgmt[0], "ha.q"), 20, "ha.q mirrored")
+        assert row["type"] == "classic" and row["node"] == names[0]
+        assert row["policy"] == "ha-two" and len(row["slave_nodes"]) >= 1
+
+        # a consumer on another node that wants to hear of a failover
+        watcher = pika.BlockingConnection(pika.URLParameters(urls[2]))
+        wch = watcher.channel()
+        cancelled: list[str] = []
+        wch.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.consumer_tag))
+        wch.basic_qos(prefetch_count=1)
+        wch.basic_consume("ha.q", lambda c, m, p, b: None, consumer_tag="watcher",
+                          arguments={"x-cancel-on-ha-failover": True})
+
+        synced = ctl(mgmt[0], "sync_queue", "ha.q")
+        assert synced.returncode == 0 and "Synchronising queue 'ha.q' in vhost '/'" in synced.stdout
+        calm = queues_cli(mgmt[1], "check_if_node_is_mirror_sync_critical")
+        assert calm.returncode == 0, calm.stderr
+
+        ch.confirm_delivery()
+        bodies = [b"h%d" % i for i in range(1000)]
+        for body in bodies:
+            ch.basic_publish("", "ha.q", body, pika.BasicProperties(delivery_mode=2))
+        conn.close()
+
+        cluster.kill(0)  # the master's node
+        deadline = time.monotonic() + 20
+        while not cancelled and time.monotonic() < deadline:
+            watcher.process_data_events(0.1)
+        assert cancelled == ["watcher"]
+        watcher.close()  # its one unacked message goes back to the queue
+        assert consume(urls[1], "ha.q", 1000) == bodies
+        assert queue_row(mgmt[1], "ha.q")["node"] in names[1:]
+        # two of its three voters left: losing either would stop the queue
+        critical = queues_cli(mgmt[1], "check_if_node_is_mirror_sync_critical")
+        assert critical.returncode == 69 and "classic mirrored queues" in critical.stderr
+
+
+def test_ha_mode_all_follows_nodes_leaving_and_joining(tmp_path):
+    with LocalCluster(tmp_path / "c", 3) as cluster:
+        urls, mgmt, names = cluster.urls, cluster.mgmt_urls, cluster.names
+        set_policy(mgmt[0], "ha-all", r"^hb\.", {"ha-mode": "all"})
+        conn = pika.BlockingConnection(pika.URLParameters(urls[0]))
+        conn.channel().queue_declare("hb.q", durable=True)
+        conn.close()
+
+        def mirrors() -> list[str]:
+            return sorted(queue_row(mgmt[0], "hb.q").get("slave_nodes") or [])
+
+        wait_until(lambda: mirrors() == names[1:], 20, "hb.q mirrored on every other node")
+        assert ctl(mgmt[2], "stop_app").returncode == 0
+        assert ctl(mgmt[2], "reset").returncode == 0  # node 3 leaves the cluster
+        wait_until(lambda: mirrors() == names[1:2], 20, "hb.q without the node that left")
+        assert ctl(mgmt[2], "join_cluster", names[0]).returncode == 0
+        assert ctl(mgmt[2], "start_app").returncode == 0
+        wait_until(lambda: mirrors() == names[1:], 30, "hb.q mirrored on the node that joined")
+        # a policy change changes the mirrors at once: no policy, no mirrors
+        httpx.delete(f"{mgmt[0]}/api/policies/%2F/ha-all", auth=("guest", "guest"), timeout=10)
+        wait_until(lambda: mirrors() == [], 20, "hb.q unmirrored once the policy is gone")
