@@ -254,3 +254,52 @@ def test_master_locator_min_masters_puts_a_classic_queue_on_a_less_busy_node(clu
     method, _, body = ch.basic_get("ml.spread", auto_ack=True)
     assert body == b"here"
     conn.close()
+
+
+def test_a_mirrored_queue_survives_its_master_and_cancels_failover_consumers(cluster):
+    """ha-mode exactly 2 (RabbitMQ 3.10's classic mirroring; ours on Raft): every confirmed
+    message is still there after the master's node goes down, served by another node, and a
+    consumer that asked with x-cancel-on-ha-failover hears basic.cancel."""
+    import httpx
+    r = httpx.put(f"{cluster.mgmt[0]}/api/policies/%2F/compat-ha", auth=("guest", "guest"),
+                  timeout=10, json={"pattern": r"^compat-ha\.", "apply-to": "queues",
+                                    "definition": {"ha-mode": "exactly", "ha-params": 2}})
+    assert r.status_code in (201, 204), r.text
+    conn = _conn(cluster.urls[0])
+    ch = conn.channel()
+    ch.queue_declare("compat-ha.q", durable=True)
+
+    def row() -> dict:
+        got = httpx.get(f"{cluster.mgmt[0]}/api/queues/%2F/compat-ha.q",
+                        auth=("guest", "guest"), timeout=10)
+        return got.json() if got.status_code == 200 else {}
+
+    mirrored = _until(lambda: row().get("synchronised_slave_nodes") and row(),
+                      what="compat-ha.q mirrored and in sync")
+    master = cluster.names.index(mirrored["node"])
+    others = [i for i in range(3) if i != master]
+    ch.confirm_delivery()
+    bodies = [b"ha%d" % i for i in range(200)]
+    for body in bodies:
+        ch.basic_publish("", "compat-ha.q", body, pika.BasicProperties(delivery_mode=2))
+    conn.close()
+
+    watcher = _conn(cluster.urls[others[1]])
+    wch = watcher.channel()
+    cancelled: list = []
+    wch.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.consumer_tag))
+    wch.basic_qos(prefetch_count=1)
+    wch.basic_consume("compat-ha.q", lambda c, m, p, b: None, consumer_tag="compat-watcher",
+                      arguments={"x-cancel-on-ha-failover": True})
+    watcher.process_data_events(0.5)
+    cluster.down(master)
+    try:
+        deadline = time.monotonic() + 30
+        while not cancelled and time.monotonic() < deadline:
+            watcher.process_data_events(0.1)
+        assert cancelled == ["compat-watcher"]
+        watcher.close()
+        got = _consume(cluster.urls[others[0]], "compat-ha.q", 200)
+        assert [b for b, _ in got] == bodies
+    finally:
+        cluster.up(master)
