@@ -9,6 +9,7 @@
 #   .ci/rabbitmq.sh stop  [AMQP]            stops the node and removes its state directory
 #   .ci/rabbitmq.sh status [AMQP]
 #   .ci/rabbitmq.sh ctl AMQP ARGS...     rabbitmqctl ARGS for that node (e.g. stop_app, start_app)
+#   .ci/rabbitmq.sh queues AMQP ARGS...  rabbitmq-queues ARGS for that node (e.g. add_member)
 #   .ci/rabbitmq.sh cluster start N BASEPORT
 #                                           N clustered nodes compat<PORT>@localhost on AMQP ports
 #                                           BASEPORT..BASEPORT+N-1 (management +10000, Erlang dist
@@ -242,6 +243,8 @@ case "$CMD" in
     cluster) do_cluster "$@" ;;
     # rabbitmqctl for one node of ours (e.g. `ctl 5682 stop_app`), with its env and cookie
     ctl) select_node "${2:?amqp port}" $((${2} + 10000)); node_env; shift 2; ctl "$@" ;;
+    queues) select_node "${2:?amqp port}" $((${2} + 10000)); node_env; shift 2
+            "$RMQ_BIN/rabbitmq-queues" -n "$NODE" "$@" ;;
     *) echo "usage: $0 install|start|stop|status [amqp_port] [mgmt_port]" >&2
        echo "       $0 cluster start|stop N BASEPORT" >&2
        echo "       $0 ctl AMQP_PORT rabbitmqctl-args..." >&2; exit 2 ;;

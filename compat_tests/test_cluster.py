@@ -36,6 +36,12 @@ class _Ours:
     def down(self, i: int) -> None:
         self.c.kill(i)
 
+    def queues(self, i: int, *args: str) -> subprocess.CompletedProcess:
+        """amqp-broker-queues ARGS against node i."""
+        import sys
+        return subprocess.run([sys.executable, "-m", "amqp_broker.cli.queues_cli", "--url",
+                               self.mgmt[i], *args], capture_output=True, text=True, timeout=120)
+
     def up(self, i: int) -> None:
         self.c.restart(i)
 
@@ -60,6 +66,12 @@ class _Rabbit:
 
     def down(self, i: int) -> None:
         self._ctl(i, "stop_app")
+
+    def queues(self, i: int, *args: str) -> subprocess.CompletedProcess:
+        """rabbitmq-queues ARGS against node i."""
+        return subprocess.run(["bash", str(ROOT / ".ci/rabbitmq.sh"), "queues",
+                               str(self.ports[i]), *args], capture_output=True, text=True,
+                              timeout=120)
 
     def up(self, i: int) -> None:
         self._ctl(i, "start_app")
@@ -303,3 +315,58 @@ def test_a_mirrored_queue_survives_its_master_and_cancels_failover_consumers(clu
         assert [b for b, _ in got] == bodies
     finally:
         cluster.up(master)
+
+
+def test_the_queues_tool_changes_members_and_prints_what_rabbitmq_queues_prints(cluster):
+    """add_member, delete_member, grow, shrink and the critical checks: exit codes and output
+    lines as rabbitmq-queues 3.10 prints them (ours: amqp-broker-queues)."""
+    import httpx
+    names = cluster.names
+    conn = _conn(cluster.urls[0])
+    conn.channel().queue_declare("compat-qm", durable=True, arguments={
+        "x-queue-type": "quorum", "x-quorum-initial-group-size": 1})
+    conn.close()
+
+    def members() -> list[str]:
+        got = httpx.get(f"{cluster.mgmt[0]}/api/queues/%2F/compat-qm", auth=("guest", "guest"),
+                        timeout=10)
+        return sorted(got.json().get("members") or []) if got.status_code == 200 else []
+
+    added = cluster.queues(0, "add_member", "compat-qm", names[1])
+    assert (added.returncode, added.stdout) == (
+        0, f"Adding a replica for queue compat-qm on node {names[1]}...\n")
+    _until(lambda: members() == sorted(names[:2]), what="two members")
+    removed = cluster.queues(0, "delete_member", "compat-qm", names[1])
+    assert (removed.returncode, removed.stdout) == (
+        0, f"Removing a replica of queue compat-qm on node {names[1]}...\n")
+    _until(lambda: members() == names[:1], what="one member again")
+    last = cluster.queues(0, "delete_member", "compat-qm", names[0])
+    assert (last.returncode, last.stderr) == (69, "Error:\nlast_node\n")
+    stranger = cluster.queues(0, "add_member", "compat-qm", "nobody@localhost")
+    assert (stranger.returncode, stranger.stderr) == (69, "Error:\nnode_not_running\n")
+
+    grown = cluster.queues(0, "grow", names[2], "all", "--queue-pattern", "^compat-qm$")
+    assert grown.returncode == 0
+    assert grown.stdout.splitlines() == [f"Growing all quorum queues on {names[2]}...",
+                                         "vhost\tname\tsize\tresult", "/\tcompat-qm\t2\tok"]
+    _until(lambda: members() == sorted([names[0], names[2]]), what="grown onto node 3")
+    shrunk = cluster.queues(0, "shrink", names[2])
+    assert shrunk.returncode == 0 and "/\tcompat-qm\t1\tok" in shrunk.stdout.splitlines()
+    assert shrunk.stdout.splitlines()[:2] == [f"Shrinking quorum queues on {names[2]}...",
+                                              "vhost\tname\tsize\tresult"]
+    _until(lambda: members() == names[:1], what="shrunk off node 3")
+
+    # node 1 holds compat-qm's only member: quorum-critical; no mirrored queue needs it alone
+    critical = cluster.queues(0, "check_if_node_is_quorum_critical")
+    assert critical.returncode == 69
+    assert (f"queue 'compat-qm' in vhost '/' would lose quorum if node {names[0]} is stopped"
+            in critical.stderr.splitlines())
+    calm = cluster.queues(1, "check_if_node_is_mirror_sync_critical")
+    assert calm.returncode == 0 and calm.stdout.splitlines() == [
+        f"Checking if node {names[1]} is critical for data safety of any classic mirrored "
+        f"queues ...",
+        f"Node {names[1]} reported no classic mirrored queues without online synchronised "
+        f"mirrors"]
+    conn = _conn(cluster.urls[0])
+    conn.channel().queue_delete("compat-qm")
+    conn.close()

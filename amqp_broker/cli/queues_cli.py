@@ -125,8 +125,8 @@ def _add_member(client: ApiClient, args, out: TextIO) -> int:
     try:
         client.post("queues", args.vhost, args.queue, "members", json={"node": args.node_arg})
     except ApiError as e:
-        _err(e.reason)
-        return EX_SOFTWARE
+        print(f"Error:\n{e.reason}", file=sys.stderr)  # rabbitmq-queues: the error's atom
+        return EX_UNAVAILABLE
     return 0  # already a member: RabbitMQ treats this as success (idempotent by design)
 
 
@@ -135,12 +135,12 @@ def _delete_member(client: ApiClient, args, out: TextIO) -> int:
     if q is None:
         return EX_USAGE
     if not args.quiet:
-        print(f"Removing a replica for queue {args.queue} on node {args.node_arg}...", file=out)
+        print(f"Removing a replica of queue {args.queue} on node {args.node_arg}...", file=out)
     try:
         client.delete("queues", args.vhost, args.queue, "members", args.node_arg)
     except ApiError as e:
-        _err(e.reason)
-        return EX_SOFTWARE
+        print(f"Error:\n{e.reason}", file=sys.stderr)
+        return EX_UNAVAILABLE
     return 0
 
 
@@ -189,7 +189,7 @@ def _shrink(client: ApiClient, args, out: TextIO) -> int:
         "queues", q["vhost"], q["name"], "members", args.node_arg))
     for row in rows:
         row["size"] -= row["result"] == "ok"
-        if row["result"].endswith("(last_node)"):
+        if row["result"] == "error: last_node":
             row["result"] = _LAST_NODE  # rabbitmq-queues' words in this table
     if args.errors_only:
         rows = [r for r in rows if r["result"] != "ok"]
@@ -209,12 +209,24 @@ def _rebalance(client: ApiClient, args, out: TextIO) -> int:
     deadline = time.monotonic() + 10
     while moves and time.monotonic() < deadline and not _moved(client, moves):
         time.sleep(0.2)  # hand-overs take an election's time
-    counts = _leaders(client, args)
-    rows = [{"Node name": n, "Number of quorum queues": c} for n, c in counts.items()]
+    counts, mirrored = _leaders(client, args), _masters(client, args)
+    columns = ["Node name", "Number of quorum queues", "Number of replicated classic queues"]
+    rows = [dict(zip(columns, (n, c, mirrored.get(n, 0)))) for n, c in counts.items()]
     kind = "all" if args.queue_type == "all" else args.queue_type
-    print_table(args, out, f"Re-balancing leaders of {kind} queues...",
-                ["Node name", "Number of quorum queues"], rows)
+    print_table(args, out, f"Re-balancing leaders of {kind} queues...", columns, rows)
     return 0
+
+
+def _masters(client: ApiClient, args) -> dict[str, int]:
+    """Mirrored classic queues per master node (RabbitMQ's third column)."""
+    vhost_re = re.compile(args.vhost_pattern)
+    queue_re = re.compile(args.queue_pattern)
+    counts: dict[str, int] = {}
+    for q in client.get("queues"):
+        if q.get("type") == "classic" and "slave_nodes" in q and vhost_re.search(q["vhost"]) \
+                and queue_re.search(q["name"]):
+            counts[q["node"]] = counts.get(q["node"], 0) + 1
+    return counts
 
 
 def _leaders(client: ApiClient, args) -> dict[str, int]:
@@ -248,8 +260,18 @@ def _critical(client: ApiClient, args, out: TextIO, check: str, what: str) -> in
     except ApiError as e:
         if e.status != 503:
             raise
-        # which queues: the check's body names them; the reason is RabbitMQ's text
-        print(f"Error:\n{e.reason}", file=sys.stderr)
+        # one line per queue, as rabbitmq-queues prints them
+        if not (args.quiet or args.silent):
+            print(f"Checking if node {node} is critical for "
+                  + ("quorum of any quorum queues ..." if what == "quorum queues" else
+                     "data safety of any classic mirrored queues ..."), file=out)
+        queues = (e.body or {}).get("queues", []) if isinstance(e.body, dict) else []
+        loses = "lose quorum" if what == "quorum queues" else "lose data"
+        for q in queues:
+            print(f"queue '{q['name']}' in vhost '{q['virtual_host']}' would {loses} if node "
+                  f"{node} is stopped", file=sys.stderr)
+        if not queues:
+            print(f"Error:\n{e.reason}", file=sys.stderr)
         return EX_UNAVAILABLE
     if nodes == [node]:
         # RabbitMQ skips the check in a single-node cluster, where it would only mislead.

@@ -21,10 +21,11 @@ class NodeDown(Exception):
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, body: Any = None) -> None:
         super().__init__(f"{status}: {reason}")
         self.status = status
         self.reason = reason
+        self.body = body  # the decoded JSON body, when there was one
 
 
 class ApiClient:
@@ -56,7 +57,7 @@ class ApiClient:
         except httpx.TransportError as e:
             raise NodeDown(str(e) or type(e).__name__) from None
         if r.status_code >= 400:
-            raise ApiError(r.status_code, _reason(r))
+            raise ApiError(r.status_code, _reason(r), _body(r))
         if r.status_code == 204 or not r.content:
             return None
         return r.json()
@@ -72,6 +73,13 @@ class ApiClient:
 
     def delete(self, *segs: str, params: dict | None = None, headers: dict | None = None) -> Any:
         return self.request("DELETE", *segs, params=params, headers=headers)
+
+
+def _body(r: httpx.Response) -> Any:
+    try:
+        return r.json()
+    except ValueError:
+        return None
 
 
 def _reason(r: httpx.Response) -> str:

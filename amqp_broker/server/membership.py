@@ -231,8 +231,7 @@ class Membership:
         member of the cluster; it votes once its replica has caught up."""
         record = self._record(vhost, name)
         if node not in self.runtime.nodes or not self.runtime.is_running(node):
-            raise MemberError("not_running", f"node {node} is not running or not a member of "
-                              f"this cluster (node_not_running)")
+            raise MemberError("not_running", "node_not_running")  # rabbit_quorum_queue's
         members = list(record.get("members", ()))
         if node in members:
             return False
@@ -244,14 +243,12 @@ class Membership:
         member. The last member is never removed."""
         record = self._record(vhost, name)
         if node not in self.runtime.nodes:
-            raise MemberError("not_running", f"node {node} is not running or not a member of "
-                              f"this cluster (node_not_running)")
+            raise MemberError("not_running", "node_not_running")
         members = list(record.get("members", ()))
         if node not in members:
             return False
         if len(members) == 1:
-            raise MemberError("last_member", f"cannot remove the last member of quorum queue "
-                              f"'{name}' in vhost '{vhost}' (last_node)")
+            raise MemberError("last_member", "last_node")
         self._put_members(vhost, name, record, [m for m in members if m != node])
         return True
 
@@ -314,8 +311,8 @@ class Membership:
             for name, rt in vhost.queues.items():
                 where = rt.queue.placement(self.node)
                 if where.group is None or not where.replicated or self.node not in where.members \
-                        or rt.queue_type != kind or len(where.members) < 2:
-                    continue
+                        or rt.queue_type != kind or (mirrored and len(where.members) < 2):
+                    continue  # (a one-member quorum queue is lost with its node: critical)
                 online = [n for n in where.members if self.runtime.is_running(n)]
                 if len(online) - 1 < len(where.members) // 2 + 1:
                     out.append({"name": name, "virtual_host": vhost.name, "type": kind,
