@@ -18,8 +18,10 @@ from typing import Callable, TextIO
 
 from amqp_broker.mgmt.cli_common import (
     EX_DATAERR,
+    EX_UNAVAILABLE,
     EX_USAGE,
     add_connection_flags,
+    node_url,
     print_table,
     run_command,
 )
@@ -374,6 +376,32 @@ def _import_definitions(client: ApiClient, args, out: TextIO) -> int:
     return 0
 
 
+# -- health checks (rabbitmq-diagnostics' verbs) ------------------------------------------------
+
+@_verb
+def _check_certificate_expiration(client: ApiClient, args, out: TextIO) -> int:
+    """rabbitmq-diagnostics check_certificate_expiration: exit 69 when a TLS listener's
+    certificate (or CA certificate) expires within --within --unit, or cannot be read."""
+    _say(args, out, f"Checking certificate expiration on node {node_url(args)[0]} ...")
+    ok, body = client.health_check("certificate-expiration", str(args.within), args.unit)
+    if args.formatter == "json":
+        json.dump(body, out)
+        print(file=out)
+    elif ok:
+        print(f"No certificates are expiring within {args.within} {args.unit}.", file=out)
+    else:
+        print("Certificates expiring:", file=out)
+        for ln in body.get("expired", []):
+            print(f"{ln['protocol']} listener on {ln['interface']}:{ln['port']}", file=out)
+            for key in ("certfile", "cacertfile"):
+                dates = ln.get(f"{key}_expires_on") or []
+                if isinstance(dates, dict):
+                    print(f"  {key} {ln[key]}: {dates.get('error')}", file=out)
+                elif dates:
+                    print(f"  {key} {ln[key]} expires on {', '.join(dates)}", file=out)
+    return 0 if ok else EX_UNAVAILABLE
+
+
 def _say(args, out: TextIO, text: str) -> None:
     if not (args.quiet or args.silent) and args.formatter != "json":
         print(text, file=out)
@@ -432,6 +460,10 @@ def build_parser() -> argparse.ArgumentParser:
         ((["--if-unused", "-u"],), {"action": "store_true", "dest": "if_unused"}))
     cmd("close_connection", "close a connection", ((["connection"],), {}),
         ((["explanation"],), {"nargs": "?", "default": "Closed via amqp-brokerctl"}))
+    cmd("check_certificate_expiration",
+        "fail (exit 69) if a TLS listener's certificate expires within --within --unit",
+        ((["--within"],), {"type": int, "default": 4}),
+        ((["--unit"],), {"default": "weeks", "choices": ("days", "weeks", "months", "years")}))
     cmd("export_definitions", "export definitions to FILE ('-' for stdout)", ((["file"],), {}))
     cmd("import_definitions", "import definitions from FILE ('-' for stdin)", ((["file"],), {}))
     return p

@@ -60,6 +60,14 @@ class Admin(TopologyOps, DefinitionsOps):
         self._connected_at: dict[int, int] = {}
         self.started_at = time.time()
         self.listeners: list[dict] = []  # filled by the servers as they bind
+        # TLS listeners and their certificate files (the certificate-expiration check)
+        self.tls_listeners: list[dict] = []
+
+    def add_tls_listener(self, protocol: str, host: str, port: int, options: Any) -> None:
+        """A listener serving TLS with `options` (`tls.TlsOptions`)."""
+        self.tls_listeners.append({"node": self.node, "protocol": protocol, "interface": host,
+                                   "port": port, "certfile": options.certfile,
+                                   "cacertfile": options.cacertfile})
 
     # -- helpers for the mixins ---------------------------------------------------------------
     def _vhost(self, name: str):

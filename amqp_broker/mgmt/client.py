@@ -21,10 +21,11 @@ class NodeDown(Exception):
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, body: Any = None) -> None:
         super().__init__(f"{status}: {reason}")
         self.status = status
         self.reason = reason
+        self.body = body  # the decoded JSON body, when there is one
 
 
 class ApiClient:
@@ -56,10 +57,20 @@ class ApiClient:
         except httpx.TransportError as e:
             raise NodeDown(str(e) or type(e).__name__) from None
         if r.status_code >= 400:
-            raise ApiError(r.status_code, _reason(r))
+            raise ApiError(r.status_code, _reason(r), _json_or_none(r))
         if r.status_code == 204 or not r.content:
             return None
         return r.json()
+
+    def health_check(self, *segs: str) -> tuple[bool, Any]:
+        """GET /api/health/checks/...: (passed, body); a failed check (503) is an answer with
+        its body, not an error."""
+        try:
+            return True, self.get("health", "checks", *segs)
+        except ApiError as err:
+            if err.status != 503:
+                raise
+            return False, err.body
 
     def get(self, *segs: str, params: dict | None = None) -> Any:
         return self.request("GET", *segs, params=params)
@@ -72,6 +83,13 @@ class ApiClient:
 
     def delete(self, *segs: str, params: dict | None = None, headers: dict | None = None) -> Any:
         return self.request("DELETE", *segs, params=params, headers=headers)
+
+
+def _json_or_none(r: httpx.Response) -> Any:
+    try:
+        return r.json()
+    except ValueError:
+        return None
 
 
 def _reason(r: httpx.Response) -> str:

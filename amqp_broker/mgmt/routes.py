@@ -369,7 +369,7 @@ def _health(admin, req, m, rest) -> Reply:
         case ["protocol-listener", protocol]:
             return Reply(*health.protocol_listener(admin.listeners, protocol))
         case ["certificate-expiration", within, unit]:
-            return Reply(*health.certificate_expiration(within, unit))
+            return Reply(*health.certificate_expiration(within, unit, admin.tls_listeners))
     raise NotFoundError()
 
 

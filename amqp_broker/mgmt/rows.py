@@ -107,10 +107,30 @@ def binding_row(vhost: str, b: Binding) -> dict:
     }
 
 
+def _socket(session: Any) -> Any:
+    """The TCP socket under the session's stream (a TLS stream wraps it)."""
+    stream = session.stream
+    return getattr(stream, "transport_stream", stream).socket
+
+
+def _tls_details(session: Any) -> dict:
+    """RabbitMQ's ssl_* keys of a connection over TLS; null for a plain one."""
+    stream = session.stream
+    if not hasattr(stream, "transport_stream"):
+        return {"ssl": False, **dict.fromkeys(TLS_KEYS)}
+    try:
+        name, _, _ = stream.cipher() or ("", "", 0)
+        version = stream.version() or ""
+    except Exception:  # the handshake's results are gone once the stream is closed
+        name, version = "", ""
+    return {"ssl": True, **dict.fromkeys(TLS_KEYS),
+            "ssl_protocol": version.lower(), "ssl_cipher": name}
+
+
 def connection_name(session: Any) -> str:
     peer = session.peer
     try:
-        local = session.stream.socket.getsockname()
+        local = _socket(session).getsockname()
     except (OSError, AttributeError):
         local = ("?", 0)
     return f"{peer[0]}:{peer[1]} -> {local[0]}:{local[1]}"
@@ -118,7 +138,7 @@ def connection_name(session: Any) -> str:
 
 def _local(session: Any) -> tuple[str, int]:
     try:
-        host, port = session.stream.socket.getsockname()[:2]
+        host, port = _socket(session).getsockname()[:2]
         return host, port
     except (OSError, AttributeError, ValueError):
         return "", 0
@@ -146,8 +166,7 @@ def connection_row(session: Any, node: str, connected_at: int) -> dict:
         "port": port,
         "peer_host": session.peer[0],
         "peer_port": session.peer[1] if len(session.peer) > 1 else 0,
-        "ssl": False,
-        **dict.fromkeys(TLS_KEYS),  # no TLS listener: RabbitMQ lists these as null
+        **_tls_details(session),  # plain connections: RabbitMQ lists these as null
         "channels": len(session.channels),
         "client_properties": jsonable(session.client_properties),
         "connected_at": connected_at,

@@ -83,6 +83,11 @@ class Broker:
         # cluster_meta.ReplicatedMetadata when the node has peers (node.open_broker), else None
         self.cluster_meta: Any = None
         self.remote_queues: Any = None  # remote_queues.RemoteQueues in a cluster
+        # TLS of the listeners.ssl.* listeners (tls.ServerTls; node.serve_broker builds it), and
+        # every listener once bound: {"protocol", "ip_address", "port", "tls"} (listener.py)
+        self.amqp_tls: Any = None
+        self.https_tls: Any = None  # the management API's, when management.ssl.port is set
+        self.bound_listeners: list[dict] = []
         self.counters = Counters()  # message totals for /metrics and the overview
         # (reason, queue_type, dead_letter_strategy) -> messages: /metrics labels them as
         # rabbitmq_prometheus does (queue_type rabbit_classic_queue / rabbit_quorum_queue)

@@ -3,18 +3,27 @@
 Called by the `amqp-broker` CLI (`cli/broker.py`) and by tests (`await nursery.start(run_node,
 settings)` reports the bound port). On cancellation (SIGTERM, Ctrl-C) open connections get
 connection.close 320 CONNECTION_FORCED and the journal is flushed before returning.
+
+TLS: the contexts of the AMQPS listeners and of the management API over HTTPS are built before
+anything listens (a certificate that cannot be used stops the start with the file and the
+reason), and re-read from their files on SIGHUP (`reload_certificates`; when the node runs in
+the main thread, as `amqp-broker` does): new connections get the new certificates, open ones
+keep theirs.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import signal
+import threading
 from dataclasses import dataclass
 
 import trio
 
 from amqp_broker.cluster import cluster_config, host_metadata, install_quorum
 from amqp_broker.settings import Settings
+from amqp_broker.tls import ServerTls
 
 from .alarms import run_alarms
 from .broker import Broker
@@ -25,7 +34,7 @@ from .listener import serve_amqp
 from .persistence import Store
 from .recovery import import_local_metadata
 
-__all__ = ["open_broker", "run_node", "serve_broker"]
+__all__ = ["open_broker", "reload_certificates", "run_node", "serve_broker"]
 
 _log = logging.getLogger(__name__)
 
@@ -70,8 +79,15 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
                        task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve an opened broker (see `open_broker`); reports the bound AMQP port."""
     store = broker.store
+    settings = broker.settings
+    if getattr(settings, "ssl_listeners", ()):
+        broker.amqp_tls = ServerTls(settings.ssl_options, "amqp/ssl")
+    https = getattr(settings, "management_ssl", None)
+    broker.https_tls = ServerTls(https.tls, "https") if https is not None else None
     try:
         async with trio.open_nursery() as nursery:
+            if threading.current_thread() is threading.main_thread():
+                nursery.start_soon(_reload_on_sighup, broker)
             await nursery.start(store.run)
             if getattr(broker, "quorum", None) is not None:
                 await nursery.start(broker.quorum.run)
@@ -100,6 +116,23 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
         _log.info("amqp-broker stopped")
 
 
+def reload_certificates(broker: Broker) -> bool:
+    """Re-read the certificate and key files of every TLS listener; False if one failed (it
+    keeps its previous certificates)."""
+    ok = True
+    for tls in (broker.amqp_tls, broker.https_tls):
+        if tls is not None:
+            ok = tls.reload() and ok
+    return ok
+
+
+async def _reload_on_sighup(broker: Broker) -> None:
+    with trio.open_signal_receiver(signal.SIGHUP) as signals:
+        async for _ in signals:
+            _log.info("received SIGHUP, reloading TLS certificates")
+            reload_certificates(broker)
+
+
 @dataclass(frozen=True, slots=True)
 class _HttpPorts:
     """What mgmt.serve_management / serve_metrics read from their settings argument."""
@@ -108,6 +141,7 @@ class _HttpPorts:
     management_host: str
     management_port: int
     prometheus_port: int
+    management_ssl: object = None  # config.model.HttpsListener, for the HTTPS listener
 
 
 async def _start_http(nursery: trio.Nursery, broker: Broker, amqp_port: int) -> None:
@@ -116,15 +150,25 @@ async def _start_http(nursery: trio.Nursery, broker: Broker, amqp_port: int) -> 
     clients matter more than the HTTP API."""
     s = broker.settings
     mgmt, prom = getattr(s, "management", None), getattr(s, "prometheus", None)
-    if mgmt is None or mgmt.port < 0:
+    https = getattr(s, "management_ssl", None)
+    if mgmt is None or (mgmt.port < 0 and https is None):
         return
     from amqp_broker.mgmt import Admin as HttpAdmin, serve_management, serve_metrics
 
     admin = HttpAdmin(broker)
-    ports = _HttpPorts(s.host, mgmt.host, mgmt.port, prom.port if prom is not None else -1)
-    admin.listeners.append({"node": admin.node, "protocol": "amqp", "ip_address": s.host,
-                            "port": amqp_port, "socket_opts": {}})
+    ports = _HttpPorts(s.host, mgmt.host, mgmt.port, prom.port if prom is not None else -1,
+                       https)
+    for ln in broker.bound_listeners:
+        admin.listeners.append({"node": admin.node, "protocol": ln["protocol"],
+                                "ip_address": ln["ip_address"], "port": ln["port"],
+                                "socket_opts": {}})
+        if ln["tls"] is not None:
+            admin.add_tls_listener(ln["protocol"], ln["ip_address"], ln["port"],
+                                   ln["tls"].options)
+    https_serve = functools.partial(serve_management, tls=broker.https_tls)
     for what, serve, port in (("management API", serve_management, mgmt.port),
+                              ("management API over HTTPS", https_serve,
+                               https.port if https is not None else -1),
                               ("Prometheus metrics", serve_metrics, ports.prometheus_port)):
         if port < 0:
             continue
