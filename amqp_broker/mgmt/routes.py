@@ -55,7 +55,7 @@ def needs_admin(req: Req) -> bool:
     top = req.segs[0]
     if top in _ADMIN_ONLY:
         return True
-    return top == "vhosts" and req.method in ("PUT", "DELETE")
+    return top in ("vhosts", "vhost-limits") and req.method in ("PUT", "DELETE")
 
 
 def _created(flag: bool) -> Reply:
@@ -147,6 +147,42 @@ def _users(admin, req, m, rest) -> Reply:
         case "GET", [name, "permissions"]:
             admin.get_user(name)
             return Reply(200, admin.list_permissions(user=name))
+    raise NotFoundError()
+
+
+def _limit_value(req) -> Any:
+    if req.field("value") is None:
+        raise BadRequest("[{key_missing,value}]")
+    return req.field("value")
+
+
+def _vhost_limits(admin, req, m, rest) -> Reply:
+    match m, rest:
+        case "GET", []:
+            return Reply(200, admin.list_vhost_limits())
+        case "GET", [vhost]:
+            return Reply(200, admin.list_vhost_limits(vhost))
+        case "PUT", [vhost, name]:
+            admin.set_vhost_limit(vhost, name, _limit_value(req))
+            return _OK
+        case "DELETE", [vhost, name]:
+            admin.clear_vhost_limit(vhost, name)
+            return _OK
+    raise NotFoundError()
+
+
+def _user_limits(admin, req, m, rest) -> Reply:
+    match m, rest:
+        case "GET", []:
+            return Reply(200, admin.list_user_limits())
+        case "GET", [user]:
+            return Reply(200, admin.list_user_limits(user))
+        case "PUT", [user, name]:
+            admin.set_user_limit(user, name, _limit_value(req))
+            return _OK
+        case "DELETE", [user, name]:
+            admin.clear_user_limit(user, name)
+            return _OK
     raise NotFoundError()
 
 
@@ -399,4 +435,5 @@ _HANDLERS = {
     "bindings": _bindings, "policies": _policies, "connections": _connections,
     "channels": _channels, "consumers": _consumers, "definitions": _definitions,
     "health": _health, "healthchecks": _healthchecks, "aliveness-test": _aliveness,
+    "vhost-limits": _vhost_limits, "user-limits": _user_limits,
 }

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from amqp_broker.core import limits
 from amqp_broker.core.errors import NotAllowed
 from amqp_broker.core.users import loopback_allowed
 from amqp_broker.protocol import ProtocolConfig, default_server_properties
@@ -113,12 +114,36 @@ class Broker:
         return loopback_allowed(username, peer, self.settings.loopback_users)
 
     def open_vhost(self, username: str, name: str) -> VHost:
+        """connection.open: access to the vhost, then its connection limit, the user's, the
+        node's (RabbitMQ's texts, 530 NOT_ALLOWED)."""
         self.admin.permissions.check_vhost_access(username, name, self.vhosts)
         vhost = self.vhosts[name]
+        vhost_limits = self.admin.vhost_limits.get(name)
+        if vhost_limits:
+            opened = sum(1 for s in self.sessions if s.vhost is vhost)
+            full = limits.reached(vhost_limits, "max-connections", opened)
+            if full is not None:
+                raise limits.vhost_connections_refused(name, username, full)
+        user = self.admin.users.get(username)
+        if user is not None and user.limits:
+            opened = sum(1 for s in self.sessions if s.user == username)
+            full = limits.reached(user.limits, "max-connections", opened)
+            if full is not None:
+                raise limits.user_connections_refused(username, full)
         limit = self.settings.connection_max
         if limit is not None and len(self.sessions) >= limit:
             raise NotAllowed(f"connection refused: node connection limit ({limit}) is reached")
         return vhost
+
+    def channel_refusal(self, username: str) -> str | None:
+        """Why `username` may not open one more channel (its max-channels limit, counted over
+        all its connections), or None."""
+        user = self.admin.users.get(username)
+        if user is None or user.limits.get("max-channels", -1) < 0:
+            return None
+        opened = sum(len(s.channels) for s in self.sessions if s.user == username)
+        full = limits.reached(user.limits, "max-channels", opened)
+        return None if full is None else limits.user_channels_refused(username, full)
 
     def add_vhost(self, name: str) -> VHost:
         vhost = self.vhosts.get(name)

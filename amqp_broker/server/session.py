@@ -381,6 +381,8 @@ class Session:
         self.access = self.broker.admin.permissions.checker(self.user or "", ev.virtual_host,
                                                             passive_needs_any=True)
         self.opened = True
+        user = self.user or ""
+        self.conn.channel_guard = lambda: self.broker.channel_refusal(user)  # max-channels
         self.conn.accept_open()
         self.broker.register_session(self)
         _log.info("%s: connection open (user %r, vhost %r)", self.name, self.user, ev.virtual_host)
