@@ -108,10 +108,20 @@ class Broker:
 
     # -- auth and vhosts -----------------------------------------------------------------------
     def authenticate(self, username: str, password: str, peer: Any) -> bool:
+        return self.login_refusal(username, password, peer) is None
+
+    def login_refusal(self, username: str, password: str, peer: Any) -> str | None:
+        """Why a login is refused, for the node's log only (None: accepted). The client gets
+        one answer whatever the reason (a 403 that names none), after the same work: the
+        password is checked (or a dummy hash, for an unknown user) before anything else."""
         if self.admin.users.authenticate(username, password) is None:
-            return False
-        # A loopback-only user from elsewhere gets the same refusal as a wrong password.
-        return loopback_allowed(username, peer, self.settings.loopback_users)
+            return "invalid credentials (unknown user or wrong password)"
+        # A loopback-only user from elsewhere gets the same refusal as a wrong password
+        # (RabbitMQ names the reason in its 403; that would tell a stranger the password
+        # was right).
+        if not loopback_allowed(username, peer, self.settings.loopback_users):
+            return f"user '{username}' can only connect via localhost"
+        return None
 
     def open_vhost(self, username: str, name: str) -> VHost:
         """connection.open: access to the vhost, then its connection limit, the user's, the
