@@ -151,10 +151,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _setup_logging(settings, level)
     _tune_gc()
+    from amqp_broker.server.node import storage_failure
+
     try:
         trio.run(_run, settings)
     except KeyboardInterrupt:
         pass
+    except BaseExceptionGroup as group:
+        if storage_failure(group) is None:
+            raise
+        return 1  # the node logged the storage failure it stopped for
     return 0
 
 

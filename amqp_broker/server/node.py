@@ -23,7 +23,9 @@ import trio
 
 from amqp_broker.cluster import cluster_config, host_metadata, install_quorum
 from amqp_broker.settings import Settings
+from amqp_broker.store.errors import StoreFatalError
 from amqp_broker.tls import ServerTls
+from quorum.log import LogFailed
 
 from .alarms import run_alarms
 from .broker import Broker
@@ -34,7 +36,7 @@ from .listener import serve_amqp
 from .persistence import Store
 from .recovery import import_local_metadata
 
-__all__ = ["open_broker", "reload_certificates", "run_node", "serve_broker"]
+__all__ = ["open_broker", "reload_certificates", "run_node", "serve_broker", "storage_failure"]
 
 _log = logging.getLogger(__name__)
 
@@ -85,35 +87,65 @@ async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,
     https = getattr(settings, "management_ssl", None)
     broker.https_tls = ServerTls(https.tls, "https") if https is not None else None
     try:
-        async with trio.open_nursery() as nursery:
-            if threading.current_thread() is threading.main_thread():
-                nursery.start_soon(_reload_on_sighup, broker)
-            await nursery.start(store.run)
-            if getattr(broker, "quorum", None) is not None:
-                await nursery.start(broker.quorum.run)
-            nursery.start_soon(broker.timers.run, broker)
-            nursery.start_soon(run_alarms, broker)
-            nursery.start_soon(broker.durability.run, broker)
-            meta = broker.cluster_meta
-            await meta.ready.wait()  # the metadata group's local log replayed and applied
-            if not await meta.catch_up():
-                _log.warning("no leader of the cluster's metadata yet: serving the records "
-                             "this node has")
-            await import_local_metadata(broker)  # a data dir from before the metadata group
-            await meta.seed_defaults()
-            store.drop_orphans()  # journal entries of queues that no longer exist
-            port = await nursery.start(serve_amqp, broker)
-            await _start_http(nursery, broker, port)
-            _log.info("amqp-broker %s ready on port %d", broker.settings.version, port)
-            task_status.started(port)
-            if stop is not None:
-                await stop.wait()
-                await _close_connections(broker)
-                nursery.cancel_scope.cancel()
+        await _serve(broker, store, stop, task_status)
+    except BaseExceptionGroup as group:
+        failure = storage_failure(group)
+        if failure is not None:
+            # Fail-stop: nothing written after the last good fsync was confirmed, and nothing
+            # will be; the node stops rather than build on a write whose fate is unknown.
+            cause = failure.__cause__
+            detail = f": {cause}" if cause is not None and str(cause) not in str(failure) else ""
+            _log.critical("storage failure, stopping the node: %s%s (messages not confirmed "
+                          "before this were not written durably; restart once the disk is "
+                          "healthy)", failure, detail)
+        raise
     finally:
         # Sessions are cancelled with the nursery; what they journaled is flushed here.
-        store.close()
+        try:
+            store.close()
+        except StoreFatalError as err:  # the disk that failed fails the last flush too
+            _log.error("journal not flushed at shutdown: %s", err)
         _log.info("amqp-broker stopped")
+
+
+def storage_failure(exc: BaseException) -> BaseException | None:
+    """The journal's or the Raft log's write/fsync error inside `exc` (a group), if any."""
+    if isinstance(exc, (StoreFatalError, LogFailed)):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):
+        found = storage_failure(inner)
+        if found is not None:
+            return found
+    return None
+
+
+async def _serve(broker: Broker, store, stop: trio.Event | None, task_status) -> None:
+    """Every task of the node, in one nursery; returns when `stop` is set."""
+    async with trio.open_nursery() as nursery:
+        if threading.current_thread() is threading.main_thread():
+            nursery.start_soon(_reload_on_sighup, broker)
+        await nursery.start(store.run)
+        if getattr(broker, "quorum", None) is not None:
+            await nursery.start(broker.quorum.run)
+        nursery.start_soon(broker.timers.run, broker)
+        nursery.start_soon(run_alarms, broker)
+        nursery.start_soon(broker.durability.run, broker)
+        meta = broker.cluster_meta
+        await meta.ready.wait()  # the metadata group's local log replayed and applied
+        if not await meta.catch_up():
+            _log.warning("no leader of the cluster's metadata yet: serving the records "
+                         "this node has")
+        await import_local_metadata(broker)  # a data dir from before the metadata group
+        await meta.seed_defaults()
+        store.drop_orphans()  # journal entries of queues that no longer exist
+        port = await nursery.start(serve_amqp, broker)
+        await _start_http(nursery, broker, port)
+        _log.info("amqp-broker %s ready on port %d", broker.settings.version, port)
+        task_status.started(port)
+        if stop is not None:
+            await stop.wait()
+            await _close_connections(broker)
+            nursery.cancel_scope.cancel()
 
 
 def reload_certificates(broker: Broker) -> bool:

@@ -266,7 +266,11 @@ class MessageJournal:
     # -- worker-thread side ----------------------------------------------------------------------
     def _write_sync(self, batch: list[bytes]) -> None:
         assert self._fd is not None
-        files.append(self._fd, b"".join(batch), self._fsync)
+        try:
+            files.append(self._fd, b"".join(batch), self._fsync)
+        except StoreFatalError as exc:  # say which file
+            raise StoreFatalError(f"message journal {self._path}: append/fsync failed") \
+                from exc.__cause__
 
     def _snapshot(self) -> list[tuple[str, list[tuple[int, Message]], list[int]]]:
         """Copy of the live set (trio thread); messages are immutable so this is shallow."""

@@ -285,7 +285,7 @@ class LogStore:
                 self.disk.fdatasync(self._wal_fd)  # type: ignore[arg-type]
         except OSError as e:
             self._failed = e
-            raise LogFailed(f"WAL write failed: {e!r}") from e
+            raise LogFailed(f"WAL {self._wal_path} write failed: {e!r}") from e
         self._wal_size += len(data)
         self.fsyncs += fsync
         self.batches += 1
