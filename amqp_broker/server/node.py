@@ -74,7 +74,12 @@ def open_broker(settings: Settings) -> Broker:
 async def run_node(settings: Settings, *, stop: trio.Event | None = None,
                    task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run until `stop` is set (graceful: clients get connection.close 320) or cancelled."""
-    await serve_broker(open_broker(settings), stop=stop, task_status=task_status)
+    try:
+        broker = open_broker(settings)
+    except (StoreFatalError, LogFailed) as err:
+        _log.critical("cannot start: %s", err)  # e.g. a damaged record in the data directory
+        raise
+    await serve_broker(broker, stop=stop, task_status=task_status)
 
 
 async def serve_broker(broker: Broker, *, stop: trio.Event | None = None,

@@ -17,6 +17,7 @@ name only after the segments it replaces are durable.
 
 from __future__ import annotations
 
+import logging
 import os
 
 from . import records as R
@@ -27,6 +28,8 @@ from .snapshot import read_snapshot
 from .store import LogConfig, LogStore, group_dir_name
 
 __all__ = ["open_store"]
+
+_log = logging.getLogger(__name__)
 
 
 def open_store(directory: str, config: LogConfig | None = None, disk: OsDisk | None = None) -> LogStore:
@@ -114,6 +117,8 @@ def _replay_wal(store: LogStore) -> list[str]:
         else:
             _apply(store, rec)
     if end < len(data):
+        _log.warning("WAL %s: cut a torn or corrupt tail of %d bytes at offset %d (writes not "
+                     "yet durable when the node stopped)", path, len(data) - end, end)
         disk.truncate(path, end)
         fd = disk.open_append(path)
         disk.fdatasync(fd)

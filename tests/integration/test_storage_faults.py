@@ -15,7 +15,7 @@ import pika
 import pytest
 from pika.exceptions import AMQPError
 
-from compat_tests.support.launcher import Broker
+from compat_tests.support.launcher import Broker, LaunchError
 
 _SOURCE = Path(__file__).resolve().parents[1] / "faults" / "fsync_eio.c"
 
@@ -68,3 +68,26 @@ def test_an_fsync_error_is_never_confirmed_and_stops_the_node(tmp_path, fault_li
         conn.close()
     finally:
         node.stop()
+
+
+def test_a_damaged_confirmed_message_makes_the_node_refuse_to_start(tmp_path):
+    node = Broker(tmp_path, management=False).start()
+    conn = pika.BlockingConnection(pika.URLParameters(node.url))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.queue_declare("kept", durable=True)
+    for i in range(3):  # confirmed one by one: one journal write and fsync each
+        ch.basic_publish("", "kept", b"message %d" % i, pika.BasicProperties(delivery_mode=2))
+    conn.close()
+    node.stop()
+    journal = node.data_dir / "messages.journal"
+    data = bytearray(journal.read_bytes())
+    offset = data.index(b"message 0")
+    data[offset] ^= 0xFF  # bit rot in the first, long confirmed, message
+    journal.write_bytes(bytes(data))
+    with pytest.raises(LaunchError) as info:
+        node.start()
+    text = str(info.value)
+    assert "CRITICAL" in text and "cannot start: message journal" in text
+    assert "damaged record at offset" in text and "refusing to start" in text
+    assert node.proc.returncode == 1 and "Traceback" not in text
