@@ -23,7 +23,7 @@ from pathlib import Path
 import trio
 
 __all__ = ["TLS_VERSIONS", "TlsError", "TlsOptions", "ServerTls", "certificate_dates",
-           "server_context"]
+           "link_contexts", "server_context"]
 
 _log = logging.getLogger(__name__)
 
@@ -75,6 +75,24 @@ def server_context(options: TlsOptions) -> ssl.SSLContext:
     else:
         ctx.verify_mode = ssl.CERT_NONE
     return ctx
+
+
+def link_contexts(options: TlsOptions) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(accepting side, dialling side) of the cluster's inter-node links over TLS: both ends
+    present `certfile` and require the other's certificate to chain to `cacertfile` (mutual
+    TLS whatever `verify` says; node names are not host names, so no host name check)."""
+    if not options.cacertfile:
+        raise TlsError("inter-node TLS needs a cacertfile to check the other nodes against")
+    accepting = server_context(options)
+    accepting.verify_mode = ssl.CERT_REQUIRED
+    dialling = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    dialling.check_hostname = False
+    dialling.verify_mode = ssl.CERT_REQUIRED
+    wanted = sorted(TLS_VERSIONS[v] for v in options.versions)
+    dialling.minimum_version, dialling.maximum_version = wanted[0], wanted[-1]
+    dialling.load_cert_chain(options.certfile, options.keyfile)
+    dialling.load_verify_locations(cafile=options.cacertfile)
+    return accepting, dialling
 
 
 class ServerTls:

@@ -15,6 +15,10 @@ Sending never blocks: each peer has a bounded queue and a message that does not 
 (Raft retransmits). A writer task sends everything queued since it last woke in one
 `send_all`. Lost links are redialled with exponential backoff. `address_override` is the test
 hook that lets a test route a link through a proxy it can cut.
+
+With `tls` (an (accepting, dialling) pair of `ssl.SSLContext`s) every link runs over TLS: the
+handshake happens before the shared-secret challenge, within the same 5 s, and the contexts
+decide who is trusted (the broker builds them from its ssl_options, mutual TLS).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import ssl
 import struct
 from functools import partial
 from typing import Callable
@@ -85,6 +90,7 @@ class Transport:
         max_frame: int = 64 * 1024 * 1024,
         address_override: Callable[[str, tuple[str, int]], tuple[str, int]] | None = None,
         backoff: tuple[float, float] = (0.05, 2.0),
+        tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
     ) -> None:
         self.node_id = node_id
         self._addrs = {p: a for p, a in peers.items() if p != node_id}
@@ -94,6 +100,7 @@ class Transport:
         self._max_frame = max_frame
         self._override = address_override
         self._backoff = backoff
+        self._tls = tls
         self._peers = {p: _Peer(p, queue_size) for p in sorted(self._addrs)}
         self.port: int | None = None
         self.auth_failures = 0
@@ -148,6 +155,8 @@ class Transport:
         while True:
             try:
                 stream = await trio.open_tcp_stream(*self._address(peer))
+                if self._tls is not None:
+                    stream = trio.SSLStream(stream, self._tls[1])
             except OSError:
                 await trio.sleep(delay)
                 delay = min(delay * 2, self._backoff[1])
@@ -165,7 +174,9 @@ class Transport:
             await trio.sleep(delay)
             delay = min(delay * 2, self._backoff[1])
 
-    async def _accepted(self, stream: trio.SocketStream) -> None:
+    async def _accepted(self, stream: trio.abc.Stream) -> None:
+        if self._tls is not None:
+            stream = trio.SSLStream(stream, self._tls[0], server_side=True)
         try:
             with trio.fail_after(5):
                 peer, leftover = await self._acceptor_handshake(stream)

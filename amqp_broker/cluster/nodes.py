@@ -13,6 +13,9 @@ ask epmd; the node's name is still ``rabbit2@localhost``).
 The cookie is the shared secret the nodes prove to each other on every link (never sent):
 ``RABBITMQ_ERLANG_COOKIE``, else ``<data_dir>/.erlang.cookie``, generated on first start. Copy
 it to every node of a cluster, as with RabbitMQ.
+
+With ``inter_node_tls = true`` (this broker's key) the links also run over mutual TLS with the
+``ssl_options`` certificate, key and CA files (`tls.link_contexts`), on top of the cookie.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ import socket
 import string
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from amqp_broker.tls import link_contexts
 
 __all__ = ["ClusterConfig", "cluster_config", "parse_peer", "default_node_name", "read_cookie",
            "DEFAULT_DIST_PORT"]
@@ -36,6 +42,7 @@ class ClusterConfig:
     listen: tuple[str, int]                  # inter-node listener
     peers: dict[str, tuple[str, int]]        # the other nodes -> where to dial them
     cookie: bytes
+    tls: Any = None                          # (accepting, dialling) SSLContexts: links over TLS
 
     @property
     def nodes(self) -> list[str]:
@@ -93,4 +100,7 @@ def cluster_config(settings) -> ClusterConfig:
             or settings.port + 20000)
     host = settings.host if settings.host not in ("", "::") else "0.0.0.0"
     cookie = read_cookie(settings.data_dir) if peers else b""
-    return ClusterConfig(node, (host, port), peers, cookie)
+    tls = None
+    if peers and getattr(settings, "inter_node_tls", False):
+        tls = link_contexts(settings.ssl_options)  # the same files as the AMQPS listeners
+    return ClusterConfig(node, (host, port), peers, cookie, tls)

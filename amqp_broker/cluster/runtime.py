@@ -68,7 +68,8 @@ class QuorumRuntime:
         sender: Any = _NoPeers()
         if cluster.clustered:
             self.transport = sender = Transport(node, cluster.peers, cluster.cookie,
-                                                self._on_frame, listen=cluster.listen)
+                                                self._on_frame, listen=cluster.listen,
+                                                tls=cluster.tls)
         # the machine's `compactable` gate keeps compaction from outrunning live bodies
         # early messages: a leader's Appends leave before its own fsync, which then runs in
         # parallel with the followers' (thesis 10.2.1); the leader counts itself once durable

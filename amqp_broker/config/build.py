@@ -47,6 +47,7 @@ _DIRECT = {
     "max_message_size": "max_message_size", "consumer_timeout": "consumer_timeout",
     "connection_max": "connection_max", "queue_leader_locator": "queue_leader_locator",
     "distribution.listener.port_range.min": "dist_port",
+    "inter_node_tls": "inter_node_tls",
     "dead_letter_worker_consumer_prefetch": "dead_letter_worker_consumer_prefetch",
     "dead_letter_worker_publisher_confirm_timeout": "dead_letter_worker_publisher_confirm_timeout",
     "product.name": "product",
@@ -72,6 +73,10 @@ def build(seen: Seen, file: str, problems: list[ConfigProblem], base: BrokerSett
     changes.update(_defaults_for_user(seen, base))
     changes["log"] = _log(seen, base)
     changes.update(_tls_listeners(seen, file, problems, base))
+    if seen.get("inter_node_tls", False):
+        options = changes["ssl_options"]
+        _check_tls(dataclasses.replace(options, verify="verify_peer"), "ssl_options",
+                   seen.line("inter_node_tls"), file, problems)
     changes["management"] = _http(seen, "management", base.management)
     changes["management_ssl"] = _https(seen, file, problems, base)
     if changes["management_ssl"] is not None and not any(

@@ -119,6 +119,7 @@ class BrokerSettings(Settings):
     # listeners.ssl.NAME (AMQPS), all with ssl_options; TLS 1.2 and 1.3 only
     ssl_listeners: tuple[Listener, ...] = ()
     ssl_options: TlsOptions = field(default_factory=TlsOptions)
+    inter_node_tls: bool = False  # cluster links over mutual TLS with ssl_options' files
     # Permissions and tags given to default_user when the node first creates it.
     default_permissions: tuple[str, str, str] = (".*", ".*", ".*")  # configure, write, read
     default_user_tags: tuple[str, ...] = ("administrator",)
