@@ -70,24 +70,29 @@ def test_an_fsync_error_is_never_confirmed_and_stops_the_node(tmp_path, fault_li
         node.stop()
 
 
-def test_a_damaged_confirmed_message_makes_the_node_refuse_to_start(tmp_path):
+@pytest.mark.parametrize("arguments, what", [
+    ({}, "message journal"),
+    ({"x-queue-type": "quorum"}, "WAL"),
+], ids=["journal", "quorum-wal"])
+def test_a_damaged_confirmed_message_makes_the_node_refuse_to_start(tmp_path, arguments, what):
     node = Broker(tmp_path, management=False).start()
     conn = pika.BlockingConnection(pika.URLParameters(node.url))
     ch = conn.channel()
     ch.confirm_delivery()
-    ch.queue_declare("kept", durable=True)
-    for i in range(3):  # confirmed one by one: one journal write and fsync each
+    ch.queue_declare("kept", durable=True, arguments=arguments)
+    for i in range(3):  # confirmed one by one: one write and fsync each
         ch.basic_publish("", "kept", b"message %d" % i, pika.BasicProperties(delivery_mode=2))
     conn.close()
     node.stop()
-    journal = node.data_dir / "messages.journal"
-    data = bytearray(journal.read_bytes())
-    offset = data.index(b"message 0")
-    data[offset] ^= 0xFF  # bit rot in the first, long confirmed, message
-    journal.write_bytes(bytes(data))
+    files = [p for p in node.data_dir.rglob("*") if p.is_file()
+             and b"message 0" in p.read_bytes()]
+    assert len(files) == 1, files  # the journal, or the quorum WAL
+    data = bytearray(files[0].read_bytes())
+    data[data.index(b"message 0")] ^= 0xFF  # bit rot in the first, long confirmed, message
+    files[0].write_bytes(bytes(data))
     with pytest.raises(LaunchError) as info:
         node.start()
     text = str(info.value)
-    assert "CRITICAL" in text and "cannot start: message journal" in text
+    assert "CRITICAL" in text and f"cannot start: {what}" in text
     assert "damaged record at offset" in text and "refusing to start" in text
     assert node.proc.returncode == 1 and "Traceback" not in text
