@@ -119,3 +119,26 @@ def test_limit_definitions_are_validated(api, vhost, user):
     assert api.get(f"/vhost-limits/{missing}").status_code == 404
     assert api.get(f"/user-limits/no-such-user-{uuid.uuid4().hex[:6]}").status_code == 404
     assert api.get(f"/vhost-limits/{vhost}").json() == []
+
+
+def test_limits_in_definitions(api, vhost, user):
+    """Export: vhost limits as "vhost-limits" parameters, user limits in the user; an import
+    sets both."""
+    assert api.put(f"/vhost-limits/{vhost}/max-queues", json={"value": 3}).status_code == 204
+    assert api.put(f"/user-limits/{user}/max-channels", json={"value": 4}).status_code == 204
+    defs = api.get("/definitions").json()
+    assert {"value": {"max-queues": 3}, "vhost": vhost, "component": "vhost-limits",
+            "name": "limits"} in defs["parameters"]
+    [row] = [u for u in defs["users"] if u["name"] == user]
+    assert row["limits"] == {"max-channels": 4}
+    assert api.delete(f"/vhost-limits/{vhost}/max-queues").status_code == 204
+    assert api.delete(f"/user-limits/{user}/max-channels").status_code == 204
+    imported = api.post("/definitions", json={
+        "parameters": [{"value": {"max-connections": 7}, "vhost": vhost,
+                        "component": "vhost-limits", "name": "limits"}],
+        "users": [{**row, "limits": {"max-connections": 5}}]})
+    assert imported.status_code in (201, 204), imported.text
+    assert api.get(f"/vhost-limits/{vhost}").json() == [
+        {"vhost": vhost, "value": {"max-connections": 7}}]
+    assert api.get(f"/user-limits/{user}").json() == [
+        {"user": user, "value": {"max-connections": 5}}]
