@@ -23,7 +23,7 @@ from pathlib import Path
 import trio
 
 __all__ = ["TLS_VERSIONS", "TlsError", "TlsOptions", "ServerTls", "certificate_dates",
-           "link_contexts", "server_context"]
+           "connection_facts", "link_contexts", "server_context"]
 
 _log = logging.getLogger(__name__)
 
@@ -131,6 +131,68 @@ class ServerTls:
         _log.info("%s: TLS handshake with %s failed: %s", self.name, peer, why)
         await trio.aclose_forcefully(tls)
         return None
+
+
+# OpenSSL's attribute names -> the short ones RabbitMQ shows in peer_cert_subject / _issuer
+_RDN = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
+        "countryName": "C", "stateOrProvinceName": "ST", "localityName": "L",
+        "emailAddress": "emailAddress", "domainComponent": "DC", "serialNumber": "serialNumber"}
+
+
+def connection_facts(stream: trio.SSLStream) -> dict[str, str | None]:
+    """The ssl_* and peer_cert_* keys of a connection row, in RabbitMQ's (Erlang's) names:
+    ssl_protocol "tlsv1.3", ssl_cipher "aes_256_gcm", ssl_hash "aead", ssl_key_exchange
+    "ecdhe_rsa" ("any" in TLS 1.3), the peer certificate's subject and issuer with the last
+    RDN first, and its validity."""
+    name, version, _ = stream.cipher() or ("", "", 0)
+    kx, cipher, digest = _erlang_suite(name)
+    facts: dict[str, str | None] = {
+        "ssl_protocol": (stream.version() or version).lower(), "ssl_key_exchange": kx,
+        "ssl_cipher": cipher, "ssl_hash": digest,
+        "peer_cert_subject": None, "peer_cert_issuer": None, "peer_cert_validity": None}
+    cert = stream.getpeercert()
+    if cert:
+        facts["peer_cert_subject"] = _dn(cert.get("subject", ()))
+        facts["peer_cert_issuer"] = _dn(cert.get("issuer", ()))
+        facts["peer_cert_validity"] = (f"{_validity_time(cert['notBefore'])} - "
+                                       f"{_validity_time(cert['notAfter'])}")
+    return facts
+
+
+def _erlang_suite(name: str) -> tuple[str, str, str]:
+    """(key exchange, cipher, hash) from an OpenSSL suite name, as Erlang's ssl names them."""
+    if name.startswith("TLS_"):  # TLS 1.3: TLS_AES_256_GCM_SHA384, TLS_CHACHA20_POLY1305_...
+        body = name[4:].rsplit("_", 1)[0].lower()
+        return "any", body, "aead"
+    parts = name.split("-")
+    kx = [p for p in parts if p in ("ECDHE", "DHE", "RSA", "ECDSA", "PSK")]
+    rest = [p for p in parts if p not in kx]
+    kx_name = "_".join(kx).lower() or "rsa"
+    if "CHACHA20" in rest:
+        return kx_name, "chacha20_poly1305", "aead"
+    algo = next((p for p in rest if p.startswith(("AES", "CAMELLIA", "ARIA"))), "")
+    bits = algo.lstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    family = algo[: len(algo) - len(bits)].lower()
+    if "GCM" in rest or "CCM" in rest:
+        mode, digest = ("gcm" if "GCM" in rest else "ccm"), "aead"
+    else:
+        mode = "cbc"
+        digest = (rest[-1].lower() if rest and rest[-1].startswith("SHA") else "sha")
+    return kx_name, f"{family}_{bits}_{mode}" if family else "", digest
+
+
+def _dn(rdns: tuple) -> str:
+    return ",".join(f"{_RDN.get(key, key)}={value}" for rdn in reversed(rdns)
+                    for key, value in rdn)
+
+
+def _validity_time(text: str) -> str:
+    """A certificate time as RabbitMQ prints it: ISO 8601 for UTCTime (years before 2050),
+    Erlang's raw term for GeneralizedTime (2050 and later)."""
+    when = datetime.datetime.fromtimestamp(ssl.cert_time_to_seconds(text), datetime.timezone.utc)
+    if when.year >= 2050:
+        return f'{{generalTime,"{when:%Y%m%d%H%M%S}Z"}}'
+    return f"{when:%Y-%m-%dT%H:%M:%SZ}"
 
 
 def certificate_dates(path: str) -> list[datetime.datetime] | str:

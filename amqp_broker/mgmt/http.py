@@ -207,9 +207,9 @@ async def serve_management(admin, settings, *, tls=None,
         bound = await nursery.start(functools.partial(serve_http, build_app(admin), host, port,
                                                       tls=tls))
         scheme = "https" if tls is not None else "http"
+        # (not an admin.tls_listeners row: RabbitMQ's certificate-expiration check looks at the
+        # AMQPS listeners only)
         admin.listeners.append({"node": admin.node, "protocol": scheme, "ip_address": host,
                                 "port": bound, "socket_opts": {}})
-        if tls is not None:
-            admin.add_tls_listener(scheme, host, bound, tls.options)
         _log.info("management API on %s://%s:%d/api", scheme, host, bound)
         task_status.started(bound)

@@ -12,6 +12,7 @@ import urllib.parse
 from typing import Any
 
 from amqp_broker.core.bindings import Binding
+from amqp_broker.tls import connection_facts
 
 from .messages import jsonable
 
@@ -114,17 +115,14 @@ def _socket(session: Any) -> Any:
 
 
 def _tls_details(session: Any) -> dict:
-    """RabbitMQ's ssl_* keys of a connection over TLS; null for a plain one."""
+    """RabbitMQ's ssl_* and peer_cert_* keys of a connection over TLS; null for a plain one."""
     stream = session.stream
     if not hasattr(stream, "transport_stream"):
         return {"ssl": False, **dict.fromkeys(TLS_KEYS)}
     try:
-        name, _, _ = stream.cipher() or ("", "", 0)
-        version = stream.version() or ""
+        return {"ssl": True, **connection_facts(stream)}
     except Exception:  # the handshake's results are gone once the stream is closed
-        name, version = "", ""
-    return {"ssl": True, **dict.fromkeys(TLS_KEYS),
-            "ssl_protocol": version.lower(), "ssl_cipher": name}
+        return {"ssl": True, **dict.fromkeys(TLS_KEYS)}
 
 
 def connection_name(session: Any) -> str:

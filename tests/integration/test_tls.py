@@ -219,8 +219,14 @@ def test_management_api_over_https(mutual):
                           verify=certs.client_context()) as api:
             listeners = {ln["protocol"]: ln["port"] for ln in api.get("/api/overview").json()["listeners"]}
             assert listeners["amqp/ssl"] == port and listeners["https"] == https
-            rows = api.get("/api/connections").json()
-            assert [(r["ssl"], r["ssl_protocol"]) for r in rows] == [(True, "tlsv1.3")]
+            [row] = api.get("/api/connections").json()
+            # RabbitMQ's (Erlang's) names, as 3.10 shows a TLS 1.3 connection
+            assert (row["ssl"], row["ssl_protocol"], row["ssl_hash"], row["ssl_key_exchange"]) \
+                == (True, "tlsv1.3", "aead", "any")
+            assert row["ssl_cipher"] in ("aes_256_gcm", "aes_128_gcm", "chacha20_poly1305")
+            assert re.fullmatch(r"OU=Testing cert #\S+,O=trustme v[\d.]+", row["peer_cert_subject"])
+            assert row["peer_cert_issuer"].startswith("OU=Testing CA #")
+            assert row["peer_cert_validity"] == '2000-01-01T00:00:00Z - {generalTime,"30000101000000Z"}'
             assert api.get("/api/health/checks/certificate-expiration/1/days").json() == \
                 {"status": "ok"}
         stranger = ssl.create_default_context()
