@@ -1,23 +1,19 @@
-"""AMQPS and the management API over HTTPS, against `amqp-broker` processes with certificates
-made at test time (trustme): pika and aio-pika over TLS, mutual TLS refused without a client
-certificate and with one from another CA, TLS 1.1 refused, HTTPS, the certificate-expiration
-health check and its amqp-brokerctl verb, certificates reloaded on SIGHUP, and a node that
-refuses to start with a certificate it cannot use."""
+"""This broker's own TLS features, against `amqp-broker` processes with certificates made at test
+time (trustme): the certificate-expiration check through amqp-brokerctl, certificates reloaded
+on SIGHUP, and a node that refuses to start with a certificate it cannot use. What clients see
+of TLS (AMQPS with pika and aio-pika, mutual TLS, TLS 1.1 refused, HTTPS, the health check) is
+in compat_tests/test_tls.py, which also runs against RabbitMQ 3.10."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import io
 import re
 import signal
-import socket
 import ssl
-import threading
 import time
 from pathlib import Path
 
-import aio_pika
 import httpx
 import pika
 import pytest
@@ -66,21 +62,6 @@ def _start(tmp: Path, config: str) -> tuple[Broker, int, int]:
     return b, int(_TLS_PORT.search(log).group(1)), int(https.group(1)) if https else 0
 
 
-@pytest.fixture(scope="module")
-def mutual(tmp_path_factory):
-    """AMQPS with verify_peer + fail_if_no_peer_cert; the management API also over HTTPS."""
-    tmp = tmp_path_factory.mktemp("tls")
-    certs = Certs(tmp / "certs")
-    config = ("listeners.ssl.default = 127.0.0.1:0\n" + certs.options("ssl_options") +
-              "ssl_options.verify = verify_peer\nssl_options.fail_if_no_peer_cert = true\n"
-              "ssl_options.versions.1 = tlsv1.3\nssl_options.versions.2 = tlsv1.2\n"
-              "management.ssl.ip = 127.0.0.1\nmanagement.ssl.port = 0\n" +
-              certs.options("management.ssl"))
-    b, port, https = _start(tmp, config)
-    yield certs, b, port, https
-    b.stop()
-
-
 def _pika(port: int, ctx: ssl.SSLContext) -> pika.BlockingConnection:
     return pika.BlockingConnection(pika.ConnectionParameters(
         "127.0.0.1", port, ssl_options=pika.SSLOptions(ctx, "localhost"),
@@ -96,39 +77,11 @@ def _round_trip(conn: pika.BlockingConnection, queue: str) -> bytes:
     return body
 
 
-def test_pika_over_amqps_with_a_client_certificate(mutual):
-    certs, b, port, _ = mutual
-    conn = _pika(port, certs.client_context(cert_from=certs.ca))
-    try:
-        assert _round_trip(conn, "tls.pika") == b"over tls tls.pika"
-    finally:
-        conn.close()
-
-
-def test_aio_pika_over_amqps(mutual):
-    certs, b, port, _ = mutual
-
-    async def body() -> bytes:
-        ctx = certs.client_context(cert_from=certs.ca)
-        conn = await aio_pika.connect(f"amqps://guest:guest@localhost:{port}/", ssl_context=ctx,
-                                      timeout=10)
-        async with conn:
-            ch = await conn.channel()
-            q = await ch.declare_queue("tls.aio", auto_delete=True)
-            await ch.default_exchange.publish(aio_pika.Message(b"aio over tls"), "tls.aio")
-            msg = await q.get(timeout=10)
-            await msg.ack()
-            return msg.body
-
-    assert asyncio.run(body()) == b"aio over tls"
-
-
 def _refused(port: int, ctx: ssl.SSLContext) -> None:
     # refused by the server (pika: AMQPConnectionError), or the client refuses the server's
     # certificate (pika lets the SSLError through)
     with pytest.raises((AMQPConnectionError, ssl.SSLError)):
-        conn = _pika(port, ctx)
-        conn.close()
+        _pika(port, ctx).close()
 
 
 def _wait_log(b: Broker, text: str, after: int = 0, timeout: float = 10.0) -> str:
@@ -139,102 +92,6 @@ def _wait_log(b: Broker, text: str, after: int = 0, timeout: float = 10.0) -> st
             return log
         time.sleep(0.05)
     raise AssertionError(f"{text!r} not logged:\n{b.log_tail()}")
-
-
-def test_mutual_tls_refuses_a_client_without_certificate(mutual):
-    certs, b, port, _ = mutual
-    mark = len(b.log_path.read_text())
-    _refused(port, certs.client_context())
-    log = _wait_log(b, "TLS handshake with 127.0.0.1:", mark)
-    assert "certificate" in log.lower()
-
-
-def test_mutual_tls_refuses_a_certificate_from_another_ca(mutual):
-    certs, b, port, _ = mutual
-    mark = len(b.log_path.read_text())
-    _refused(port, certs.client_context(cert_from=trustme.CA()))
-    _wait_log(b, "TLS handshake with 127.0.0.1:", mark)
-    # and the broker still serves clients with a good certificate
-    conn = _pika(port, certs.client_context(cert_from=certs.ca))
-    conn.close()
-
-
-def _tls11_client(certs: Certs) -> ssl.SSLContext:
-    ctx = certs.client_context(cert_from=certs.ca)
-    ctx.set_ciphers("DEFAULT:@SECLEVEL=0")  # OpenSSL refuses TLS 1.1 at the default level
-    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_1
-    return ctx
-
-
-def _can_speak_tls11(certs: Certs) -> bool:
-    """Whether this machine's OpenSSL can do a TLS 1.1 handshake at all (a local server that
-    allows it), so that the broker's refusal below is the broker's doing."""
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    certs.server.configure_cert(server)
-    server.set_ciphers("DEFAULT:@SECLEVEL=0")
-    server.minimum_version = ssl.TLSVersion.TLSv1_1
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def serve() -> None:
-        try:
-            sock, _ = listener.accept()
-            with server.wrap_socket(sock, server_side=True):
-                pass
-        except (OSError, ssl.SSLError):
-            pass
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    try:
-        with socket.create_connection(listener.getsockname(), timeout=5) as raw:
-            with _tls11_client(certs).wrap_socket(raw, server_hostname="localhost") as tls:
-                return tls.version() == "TLSv1.1"
-    except (OSError, ssl.SSLError):
-        return False
-    finally:
-        listener.close()
-        t.join(5)
-
-
-def test_tls_1_1_is_refused_and_1_2_accepted(mutual):
-    certs, b, port, _ = mutual
-    if not _can_speak_tls11(certs):
-        pytest.skip("this OpenSSL build cannot speak TLS 1.1 even to a server that allows it")
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-        with pytest.raises(ssl.SSLError):
-            _tls11_client(certs).wrap_socket(raw, server_hostname="localhost")
-    tls12 = certs.client_context(cert_from=certs.ca, maximum_version=ssl.TLSVersion.TLSv1_2)
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-        with tls12.wrap_socket(raw, server_hostname="localhost") as tls:
-            assert tls.version() == "TLSv1.2"
-            tls.sendall(b"AMQP\x00\x00\x09\x01")
-            assert tls.recv(7)[:1] == b"\x01"  # a method frame: connection.start
-
-
-def test_management_api_over_https(mutual):
-    certs, b, port, https = mutual
-    conn = _pika(port, certs.client_context(cert_from=certs.ca))
-    try:
-        with httpx.Client(base_url=f"https://localhost:{https}", auth=("guest", "guest"),
-                          verify=certs.client_context()) as api:
-            listeners = {ln["protocol"]: ln["port"] for ln in api.get("/api/overview").json()["listeners"]}
-            assert listeners["amqp/ssl"] == port and listeners["https"] == https
-            [row] = api.get("/api/connections").json()
-            # RabbitMQ's (Erlang's) names, as 3.10 shows a TLS 1.3 connection
-            assert (row["ssl"], row["ssl_protocol"], row["ssl_hash"], row["ssl_key_exchange"]) \
-                == (True, "tlsv1.3", "aead", "any")
-            assert row["ssl_cipher"] in ("aes_256_gcm", "aes_128_gcm", "chacha20_poly1305")
-            assert re.fullmatch(r"OU=Testing cert #\S+,O=trustme v[\d.]+", row["peer_cert_subject"])
-            assert row["peer_cert_issuer"].startswith("OU=Testing CA #")
-            assert row["peer_cert_validity"] == '2000-01-01T00:00:00Z - {generalTime,"30000101000000Z"}'
-            assert api.get("/api/health/checks/certificate-expiration/1/days").json() == \
-                {"status": "ok"}
-        stranger = ssl.create_default_context()
-        trustme.CA().configure_trust(stranger)
-        with pytest.raises(httpx.ConnectError):  # an HTTPS client that does not trust the CA
-            httpx.get(f"https://localhost:{https}/api/overview", verify=stranger)
-    finally:
-        conn.close()
 
 
 @pytest.fixture
