@@ -16,7 +16,8 @@
 #                                           +20000, one shared cookie); prints one AMQP URL a line
 #   .ci/rabbitmq.sh cluster stop N BASEPORT stops those nodes and removes their state
 #
-# Environment: RMQ_STATE_ROOT (default ${TMPDIR:-/tmp}), RMQ_START_TIMEOUT seconds (default 90).
+# Environment: RMQ_STATE_ROOT (default ${TMPDIR:-/tmp}), RMQ_START_TIMEOUT seconds (default 90),
+# RMQ_EXTRA_CONF (a file of rabbitmq.conf lines added to the node's, e.g. TLS listeners).
 # Works as root in a container without systemd: the Debian wrapper in /usr/sbin is bypassed (it
 # would `su rabbitmq`) and the server script in /usr/lib/rabbitmq/bin is run directly, in the
 # background, with its own node name, mnesia, log, config, plugins file and Erlang cookie.
@@ -118,6 +119,8 @@ loopback_users.guest = true
 log.console = false
 log.file.level = info
 EOF
+    # RMQ_EXTRA_CONF: a file of more rabbitmq.conf lines (e.g. TLS listeners), appended as is
+    if [ -n "${RMQ_EXTRA_CONF:-}" ]; then cat "$RMQ_EXTRA_CONF" >>"$BASE/rabbitmq.conf"; fi
     echo "[]." >"$BASE/advanced.config"
     echo "[rabbitmq_management]." >"$BASE/enabled_plugins"
     : >"$BASE/rabbitmq-env.conf"

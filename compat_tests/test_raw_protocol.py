@@ -2,6 +2,7 @@
 order.  Each test asserts the reply code, its class/method and that the connection (not just a
 channel) is closed.  See /work/shared/PROTOCOL-ERRORS.md for the measured table."""
 
+import ssl
 import struct
 import time
 
@@ -13,12 +14,24 @@ from compat_tests.support.raw import RawClient
 AMQP_0_9_1 = b"AMQP\x00\x00\x09\x01"
 
 
+def _tls_client_hello() -> bytes:
+    """The first flight of a real TLS client (what an amqps:// client sends to a plain port)."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="localhost")
+    try:
+        tls.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+
 @pytest.mark.parametrize("first_bytes", [
     b"AMQP\x00\x00\x09\x02",      # right protocol, wrong revision
     b"AMQP\x01\x01\x00\x0a",      # AMQP 1.0 style header
     b"HELLO WORLD\r\n",           # garbage
     b"GET / HTTP/1.1\r\n\r\n",    # someone pointed a browser at it
-])
+    _tls_client_hello(),          # a TLS client on the plain port
+], ids=["revision", "amqp-1.0", "garbage", "http", "tls-client-hello"])
 def test_bad_protocol_header_gets_0_9_1_header_then_close(broker_url, first_bytes):
     with RawClient(broker_url) as raw:
         raw.send_raw(first_bytes)

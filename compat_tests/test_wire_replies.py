@@ -26,6 +26,19 @@ def test_wrong_password_closes_403_with_ids_0_0(broker_url):
                                     "mechanism PLAIN. For details see the broker logfile.")
 
 
+def test_unknown_user_gets_the_same_close_as_a_wrong_password(broker_url):
+    """No user enumeration: the answer does not say which of the two was wrong."""
+    replies = []
+    for url in (_with_password(broker_url, "not-the-password"),
+                broker_url.replace("guest:guest@", "no-such-user-3f9a:guest@", 1)):
+        with RawClient(url) as raw:
+            reply = raw.handshake()
+            replies.append((reply.name, reply.reply_code, reply.class_id, reply.method_id,
+                            reply.reply_text))
+    assert replies[0] == replies[1]
+    assert replies[0][1] == 403
+
+
 @pytest.mark.parametrize("method,ids", [
     (commands.Basic.Ack(delivery_tag=42), (60, 80)),
     (commands.Basic.Nack(delivery_tag=42), (60, 120)),

@@ -20,6 +20,9 @@ Peers can change while the transport runs (`add_peer`, `remove_peer`: nodes join
 a cluster). Besides links, a node that is not (yet) a peer can `ask` one question: it proves the
 same secret, sends one frame and gets one answer from the acceptor's `on_request` (how a node
 asks to join a cluster).
+With `tls` (an (accepting, dialling) pair of `ssl.SSLContext`s) every link runs over TLS: the
+handshake happens before the shared-secret challenge, within the same 5 s, and the contexts
+decide who is trusted (the broker builds them from its ssl_options, mutual TLS).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import ssl
 import struct
 from functools import partial
 from typing import Awaitable, Callable
@@ -93,6 +97,7 @@ class Transport:
         address_override: Callable[[str, tuple[str, int]], tuple[str, int]] | None = None,
         backoff: tuple[float, float] = (0.05, 2.0),
         on_request: Callable[[str, bytes], Awaitable[bytes]] | None = None,
+        tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
     ) -> None:
         self.node_id = node_id
         self._addrs = {p: a for p, a in peers.items() if p != node_id}
@@ -103,6 +108,7 @@ class Transport:
         self._override = address_override
         self._backoff = backoff
         self._queue_size = queue_size
+        self._tls = tls
         self._peers = {p: _Peer(p, queue_size) for p in sorted(self._addrs)}
         self._on_request = on_request
         self._nursery: trio.Nursery | None = None
@@ -194,6 +200,8 @@ class Transport:
         while peer in self._addrs:
             try:
                 stream = await trio.open_tcp_stream(*self._address(peer))
+                if self._tls is not None:
+                    stream = trio.SSLStream(stream, self._tls[1])
             except OSError:
                 await trio.sleep(delay)
                 delay = min(delay * 2, self._backoff[1])
@@ -211,7 +219,9 @@ class Transport:
             await trio.sleep(delay)
             delay = min(delay * 2, self._backoff[1])
 
-    async def _accepted(self, stream: trio.SocketStream) -> None:
+    async def _accepted(self, stream: trio.abc.Stream) -> None:
+        if self._tls is not None:
+            stream = trio.SSLStream(stream, self._tls[0], server_side=True)
         try:
             with trio.fail_after(5):
                 peer, leftover, kind = await self._acceptor_handshake(stream)
@@ -325,12 +335,15 @@ async def _guard(coro, scope: trio.CancelScope) -> None:
 
 
 async def ask(node_id: str, peer: str, addr: tuple[str, int], secret: bytes, question: bytes,
-              timeout: float = 30.0) -> bytes:
-    """Ask node `peer` at `addr` one question as `node_id` (proving `secret`); its answer.
-    Raises OSError (unreachable), AuthError (wrong secret, or `peer` answers nothing of the
-    kind) or trio.TooSlowError."""
+              timeout: float = 30.0, tls: ssl.SSLContext | None = None) -> bytes:
+    """Ask node `peer` at `addr` one question as `node_id` (proving `secret`; over TLS with
+    the dialling context `tls` when the links use TLS); its answer. Raises OSError
+    (unreachable), AuthError (wrong secret, or `peer` answers nothing of the kind) or
+    trio.TooSlowError."""
     with trio.fail_after(timeout):
         stream = await trio.open_tcp_stream(*addr)
+        if tls is not None:
+            stream = trio.SSLStream(stream, tls)
         try:
             reader = _FrameReader(stream, 64 * 1024 * 1024)
             mine = os.urandom(16)

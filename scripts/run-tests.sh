@@ -3,7 +3,8 @@
 #  1. unit, property, simulation and integration tests, plus compat_tests against this broker
 #     (compat_tests/conftest.py starts `amqp-broker` on a free port);
 #  2. compat_tests (and the Spark source/sink tests) again against a real RabbitMQ 3.10 on port
-#     5673, to prove every expectation is RabbitMQ's behaviour (skipped with a message when rabbitmq-server is not installed;
+#     5673 (AMQPS on 5693, management over HTTPS on 15693, for test_tls.py), to prove every
+#     expectation is RabbitMQ's behaviour (skipped with a message when rabbitmq-server is not installed;
 #     set SKIP_RABBITMQ=1 to skip on purpose); then compat_tests/test_cluster.py against a
 #     3-node RabbitMQ 3.10 cluster on ports 5684-5686 (.ci/rabbitmq.sh cluster).
 set -uo pipefail
@@ -14,7 +15,12 @@ python3 -m pytest tests compat_tests -q -p no:cacheprovider "$@" || status=$?
 
 if [ "${SKIP_RABBITMQ:-0}" != "1" ]; then
   if command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ]; then
-    if bash .ci/rabbitmq.sh start; then
+    # with AMQPS on 5693 and HTTPS management on 15693, certificates made now (trustme), for
+    # compat_tests/test_tls.py
+    tls_dir=$(mktemp -d)
+    python3 -m compat_tests.support.tls "$tls_dir" 127.0.0.1:5693 15693 >"$tls_dir/tls.conf"
+    if RMQ_EXTRA_CONF="$tls_dir/tls.conf" bash .ci/rabbitmq.sh start; then
+      COMPAT_TLS_DIR="$tls_dir" COMPAT_TLS_PORT=5693 COMPAT_TLS_MGMT_PORT=15693 \
       MGMT_URL=http://127.0.0.1:15673 python3 -m pytest compat_tests -q -p no:cacheprovider \
         --broker-url amqp://guest:guest@127.0.0.1:5673/ "$@" || status=$?
       # the Spark source and sink speak plain AMQP 0-9-1: same tests against RabbitMQ

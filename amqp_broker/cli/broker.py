@@ -118,6 +118,25 @@ def _setup_logging(settings: Settings, flag: str | None) -> None:
         root.addHandler(file_handler)
 
 
+def _tls_problem(settings: Settings) -> str | None:
+    """Why a TLS listener's certificate, key or CA file cannot be used, before the node opens
+    anything (the node builds the same contexts again when it starts serving)."""
+    from amqp_broker.tls import TlsError, server_context
+
+    wanted = []
+    if getattr(settings, "ssl_listeners", ()):
+        wanted.append(("ssl_options", settings.ssl_options))
+    https = getattr(settings, "management_ssl", None)
+    if https is not None:
+        wanted.append(("management.ssl", https.tls))
+    for prefix, options in wanted:
+        try:
+            server_context(options)
+        except TlsError as err:
+            return f"{prefix}: {err}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     from amqp_broker.config import ConfigError
 
@@ -126,12 +145,22 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"amqp-broker: {err}", file=sys.stderr)
         return 2
+    problem = _tls_problem(settings)
+    if problem:
+        print(f"amqp-broker: {problem}", file=sys.stderr)
+        return 2
     _setup_logging(settings, level)
     _tune_gc()
+    from amqp_broker.server.node import storage_failure
+
     try:
         trio.run(_run, settings)
     except KeyboardInterrupt:
         pass
+    except BaseExceptionGroup as group:
+        if storage_failure(group) is None:
+            raise
+        return 1  # the node logged the storage failure it stopped for
     return 0
 
 

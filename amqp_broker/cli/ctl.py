@@ -22,6 +22,7 @@ from amqp_broker.mgmt.cli_common import (
     EX_UNAVAILABLE,
     EX_USAGE,
     add_connection_flags,
+    node_url,
     print_table,
     run_command,
 )
@@ -393,6 +394,115 @@ def _import_definitions(client: ApiClient, args, out: TextIO) -> int:
     return 0
 
 
+# -- limits -----------------------------------------------------------------------------------
+
+def _limits_json(args, text: str) -> dict | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        print(f"Error: {text!r} is not a JSON object such as '{{\"max-connections\": 10}}'",
+              file=sys.stderr)
+        return None
+    return value
+
+
+@_verb
+def _set_vhost_limits(client: ApiClient, args, out: TextIO) -> int:
+    """Replaces the vhost's limits with the given ones (as rabbitmqctl)."""
+    limits = _limits_json(args, args.definition)
+    if limits is None:
+        return EX_DATAERR
+    _say(args, out, f"Applying limits to vhost \"{args.vhost}\" ...")
+    current = client.get("vhost-limits", args.vhost)
+    for name, value in limits.items():
+        client.put("vhost-limits", args.vhost, name, json={"value": value})
+    for name in (current[0]["value"] if current else {}):
+        if name not in limits:
+            client.delete("vhost-limits", args.vhost, name)
+    return 0
+
+
+@_verb
+def _clear_vhost_limits(client: ApiClient, args, out: TextIO) -> int:
+    _say(args, out, f"Clearing limits for vhost \"{args.vhost}\" ...")
+    for row in client.get("vhost-limits", args.vhost):
+        for name in row["value"]:
+            client.delete("vhost-limits", args.vhost, name)
+    return 0
+
+
+@_verb
+def _list_vhost_limits(client: ApiClient, args, out: TextIO) -> int:
+    rows = client.get("vhost-limits") if args.global_ else client.get("vhost-limits", args.vhost)
+    if args.global_:
+        _say(args, out, "Getting limits for all vhosts ...")
+        for row in rows:
+            print(f"{row['vhost']}\t{json.dumps(row['value'])}", file=out)
+    else:
+        _say(args, out, f"Getting limits for vhost \"{args.vhost}\" ...")
+        print(json.dumps(rows[0]["value"] if rows else {}), file=out)
+    return 0
+
+
+@_verb
+def _set_user_limits(client: ApiClient, args, out: TextIO) -> int:
+    """Adds the given limits to the user's (as rabbitmqctl)."""
+    limits = _limits_json(args, args.definition)
+    if limits is None:
+        return EX_DATAERR
+    _say(args, out, f"Setting user limits to \"{args.definition}\" for user "
+                    f"\"{args.username_arg}\" ...")
+    for name, value in limits.items():
+        client.put("user-limits", args.username_arg, name, json={"value": value})
+    return 0
+
+
+@_verb
+def _clear_user_limits(client: ApiClient, args, out: TextIO) -> int:
+    _say(args, out, f"Clearing \"{args.limit}\" limit for user \"{args.username_arg}\" ...")
+    rows = client.get("user-limits", args.username_arg)
+    names = list(rows[0]["value"]) if rows else []
+    for name in names if args.limit == "all" else [args.limit]:
+        client.delete("user-limits", args.username_arg, name)
+    return 0
+
+
+@_verb
+def _list_user_limits(client: ApiClient, args, out: TextIO) -> int:
+    rows = client.get("user-limits", args.user) if args.user else client.get("user-limits")
+    for row in rows:
+        print(f"{row['user']}\t{json.dumps(row['value'])}", file=out)
+    return 0
+
+
+# -- health checks (rabbitmq-diagnostics' verbs) ------------------------------------------------
+
+@_verb
+def _check_certificate_expiration(client: ApiClient, args, out: TextIO) -> int:
+    """rabbitmq-diagnostics check_certificate_expiration: exit 69 when a TLS listener's
+    certificate (or CA certificate) expires within --within --unit, or cannot be read."""
+    _say(args, out, f"Checking certificate expiration on node {node_url(args)[0]} ...")
+    ok, body = client.health_check("certificate-expiration", str(args.within), args.unit)
+    if args.formatter == "json":
+        json.dump(body, out)
+        print(file=out)
+    elif ok:
+        print(f"No certificates are expiring within {args.within} {args.unit}.", file=out)
+    else:
+        print("Certificates expiring:", file=out)
+        for ln in body.get("expired", []):
+            print(f"{ln['protocol']} listener on {ln['interface']}:{ln['port']}", file=out)
+            for key in ("certfile", "cacertfile"):
+                dates = ln.get(f"{key}_expires_on") or []
+                if isinstance(dates, dict):
+                    print(f"  {key} {ln[key]}: {dates.get('error')}", file=out)
+                elif dates:
+                    print(f"  {key} {ln[key]} expires on {', '.join(dates)}", file=out)
+    return 0 if ok else EX_UNAVAILABLE
+
+
 def _say(args, out: TextIO, text: str) -> None:
     if not (args.quiet or args.silent) and args.formatter != "json":
         print(text, file=out)
@@ -456,6 +566,20 @@ def build_parser() -> argparse.ArgumentParser:
         ((["--if-unused", "-u"],), {"action": "store_true", "dest": "if_unused"}))
     cmd("close_connection", "close a connection", ((["connection"],), {}),
         ((["explanation"],), {"nargs": "?", "default": "Closed via amqp-brokerctl"}))
+    limits = ((["definition"],), {"help": "a JSON object, e.g. '{\"max-connections\": 10}'"})
+    cmd("set_vhost_limits", "set the vhost's limits (max-connections, max-queues)", limits)
+    cmd("clear_vhost_limits", "clear the vhost's limits")
+    cmd("list_vhost_limits", "the vhost's limits",
+        ((["--global"],), {"action": "store_true", "dest": "global_"}))
+    cmd("set_user_limits", "add to a user's limits (max-connections, max-channels)", user,
+        limits)
+    cmd("clear_user_limits", "clear one of a user's limits, or all", user,
+        ((["limit"],), {"metavar": "limit_name|all"}))
+    cmd("list_user_limits", "users' limits", ((["--user"],), {"default": None}))
+    cmd("check_certificate_expiration",
+        "fail (exit 69) if a TLS listener's certificate expires within --within --unit",
+        ((["--within"],), {"type": int, "default": 4}),
+        ((["--unit"],), {"default": "weeks", "choices": ("days", "weeks", "months", "years")}))
     cmd("export_definitions", "export definitions to FILE ('-' for stdout)", ((["file"],), {}))
     cmd("import_definitions", "import definitions from FILE ('-' for stdin)", ((["file"],), {}))
     return p

@@ -8,6 +8,8 @@ answers with the cluster's node list. The question and answer are encoded here.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from quorum.transport import AuthError, ask
@@ -48,10 +50,12 @@ decode_answer = msgspec.msgpack.Decoder(Answer).decode
 
 
 async def ask_cluster(me: str, cookie: bytes, target: str, addr: tuple[str, int],
-                      question: Join | Leave, timeout: float = 30.0) -> Answer:
-    """Ask node `target` at `addr`; its answer, or MembershipError."""
+                      question: Join | Leave, timeout: float = 30.0, tls: Any = None) -> Answer:
+    """Ask node `target` at `addr` (`tls`: the links' (accepting, dialling) contexts); its
+    answer, or MembershipError."""
     try:
-        raw = await ask(me, target, addr, cookie, encode(question), timeout)
+        raw = await ask(me, target, addr, cookie, encode(question), timeout,
+                        tls[1] if tls is not None else None)
     except AuthError as err:
         raise MembershipError(f"node {target} at {addr[0]}:{addr[1]} refused: {err}") from err
     except OSError as err:

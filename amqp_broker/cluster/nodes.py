@@ -18,6 +18,8 @@ Membership changes at run time (`amqp-brokerctl join_cluster`, `forget_cluster_n
 the node list as last known is kept in ``<data_dir>/cluster_nodes.json`` (as Mnesia's
 cluster_nodes.config) and, once it exists, wins over classic_config, which only seeds a node's
 first start.
+With ``inter_node_tls = true`` (this broker's key) the links also run over mutual TLS with the
+``ssl_options`` certificate, key and CA files (`tls.link_contexts`), on top of the cookie.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ import socket
 import string
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from amqp_broker.tls import link_contexts
 
 __all__ = ["ClusterConfig", "cluster_config", "parse_peer", "default_node_name", "read_cookie",
            "DEFAULT_DIST_PORT", "read_membership", "write_membership", "MEMBERSHIP_FILE"]
@@ -49,6 +54,7 @@ class ClusterConfig:
     # set by join_cluster: this node's replica of the metadata starts with no members and
     # learns them from the cluster's leader
     joining: bool = False
+    tls: Any = None                          # (accepting, dialling) SSLContexts: links over TLS
 
     @property
     def nodes(self) -> list[str]:
@@ -137,7 +143,10 @@ def cluster_config(settings) -> ClusterConfig:
     port = (int(env_port) if env_port else getattr(settings, "dist_port", None)
             or settings.port + 20000)
     host = settings.host if settings.host not in ("", "::") else "0.0.0.0"
-    # every node has a cookie: a lone node too can be joined
+    # every node has a cookie and its links' TLS: a lone node too can be joined
     cookie = read_cookie(settings.data_dir)
     advertise = (node.partition("@")[2] or "127.0.0.1", port)
-    return ClusterConfig(node, (host, port), peers, cookie, advertise, joining)
+    tls = None
+    if getattr(settings, "inter_node_tls", False):
+        tls = link_contexts(settings.ssl_options)  # the same files as the AMQPS listeners
+    return ClusterConfig(node, (host, port), peers, cookie, advertise, joining, tls)

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .lexer import ConfigProblem
-from .model import PROFILES, BrokerSettings, ClusterSettings, HttpListener, Listener
+from amqp_broker.tls import TlsOptions
+
+from .model import PROFILES, BrokerSettings, ClusterSettings, HttpListener, HttpsListener, Listener
 
 __all__ = ["REFUSED_KEYS", "Seen", "build"]
 
@@ -46,6 +48,7 @@ _DIRECT = {
     "connection_max": "connection_max", "queue_leader_locator": "queue_leader_locator",
     "queue_master_locator": "queue_master_locator",
     "distribution.listener.port_range.min": "dist_port",
+    "inter_node_tls": "inter_node_tls",
     "dead_letter_worker_consumer_prefetch": "dead_letter_worker_consumer_prefetch",
     "dead_letter_worker_publisher_confirm_timeout": "dead_letter_worker_publisher_confirm_timeout",
     "product.name": "product",
@@ -70,7 +73,17 @@ def build(seen: Seen, file: str, problems: list[ConfigProblem], base: BrokerSett
     changes.update(_loopback(seen, base))
     changes.update(_defaults_for_user(seen, base))
     changes["log"] = _log(seen, base)
+    changes.update(_tls_listeners(seen, file, problems, base))
+    if seen.get("inter_node_tls", False):
+        options = changes["ssl_options"]
+        _check_tls(dataclasses.replace(options, verify="verify_peer"), "ssl_options",
+                   seen.line("inter_node_tls"), file, problems)
     changes["management"] = _http(seen, "management", base.management)
+    changes["management_ssl"] = _https(seen, file, problems, base)
+    if changes["management_ssl"] is not None and not any(
+            k in seen.exact for k in ("management.tcp.port", "management.tcp.ip")):
+        # As RabbitMQ: with management.ssl.* and no management.tcp.*, HTTPS only.
+        changes["management"] = dataclasses.replace(changes["management"], port=-1)
     changes["prometheus"] = _http(seen, "prometheus", base.prometheus)
     changes["quorum_queue"] = _quorum(seen, base)
     changes["raft"] = dataclasses.replace(
@@ -111,8 +124,9 @@ def _version(seen: Seen, base: BrokerSettings) -> dict[str, Any]:
 def _listeners(seen: Seen, file: str, problems: list[ConfigProblem], base: BrokerSettings) -> dict[str, Any]:
     if "listeners.tcp" in seen.exact:
         problems.append(ConfigProblem(file, seen.line("listeners.tcp"), "listeners.tcp",
-                                      "'none' is not supported: this broker has no TLS listener, "
-                                      "so it would accept no clients"))
+                                      "'none' is not supported: the plain listener is the "
+                                      "node's primary one (bind it to 127.0.0.1 with "
+                                      "listeners.tcp.default to keep it off the network)"))
         return {}
     named: dict[str, tuple[str, int]] = seen.named.get("listeners.tcp.$name", {})
     if not named:
@@ -128,6 +142,53 @@ def _listeners(seen: Seen, file: str, problems: list[ConfigProblem], base: Broke
         seen_at[(lst.host, lst.port)] = lst.name
     first = listeners[0]
     return {"host": first.host, "port": first.port, "extra_listeners": tuple(listeners[1:])}
+
+
+def _tls_options(seen: Seen, prefix: str, base: TlsOptions) -> TlsOptions:
+    versions = seen.named.get(f"{prefix}.versions.$n")
+    return TlsOptions(
+        certfile=seen.get(f"{prefix}.certfile", base.certfile),
+        keyfile=seen.get(f"{prefix}.keyfile", base.keyfile),
+        cacertfile=seen.get(f"{prefix}.cacertfile", base.cacertfile),
+        verify=seen.get(f"{prefix}.verify", base.verify),
+        fail_if_no_peer_cert=seen.get(f"{prefix}.fail_if_no_peer_cert", base.fail_if_no_peer_cert),
+        versions=tuple(dict.fromkeys(versions.values())) if versions else base.versions)
+
+
+def _check_tls(options: TlsOptions, prefix: str, line: int, file: str,
+               problems: list[ConfigProblem]) -> None:
+    for key in ("certfile", "keyfile"):
+        if not getattr(options, key):
+            problems.append(ConfigProblem(file, line, f"{prefix}.{key}",
+                                          "a TLS listener needs a certificate and its key"))
+    if options.verify == "verify_peer" and not options.cacertfile:
+        problems.append(ConfigProblem(file, line, f"{prefix}.cacertfile",
+                                      "verify_peer needs the CA certificates that client "
+                                      "certificates are checked against"))
+
+
+def _tls_listeners(seen: Seen, file: str, problems: list[ConfigProblem],
+                   base: BrokerSettings) -> dict[str, Any]:
+    options = _tls_options(seen, "ssl_options", base.ssl_options)
+    if "listeners.ssl" in seen.exact:  # `none`
+        return {"ssl_listeners": (), "ssl_options": options}
+    named: dict[str, tuple[str, int]] = seen.named.get("listeners.ssl.$name", {})
+    listeners = tuple(Listener(n, *addr) for n, addr in named.items()) or base.ssl_listeners
+    if listeners:
+        first = min(seen.line("listeners.ssl.$name", n) for n in named) if named else 0
+        _check_tls(options, "ssl_options", first, file, problems)
+    return {"ssl_listeners": listeners, "ssl_options": options}
+
+
+def _https(seen: Seen, file: str, problems: list[ConfigProblem],
+           base: BrokerSettings) -> HttpsListener | None:
+    current = base.management_ssl
+    if "management.ssl.port" not in seen.exact:
+        return current
+    options = _tls_options(seen, "management.ssl", current.tls if current else TlsOptions())
+    _check_tls(options, "management.ssl", seen.line("management.ssl.port"), file, problems)
+    host = seen.get("management.ssl.ip", current.host if current else base.management.host)
+    return HttpsListener(host, seen.exact["management.ssl.port"], options)
 
 
 def _loopback(seen: Seen, base: BrokerSettings) -> dict[str, Any]:

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from amqp_broker.settings import Settings
+from amqp_broker.tls import TlsOptions
 
 __all__ = [
-    "BrokerSettings", "ClusterSettings", "HttpListener", "Listener", "LogSettings",
+    "BrokerSettings", "ClusterSettings", "HttpListener", "HttpsListener", "Listener", "LogSettings",
     "MembershipReconciliation", "PROFILES", "QuorumQueueSettings", "RaftSettings",
 ]
 
@@ -46,6 +47,15 @@ class HttpListener:
 
     host: str
     port: int
+
+
+@dataclass(frozen=True, slots=True)
+class HttpsListener:
+    """``management.ssl.*``: the management API over TLS."""
+
+    host: str
+    port: int
+    tls: TlsOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,12 +119,17 @@ class BrokerSettings(Settings):
     dist_port: int | None = None  # inter-node listener; None: AMQP port + 20000
     compat_profile: str = DEFAULT_PROFILE
     extra_listeners: tuple[Listener, ...] = ()
+    # listeners.ssl.NAME (AMQPS), all with ssl_options; TLS 1.2 and 1.3 only
+    ssl_listeners: tuple[Listener, ...] = ()
+    ssl_options: TlsOptions = field(default_factory=TlsOptions)
+    inter_node_tls: bool = False  # cluster links over mutual TLS with ssl_options' files
     # Permissions and tags given to default_user when the node first creates it.
     default_permissions: tuple[str, str, str] = (".*", ".*", ".*")  # configure, write, read
     default_user_tags: tuple[str, ...] = ("administrator",)
     log: LogSettings = field(default_factory=LogSettings)
     management: HttpListener = field(default_factory=lambda: HttpListener("0.0.0.0", 15672))
     prometheus: HttpListener = field(default_factory=lambda: HttpListener("0.0.0.0", 15692))
+    management_ssl: HttpsListener | None = None  # management.ssl.port and its options
     queue_leader_locator: str = "client-local"  # or "balanced"
     queue_master_locator: str = "client-local"  # classic queues' home node; or "balanced"
     quorum_queue: QuorumQueueSettings = field(default_factory=QuorumQueueSettings)

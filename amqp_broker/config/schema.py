@@ -14,6 +14,8 @@ import difflib
 import re
 from pathlib import Path
 
+from amqp_broker.tls import TLS_VERSIONS
+
 from . import values as v
 from .build import Seen, build
 from .lexer import ConfigError, ConfigProblem, Entry, tokenize
@@ -70,6 +72,27 @@ def _seconds(unit_ms: bool, minimum: int) -> v.Converter:
     return (lambda raw: ints(raw) / 1000.0) if unit_ms else ints
 
 
+def _tls_version(raw: str) -> str:
+    if raw in ("tlsv1.1", "tlsv1", "sslv3"):
+        raise v.BadValue("tlsv1.2 or tlsv1.3 (TLS 1.1 and older are refused on purpose: they "
+                         "are insecure)")
+    return v.choice(*TLS_VERSIONS)(raw)
+
+
+def _file(raw: str) -> str:
+    return str(Path(_non_empty(raw)).expanduser())
+
+
+# The TLS options RabbitMQ takes under ssl_options.* and management.ssl.*
+_TLS_KEYS: dict[str, v.Converter] = {
+    "cacertfile": _file,
+    "certfile": _file,
+    "keyfile": _file,
+    "verify": v.choice("verify_peer", "verify_none"),
+    "fail_if_no_peer_cert": v.boolean,
+    "versions.$n": _tls_version,
+}
+
 _LEVEL = v.choice(*LOG_LEVELS)
 _PORT = v.integer(0, 65535)
 _POS = v.integer(1)
@@ -79,6 +102,9 @@ _MS = _seconds(True, 0)
 KEYS: dict[str, v.Converter] = {
     "listeners.tcp": _none,
     "listeners.tcp.$name": v.listener,
+    "listeners.ssl": _none,
+    "listeners.ssl.$name": v.listener,
+    **{f"ssl_options.{k}": conv for k, conv in _TLS_KEYS.items()},
     "node_name": v.node_name,
     "data_dir": lambda raw: Path(_non_empty(raw)).expanduser(),
     "compat_profile": v.choice(*PROFILES),
@@ -114,6 +140,9 @@ KEYS: dict[str, v.Converter] = {
     "log.level": _LEVEL,
     "management.tcp.port": _PORT,
     "management.tcp.ip": v.ip_address,
+    "management.ssl.port": _PORT,
+    "management.ssl.ip": v.ip_address,
+    **{f"management.ssl.{k}": conv for k, conv in _TLS_KEYS.items()},
     "prometheus.tcp.port": _PORT,
     "prometheus.tcp.ip": v.ip_address,
     "queue_leader_locator": _locator,
@@ -134,6 +163,7 @@ KEYS: dict[str, v.Converter] = {
     "cluster_formation.peer_discovery_backend": _discovery,
     "cluster_formation.classic_config.nodes.$node": v.peer_node,
     "distribution.listener.port_range.min": _PORT,
+    "inter_node_tls": v.boolean,
 }
 # connection_max's text when it fails (the lambda above cannot say it).
 _EXPECTED = {"connection_max": "a non-negative integer or 'infinity'"}

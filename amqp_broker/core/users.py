@@ -143,6 +143,10 @@ class User:
                    tags=_clean_tags(tags), limits=dict(d.get("limits") or {}))
 
 
+# A hash no password matches in practice, checked when there is no user to check against.
+_UNGUESSABLE = hash_password(base64.b64encode(os.urandom(24)).decode())
+
+
 class UserStore:
     """Users by name. Mutable; the metadata layer owns one and replicates the operations."""
 
@@ -202,9 +206,14 @@ class UserStore:
         return self._replace(self[name].with_tags(tags))
 
     def authenticate(self, name: str, password: str) -> User | None:
-        """The user if the password matches, else None (unknown user and bad password alike)."""
+        """The user if the password matches, else None (unknown user and bad password alike).
+        An unknown user, or one without a password, costs the same hash as a real check, so
+        the time of the answer does not tell whether the name exists."""
         user = self._users.get(name)
-        return user if user is not None and user.verify(password) else None
+        if user is None or not user.password_hash:
+            check_password(password, _UNGUESSABLE)
+            return None
+        return user if user.verify(password) else None
 
     def _replace(self, user: User) -> User:
         self._users[user.name] = user

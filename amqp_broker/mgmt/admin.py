@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from amqp_broker.core.errors import AMQPError
+from amqp_broker.core.limits import LimitError
 from amqp_broker.core.permissions import PermissionError_
 from amqp_broker.core.policies import PolicyError, PolicyStore
 from amqp_broker.core.users import User, UserError
@@ -61,6 +62,14 @@ class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
         self._connected_at: dict[int, int] = {}
         self.started_at = time.time()
         self.listeners: list[dict] = []  # filled by the servers as they bind
+        # TLS listeners and their certificate files (the certificate-expiration check)
+        self.tls_listeners: list[dict] = []
+
+    def add_tls_listener(self, protocol: str, host: str, port: int, options: Any) -> None:
+        """A listener serving TLS with `options` (`tls.TlsOptions`)."""
+        self.tls_listeners.append({"node": self.node, "protocol": protocol, "interface": host,
+                                   "port": port, "certfile": options.certfile,
+                                   "cacertfile": options.cacertfile})
 
     # -- helpers for the mixins ---------------------------------------------------------------
     def _vhost(self, name: str):
@@ -183,6 +192,48 @@ class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
         self._srv.policies.pop(name, None)
         self._vhost_meta.pop(name, None)
         self.broker.run_pending()
+
+    # -- limits (/api/vhost-limits, /api/user-limits) ----------------------------------------
+    def list_vhost_limits(self, vhost: str | None = None) -> list[dict]:
+        if vhost is not None:
+            self._vhost(vhost)
+        return [{"vhost": name, "value": dict(limits)}
+                for name, limits in sorted(self._srv.vhost_limits.items())
+                if vhost is None or name == vhost]
+
+    def set_vhost_limit(self, vhost: str, name: str, value: Any) -> None:
+        """PUT /api/vhost-limits/VHOST/NAME {"value": N}: one limit, the others kept."""
+        self._vhost(vhost)
+        current = self._srv.vhost_limits.get(vhost, {})
+        try:
+            self._srv.set_vhost_limits(vhost, {**current, name: value})
+        except LimitError as err:
+            raise BadRequest(str(err)) from None
+
+    def clear_vhost_limit(self, vhost: str, name: str) -> None:
+        self._vhost(vhost)
+        current = self._srv.vhost_limits.get(vhost, {})
+        self._srv.set_vhost_limits(vhost, {k: v for k, v in current.items() if k != name})
+
+    def list_user_limits(self, user: str | None = None) -> list[dict]:
+        if user is not None and not self.user_exists(user):
+            raise NotFoundError()
+        return [{"user": u.name, "value": dict(u.limits)} for u in self._srv.users.list()
+                if u.limits and (user is None or u.name == user)]
+
+    def set_user_limit(self, user: str, name: str, value: Any) -> None:
+        """PUT /api/user-limits/USER/NAME {"value": N}: one limit, the others kept."""
+        if not self.user_exists(user):
+            raise BadRequest(f"User {user} does not exist")
+        try:
+            self._srv.set_user_limits(user, {name: value})
+        except LimitError as err:
+            raise BadRequest(str(err)) from None
+
+    def clear_user_limit(self, user: str, name: str) -> None:
+        if not self.user_exists(user):
+            raise NotFoundError()
+        self._srv.clear_user_limits(user, name)
 
     # -- users and permissions ----------------------------------------------------------------
     def list_users(self) -> list[dict]:

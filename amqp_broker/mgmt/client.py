@@ -62,6 +62,16 @@ class ApiClient:
             return None
         return r.json()
 
+    def health_check(self, *segs: str) -> tuple[bool, Any]:
+        """GET /api/health/checks/...: (passed, body); a failed check (503) is an answer with
+        its body, not an error."""
+        try:
+            return True, self.get("health", "checks", *segs)
+        except ApiError as err:
+            if err.status != 503:
+                raise
+            return False, err.body
+
     def get(self, *segs: str, params: dict | None = None) -> Any:
         return self.request("GET", *segs, params=params)
 

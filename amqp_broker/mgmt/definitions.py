@@ -1,10 +1,11 @@
 """Definitions export and import (GET/POST /api/definitions, `export_definitions`,
 `import_definitions`), in RabbitMQ's JSON layout so files move between RabbitMQ and us.
 
-A mixin of `admin.Admin`. Export lists users, vhosts, permissions, policies, non-exclusive
-queues, exchanges other than the default and `amq.*` ones, and bindings other than the default
-exchange's. Import applies, in order, users, vhosts, permissions, policies, exchanges, queues,
-bindings, and stops at the first invalid entry with a 400.
+A mixin of `admin.Admin`. Export lists users (with their limits), vhosts, permissions, vhost
+limits (as RabbitMQ's "vhost-limits" parameters), policies, non-exclusive queues, exchanges other
+than the default and `amq.*` ones, and bindings other than the default exchange's. Import
+applies, in order, users, vhosts, permissions, vhost limits, policies, exchanges, queues,
+bindings (other parameters are ignored), and stops at the first invalid entry with a 400.
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ class DefinitionsOps:
             "rabbit_version": s.version, "rabbitmq_version": s.version,
             "product_name": s.product, "product_version": s.version,
             "users": self.list_users(), "vhosts": vhosts, "permissions": self.list_permissions(),
-            "topic_permissions": [], "parameters": [], "global_parameters": [],
+            "topic_permissions": [], "global_parameters": [],
+            "parameters": [{"value": row["value"], "vhost": row["vhost"],
+                            "component": "vhost-limits", "name": "limits"}
+                           for row in self.list_vhost_limits()],
             "policies": self.list_policies(), "queues": queues, "exchanges": exchanges,
             "bindings": bindings,
         }
@@ -56,6 +60,8 @@ class DefinitionsOps:
                 self.put_user(u["name"], password=u.get("password"),
                               password_hash=None if "password" in u else u.get("password_hash", ""),
                               hashing_algorithm=u.get("hashing_algorithm"), tags=u.get("tags", []))
+                for name, value in (u.get("limits") or {}).items():
+                    self.set_user_limit(u["name"], name, value)
             for v in defs.get("vhosts", []):
                 meta = v.get("metadata") or {}
                 self.add_vhost(v["name"], description=v.get("description", meta.get("description")),
@@ -63,6 +69,10 @@ class DefinitionsOps:
             for p in defs.get("permissions", []):
                 self.set_permissions(p["vhost"], p["user"], p.get("configure", ""),
                                      p.get("write", ""), p.get("read", ""))
+            for p in defs.get("parameters", []):
+                if p.get("component") == "vhost-limits":
+                    for name, value in (p.get("value") or {}).items():
+                        self.set_vhost_limit(p["vhost"], name, value)
             for p in defs.get("policies", []):
                 self.set_policy(p["vhost"], p["name"], p.get("pattern"), p.get("definition"),
                                 priority=p.get("priority", 0), apply_to=p.get("apply-to", "all"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import logging
 import urllib.parse
@@ -218,17 +219,26 @@ def http_listener(settings, name: str, default_port: int) -> tuple[str, int]:
     return getattr(settings, f"{name}_host", None) or host, default_port if port is None else port
 
 
-async def serve_management(admin, settings, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_management(admin, settings, *, tls=None,
+                           task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run the management API on `settings.management` (default 0.0.0.0:15672; port 0 picks a
-    free port) until cancelled; reports the bound port."""
-    host, port = http_listener(settings, "management", 15672)
+    free port) until cancelled; reports the bound port. With `tls` (a `tls.ServerTls`): HTTPS
+    on `settings.management_ssl` instead."""
+    if tls is None:
+        host, port = http_listener(settings, "management", 15672)
+    else:
+        host, port = settings.management_ssl.host, settings.management_ssl.port
     if not any(ln["protocol"] == "amqp" for ln in admin.listeners) and getattr(settings, "port", 0):
         for ln in getattr(settings, "listeners", ()) or ():
             admin.listeners.append({"node": admin.node, "protocol": "amqp",
                                     "ip_address": ln.host, "port": ln.port, "socket_opts": {}})
     async with trio.open_nursery() as nursery:
-        bound = await nursery.start(serve_http, build_app(admin), host, port)
-        admin.listeners.append({"node": admin.node, "protocol": "http", "ip_address": host,
+        bound = await nursery.start(functools.partial(serve_http, build_app(admin), host, port,
+                                                      tls=tls))
+        scheme = "https" if tls is not None else "http"
+        # (not an admin.tls_listeners row: RabbitMQ's certificate-expiration check looks at the
+        # AMQPS listeners only)
+        admin.listeners.append({"node": admin.node, "protocol": scheme, "ip_address": host,
                                 "port": bound, "socket_opts": {}})
-        _log.info("management API on http://%s:%d/api", host, bound)
+        _log.info("management API on %s://%s:%d/api", scheme, host, bound)
         task_status.started(bound)

@@ -9,8 +9,10 @@ Why not hypercorn: hypercorn writes its status lines without a reason phrase
 "HTTP/1.1 401 Unauthorized" and clients report or match that text. h11 writes whatever reason it
 is given, so this server gives it the standard phrase of the status code.
 
-What it does not do (the management API does not need it): HTTP/2, TLS, websockets, ASGI
-lifespan events. A connection idle for `IDLE_TIMEOUT` seconds between requests is closed; a
+With `tls` (an `amqp_broker.tls.ServerTls`) it serves HTTPS: the TLS handshake runs first
+(within `IDLE_TIMEOUT`), on the context current at accept time, so reloaded certificates apply
+to new connections. What it does not do (the management API does not need it): HTTP/2,
+websockets, ASGI lifespan events. A connection idle for `IDLE_TIMEOUT` seconds between requests is closed; a
 malformed request gets a 400 and the connection is closed; an app that fails before it started
 its response gives a 500.
 """
@@ -43,27 +45,27 @@ def reason_phrase(status: int) -> bytes:
         return b""
 
 
-async def serve_http(app: Any, host: str, port: int, *,
+async def serve_http(app: Any, host: str, port: int, *, tls: Any = None,
                      task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Serve `app` on host:port (port 0 picks a free one) until cancelled; reports the bound
-    port once it listens."""
+    """Serve `app` on host:port (port 0 picks a free one) until cancelled, over TLS when `tls`
+    is given; reports the bound port once it listens."""
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(
-            functools.partial(trio.serve_tcp, functools.partial(_serve_connection, app), port,
-                              host=host or None))
+            functools.partial(trio.serve_tcp, functools.partial(_serve_connection, app, tls),
+                              port, host=host or None))
         task_status.started(listeners[0].socket.getsockname()[1])
 
 
 class _Exchange:
     """One HTTP connection: reads requests, runs the app for each, writes its responses."""
 
-    def __init__(self, app: Any, stream: trio.SocketStream) -> None:
+    def __init__(self, app: Any, stream: trio.abc.Stream, sock: Any, scheme: str) -> None:
         self.app = app
         self.stream = stream
         self.conn = h11.Connection(h11.SERVER)
-        sock = stream.socket
         self.client = _address(sock.getpeername())
         self.server = _address(sock.getsockname())
+        self.scheme = scheme
 
     async def send(self, event: Any) -> None:
         data = self.conn.send(event)
@@ -150,7 +152,7 @@ class _Exchange:
                     finished.set()
 
         try:
-            await self.app(_scope(request, self.client, self.server), receive, send)
+            await self.app(_scope(request, self.client, self.server, self.scheme), receive, send)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False
         except Exception:
@@ -170,9 +172,21 @@ class _Exchange:
         await self.send(h11.EndOfMessage())
 
 
-async def _serve_connection(app: Any, stream: trio.SocketStream) -> None:
+async def _serve_connection(app: Any, tls: Any, stream: trio.SocketStream) -> None:
+    sock = stream.socket
     try:
-        exchange = _Exchange(app, stream)
+        peer = _address(sock.getpeername())
+    except OSError:  # the peer is already gone
+        await stream.aclose()
+        return
+    if tls is not None:
+        secured = await tls.handshake(stream, f"{peer[0]}:{peer[1]}" if peer else "?",
+                                      IDLE_TIMEOUT)
+        if secured is None:
+            return
+        stream = secured
+    try:
+        exchange = _Exchange(app, stream, sock, "https" if tls is not None else "http")
     except OSError:  # the peer is already gone
         await stream.aclose()
         return
@@ -193,7 +207,7 @@ def _address(addr: Any) -> tuple[str, int] | None:
     return (addr[0], addr[1]) if isinstance(addr, tuple) and len(addr) >= 2 else None
 
 
-def _scope(request: h11.Request, client: Any, server: Any) -> dict:
+def _scope(request: h11.Request, client: Any, server: Any, scheme: str = "http") -> dict:
     target = request.target
     raw_path, _, query = target.partition(b"?")
     return {
@@ -201,7 +215,7 @@ def _scope(request: h11.Request, client: Any, server: Any) -> dict:
         "asgi": {"version": "3.0", "spec_version": "2.3"},
         "http_version": request.http_version.decode(),
         "method": request.method.decode(),
-        "scheme": "http",
+        "scheme": scheme,
         "path": urllib.parse.unquote_to_bytes(raw_path).decode("utf-8", "replace"),
         "raw_path": raw_path,
         "query_string": query,

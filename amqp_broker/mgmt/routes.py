@@ -57,7 +57,7 @@ def needs_admin(req: Req) -> bool:
         return True
     if top == "queues" and len(req.segs) >= 4 and req.segs[3] == "members":
         return True  # replica membership: rabbitmq-queues is an operator's tool
-    return top == "vhosts" and req.method in ("PUT", "DELETE")
+    return top in ("vhosts", "vhost-limits") and req.method in ("PUT", "DELETE")
 
 
 def _created(flag: bool) -> Reply:
@@ -149,6 +149,42 @@ def _users(admin, req, m, rest) -> Reply:
         case "GET", [name, "permissions"]:
             admin.get_user(name)
             return Reply(200, admin.list_permissions(user=name))
+    raise NotFoundError()
+
+
+def _limit_value(req) -> Any:
+    if req.field("value") is None:
+        raise BadRequest("[{key_missing,value}]")
+    return req.field("value")
+
+
+def _vhost_limits(admin, req, m, rest) -> Reply:
+    match m, rest:
+        case "GET", []:
+            return Reply(200, admin.list_vhost_limits())
+        case "GET", [vhost]:
+            return Reply(200, admin.list_vhost_limits(vhost))
+        case "PUT", [vhost, name]:
+            admin.set_vhost_limit(vhost, name, _limit_value(req))
+            return _OK
+        case "DELETE", [vhost, name]:
+            admin.clear_vhost_limit(vhost, name)
+            return _OK
+    raise NotFoundError()
+
+
+def _user_limits(admin, req, m, rest) -> Reply:
+    match m, rest:
+        case "GET", []:
+            return Reply(200, admin.list_user_limits())
+        case "GET", [user]:
+            return Reply(200, admin.list_user_limits(user))
+        case "PUT", [user, name]:
+            admin.set_user_limit(user, name, _limit_value(req))
+            return _OK
+        case "DELETE", [user, name]:
+            admin.clear_user_limit(user, name)
+            return _OK
     raise NotFoundError()
 
 
@@ -389,7 +425,7 @@ def _health(admin, req, m, rest) -> Reply:
         case ["protocol-listener", protocol]:
             return Reply(*health.protocol_listener(admin.listeners, protocol))
         case ["certificate-expiration", within, unit]:
-            return Reply(*health.certificate_expiration(within, unit))
+            return Reply(*health.certificate_expiration(within, unit, admin.tls_listeners))
     raise NotFoundError()
 
 
@@ -419,5 +455,5 @@ _HANDLERS = {
     "bindings": _bindings, "policies": _policies, "connections": _connections,
     "channels": _channels, "consumers": _consumers, "definitions": _definitions,
     "health": _health, "healthchecks": _healthchecks, "aliveness-test": _aliveness,
-    "rebalance": _rebalance,
+    "rebalance": _rebalance, "vhost-limits": _vhost_limits, "user-limits": _user_limits,
 }

@@ -12,6 +12,7 @@ import urllib.parse
 from typing import Any
 
 from amqp_broker.core.bindings import Binding
+from amqp_broker.tls import connection_facts
 
 from .messages import jsonable
 
@@ -111,10 +112,27 @@ def binding_row(vhost: str, b: Binding) -> dict:
     }
 
 
+def _socket(session: Any) -> Any:
+    """The TCP socket under the session's stream (a TLS stream wraps it)."""
+    stream = session.stream
+    return getattr(stream, "transport_stream", stream).socket
+
+
+def _tls_details(session: Any) -> dict:
+    """RabbitMQ's ssl_* and peer_cert_* keys of a connection over TLS; null for a plain one."""
+    stream = session.stream
+    if not hasattr(stream, "transport_stream"):
+        return {"ssl": False, **dict.fromkeys(TLS_KEYS)}
+    try:
+        return {"ssl": True, **connection_facts(stream)}
+    except Exception:  # the handshake's results are gone once the stream is closed
+        return {"ssl": True, **dict.fromkeys(TLS_KEYS)}
+
+
 def connection_name(session: Any) -> str:
     peer = session.peer
     try:
-        local = session.stream.socket.getsockname()
+        local = _socket(session).getsockname()
     except (OSError, AttributeError):
         local = ("?", 0)
     return f"{peer[0]}:{peer[1]} -> {local[0]}:{local[1]}"
@@ -122,7 +140,7 @@ def connection_name(session: Any) -> str:
 
 def _local(session: Any) -> tuple[str, int]:
     try:
-        host, port = session.stream.socket.getsockname()[:2]
+        host, port = _socket(session).getsockname()[:2]
         return host, port
     except (OSError, AttributeError, ValueError):
         return "", 0
@@ -150,8 +168,7 @@ def connection_row(session: Any, node: str, connected_at: int) -> dict:
         "port": port,
         "peer_host": session.peer[0],
         "peer_port": session.peer[1] if len(session.peer) > 1 else 0,
-        "ssl": False,
-        **dict.fromkeys(TLS_KEYS),  # no TLS listener: RabbitMQ lists these as null
+        **_tls_details(session),  # plain connections: RabbitMQ lists these as null
         "channels": len(session.channels),
         "client_properties": jsonable(session.client_properties),
         "connected_at": connected_at,

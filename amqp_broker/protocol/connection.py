@@ -34,6 +34,7 @@ No IO, no trio, no clock reads here.
 from __future__ import annotations
 
 import struct
+from typing import Callable
 
 from pamqp import commands
 
@@ -77,6 +78,8 @@ class ServerConnection(Handshake, Liveness):
         super().__init__(config)
         self._buf = bytearray()
         self._channels: dict[int, Channel] = {}
+        # Asked before each channel.open-ok: a text refuses it (530, closing the connection).
+        self.channel_guard: Callable[[], str | None] | None = None
         self._ended = False  # ConnectionClosed emitted
         self._init_liveness()
         self.linger = 0.0
@@ -407,6 +410,9 @@ class ServerConnection(Handshake, Liveness):
                 raise ProtocolError(NOT_ALLOWED, (
                     f"number of channels opened ({len(self._channels)}) has reached the "
                     f"negotiated channel_max ({limit})"))
+            refusal = self.channel_guard() if self.channel_guard is not None else None
+            if refusal:  # e.g. the user's max-channels limit
+                raise ProtocolError(NOT_ALLOWED, refusal)
             self._channels[number] = Channel(number)
             # RabbitMQ sends an empty channel-id longstr; pamqp insists on "0", so pack it here.
             self._out += _OPEN_OK.pack(1, number, 8, 0x0014000B, 0, 0xCE)

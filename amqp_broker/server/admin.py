@@ -1,4 +1,4 @@
-"""Persisted node administration: users, permissions, vhosts and policies.
+"""Persisted node administration: users, permissions, vhosts, vhost limits and policies.
 
 `Admin` is the node's `broker.admin`, built by `Broker`. Every mutation is validated by the pure
 cores (`core.users`, `core.permissions`, `core.policies`), applied to the live broker and
@@ -12,16 +12,21 @@ it at connection.open; `VHost` calls `apply_queue_policy` for a new queue and re
 for exchanges; `node.open_broker` calls `apply_policies` after recovery. Listings (RabbitMQ's
 JSON rows) are `mgmt`'s, not here.
 
+Vhost limits are records of their own kind (`VHOST_LIMITS`, key [vhost], as RabbitMQ's
+"vhost-limits" runtime parameters); user limits live in the user's record (its `limits`).
+
 The defaults (default vhost, user and its permissions) are created by the first node that
 finds the metadata without users (`seed`, through `ReplicatedMetadata.seed_defaults`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
 from amqp_broker.core.errors import NotFound
+from amqp_broker.core.limits import validate_user_limits, validate_vhost_limits
 from amqp_broker.core.permissions import Permission, PermissionStore
 from amqp_broker.core.policies import PolicyStore, effective_definition, make_policy
 from amqp_broker.core.users import User, UserStore
@@ -35,6 +40,7 @@ __all__ = ["Admin"]
 
 _log = logging.getLogger(__name__)
 PERMISSION = "permission"
+VHOST_LIMITS = "vhost-limits"
 
 
 class Admin:
@@ -43,6 +49,7 @@ class Admin:
         self.users = UserStore()
         self.permissions = PermissionStore()
         self.policies: dict[str, PolicyStore] = {}
+        self.vhost_limits: dict[str, dict[str, int]] = {}  # only vhosts that have some
         self.replicated: Any = None  # cluster_meta.ReplicatedMetadata in a cluster
 
     # -- start-up -------------------------------------------------------------------------------
@@ -83,6 +90,11 @@ class Admin:
                 self.permissions.set(user, vhost, *value)
             else:
                 self.permissions.clear(user, vhost)
+        elif kind == VHOST_LIMITS:
+            if value:
+                self.vhost_limits[key[0]] = dict(value)
+            else:
+                self.vhost_limits.pop(key[0], None)
         elif kind == POLICY:
             vhost, name = key
             if value is not None:
@@ -137,6 +149,19 @@ class Admin:
         self.permissions.clear(user, vhost)
         self._delete(PERMISSION, [vhost, user])
 
+    def set_user_limits(self, name: str, limits: dict) -> None:
+        """Merge `limits` into the user's (rabbitmqctl set_user_limits, PUT
+        /api/user-limits/USER/NAME). Raises NoSuchUser, LimitError."""
+        user = self.users[name]
+        merged = {**user.limits, **validate_user_limits(limits)}
+        self.put_user(dataclasses.replace(user, limits=merged))
+
+    def clear_user_limits(self, name: str, which: str = "all") -> None:
+        """Drop one of the user's limits, or all of them."""
+        user = self.users[name]
+        kept = {} if which == "all" else {k: v for k, v in user.limits.items() if k != which}
+        self.put_user(dataclasses.replace(user, limits=kept))
+
     def can_access_vhost(self, user: str, vhost: str) -> bool:
         return self.permissions.get(user, vhost) is not None
 
@@ -145,6 +170,18 @@ class Admin:
         vhost = self.broker.add_vhost(name)
         self._put(VHOST, name, {})
         return vhost
+
+    def set_vhost_limits(self, vhost: str, limits: dict) -> None:
+        """Replace the vhost's limits (rabbitmqctl set_vhost_limits; {} clears them). Raises
+        NotFound, LimitError."""
+        if vhost not in self.broker.vhosts:
+            raise NotFound(f"vhost '{vhost}' not found")
+        limits = validate_vhost_limits(limits)
+        if limits:
+            self.vhost_limits[vhost] = limits
+            self._put(VHOST_LIMITS, [vhost], limits)
+        elif self.vhost_limits.pop(vhost, None) is not None:
+            self._delete(VHOST_LIMITS, [vhost])
 
     def delete_vhost(self, name: str) -> None:
         vhost = self.broker.vhosts.pop(name, None)
@@ -159,6 +196,8 @@ class Admin:
             if x.name and not x.name.startswith("amq."):
                 vhost.delete_exchange(x.name, False)
         self._delete(VHOST, name)
+        if self.vhost_limits.pop(name, None) is not None:
+            self._delete(VHOST_LIMITS, [name])
         for p in self.permissions.for_vhost(name):
             self.clear_permissions(p.vhost, p.user)
 

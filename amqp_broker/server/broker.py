@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from amqp_broker.core import limits
 from amqp_broker.core.errors import NotAllowed
 from amqp_broker.core.users import loopback_allowed
 from amqp_broker.protocol import ProtocolConfig, default_server_properties
@@ -86,6 +87,11 @@ class Broker:
         self.cluster_meta: Any = None
         self.remote_queues: Any = None  # remote_queues.RemoteQueues in a cluster
         self.membership: Any = None  # membership.Membership: node records, join / leave
+        # TLS of the listeners.ssl.* listeners (tls.ServerTls; node.serve_broker builds it), and
+        # every listener once bound: {"protocol", "ip_address", "port", "tls"} (listener.py)
+        self.amqp_tls: Any = None
+        self.https_tls: Any = None  # the management API's, when management.ssl.port is set
+        self.bound_listeners: list[dict] = []
         self.counters = Counters()  # message totals for /metrics and the overview
         # (reason, queue_type, dead_letter_strategy) -> messages: /metrics labels them as
         # rabbitmq_prometheus does (queue_type rabbit_classic_queue / rabbit_quorum_queue)
@@ -105,18 +111,52 @@ class Broker:
 
     # -- auth and vhosts -----------------------------------------------------------------------
     def authenticate(self, username: str, password: str, peer: Any) -> bool:
+        return self.login_refusal(username, password, peer) is None
+
+    def login_refusal(self, username: str, password: str, peer: Any) -> str | None:
+        """Why a login is refused, for the node's log only (None: accepted). The client gets
+        one answer whatever the reason (a 403 that names none), after the same work: the
+        password is checked (or a dummy hash, for an unknown user) before anything else."""
         if self.admin.users.authenticate(username, password) is None:
-            return False
-        # A loopback-only user from elsewhere gets the same refusal as a wrong password.
-        return loopback_allowed(username, peer, self.settings.loopback_users)
+            return "invalid credentials (unknown user or wrong password)"
+        # A loopback-only user from elsewhere gets the same refusal as a wrong password
+        # (RabbitMQ names the reason in its 403; that would tell a stranger the password
+        # was right).
+        if not loopback_allowed(username, peer, self.settings.loopback_users):
+            return f"user '{username}' can only connect via localhost"
+        return None
 
     def open_vhost(self, username: str, name: str) -> VHost:
+        """connection.open: access to the vhost, then its connection limit, the user's, the
+        node's (RabbitMQ's texts, 530 NOT_ALLOWED)."""
         self.admin.permissions.check_vhost_access(username, name, self.vhosts)
         vhost = self.vhosts[name]
+        vhost_limits = self.admin.vhost_limits.get(name)
+        if vhost_limits:
+            opened = sum(1 for s in self.sessions if s.vhost is vhost)
+            full = limits.reached(vhost_limits, "max-connections", opened)
+            if full is not None:
+                raise limits.vhost_connections_refused(name, username, full)
+        user = self.admin.users.get(username)
+        if user is not None and user.limits:
+            opened = sum(1 for s in self.sessions if s.user == username)
+            full = limits.reached(user.limits, "max-connections", opened)
+            if full is not None:
+                raise limits.user_connections_refused(username, full)
         limit = self.settings.connection_max
         if limit is not None and len(self.sessions) >= limit:
             raise NotAllowed(f"connection refused: node connection limit ({limit}) is reached")
         return vhost
+
+    def channel_refusal(self, username: str) -> str | None:
+        """Why `username` may not open one more channel (its max-channels limit, counted over
+        all its connections), or None."""
+        user = self.admin.users.get(username)
+        if user is None or user.limits.get("max-channels", -1) < 0:
+            return None
+        opened = sum(len(s.channels) for s in self.sessions if s.user == username)
+        full = limits.reached(user.limits, "max-channels", opened)
+        return None if full is None else limits.user_channels_refused(username, full)
 
     def add_vhost(self, name: str) -> VHost:
         vhost = self.vhosts.get(name)

@@ -24,8 +24,10 @@ from amqp_broker.cluster import membership as wire
 from amqp_broker.cluster.nodes import cluster_config, parse_peer, read_membership, \
     write_membership
 from amqp_broker.settings import Settings
+from amqp_broker.store.errors import StoreFatalError
+from quorum.log import LogFailed
 
-from .node import log_ready, open_broker, serve_broker, start_http
+from .node import add_tls_listeners, log_ready, open_broker, serve_broker, start_http
 
 __all__ = ["run_node_process", "NodeProcess", "AppAdmin", "ControlError"]
 
@@ -95,7 +97,7 @@ class NodeProcess:
             port = await self._start_app()
             if not self.settings.port:  # port 0: keep the one bound across app restarts
                 self.settings = dataclasses.replace(self.settings, port=port)
-            await start_http(nursery, self.admin, self.settings, port)
+            await start_http(nursery, self.admin, self.broker, port)
             log_ready(self.settings, port)
             task_status.started(port)
             if stop is None:
@@ -108,13 +110,18 @@ class NodeProcess:
     async def _start_app(self) -> int:
         from amqp_broker.mgmt import Admin as HttpAdmin
 
-        broker = open_broker(self.settings)
+        try:
+            broker = open_broker(self.settings)
+        except (StoreFatalError, LogFailed) as err:
+            _log.critical("cannot start: %s", err)  # e.g. a damaged record in the data dir
+            raise
         broker.membership.on_clustered = self._restart_clustered
         self._app_done = trio.Event()
         port = await self._nursery.start(self._serve, broker)
         self.broker = broker
         admin = HttpAdmin(broker)
         admin.listeners = self.admin.listeners  # the process's listeners, kept across restarts
+        add_tls_listeners(admin, broker)
         self.admin.current = self.admin.last = admin
         return port
 
@@ -199,7 +206,7 @@ class NodeProcess:
         for peer, addr in sorted(config.peers.items()):
             try:
                 await wire.ask_cluster(config.node, config.cookie, peer, addr,
-                                       wire.Leave(config.node), timeout=15)
+                                       wire.Leave(config.node), timeout=15, tls=config.tls)
                 return
             except wire.MembershipError as err:
                 errors.append(str(err))
@@ -246,7 +253,8 @@ def _known_address(settings: Settings, name: str) -> tuple[str, int] | None:
 
 async def _ask_or_refuse(config: Any, name: str, addr: tuple, question: Any) -> Any:
     try:
-        return await wire.ask_cluster(config.node, config.cookie, name, addr, question)
+        return await wire.ask_cluster(config.node, config.cookie, name, addr, question,
+                                      tls=config.tls)
     except wire.MembershipError as err:
         raise ControlError(503, str(err)) from err
 

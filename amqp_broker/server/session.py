@@ -363,11 +363,13 @@ class Session:
         if ev.mechanism == "ANONYMOUS":  # offered only when a user is configured for it
             username = self.settings.anonymous_login_user or ""
             password = self.settings.anonymous_login_pass
-        if self.broker.authenticate(username, password, self.peer):
+        refusal = self.broker.login_refusal(username, password, self.peer)
+        if refusal is None:
             self.user = username
             self.conn.accept_login()
-        else:
-            _log.warning("%s: login refused for user %r (%s)", self.name, username, ev.mechanism)
+        else:  # self.name is the peer's address and port
+            _log.warning("%s: %s login refused for user %r: %s", self.name, ev.mechanism,
+                         username, refusal)
             self.conn.refuse_login()
 
     def _on_open(self, ev: OpenRequest) -> None:
@@ -381,6 +383,8 @@ class Session:
         self.access = self.broker.admin.permissions.checker(self.user or "", ev.virtual_host,
                                                             passive_needs_any=True)
         self.opened = True
+        user = self.user or ""
+        self.conn.channel_guard = lambda: self.broker.channel_refusal(user)  # max-channels
         self.conn.accept_open()
         self.broker.register_session(self)
         _log.info("%s: connection open (user %r, vhost %r)", self.name, self.user, ev.virtual_host)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from amqp_broker.core import limits
 from amqp_broker.core.bindings import Dest
 from amqp_broker.core.errors import (
     AccessRefused, CommandInvalid, NotFound, NotImplemented_, PreconditionFailed, ResourceLocked,
@@ -119,6 +120,10 @@ class VHost:
             return rt
         if name.startswith("amq.") and not server_named:
             raise AccessRefused(f"queue name '{name}' contains reserved prefix 'amq.*'")
+        full = limits.reached(self.broker.admin.vhost_limits.get(self.name), "max-queues",
+                              len(self.queues))
+        if full is not None:
+            raise limits.vhost_queues_refused(name, self.name, full)
         check_dead_letter_exchange_type(name, self.name, arguments)
         check_declare_arguments(name, self.name, arguments)
         if queue_type_of(arguments) == "quorum":

@@ -18,10 +18,16 @@ that batch is covered by the new file and is simply dropped.
 
 A write, fsync, truncate or rename error raises `StoreFatalError` out of `run()` (the server stops
 the node) and out of every pending and later `wait_durable`.
+
+Damage: each write after a successful fsync starts with a commit mark (`journal_codec`), so
+recovery tells a torn tail (a bad record with no mark after it: cut off, and logged) from a
+damaged record that had been confirmed (a mark after it): `open()` then raises
+`StoreFatalError` and the node refuses to start rather than serve what is left.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from functools import partial
 from typing import Callable, Iterable
@@ -32,16 +38,19 @@ from amqp_broker.queues.message import Message
 from amqp_broker.store import files
 from amqp_broker.store.errors import StoreFatalError
 from amqp_broker.store.journal_codec import (
+    COMMIT_MARK,
     DELIVERED,
     REMOVED,
     encode_drop_queue,
     encode_enqueue,
     encode_ids,
+    mark_after,
     replay,
 )
 
 __all__ = ["MessageJournal", "RecoveredQueues"]
 
+_log = logging.getLogger(__name__)
 _FILE = "messages.journal"
 _RECORD_OVERHEAD = 40  # framing + msgpack overhead estimate for recovered messages
 
@@ -82,6 +91,7 @@ class MessageJournal:
         self._wakeup: trio.Event | None = None
         self._failed: StoreFatalError | None = None
         self.fsyncs = 0  # number of flushes done (statistics)
+        self._mark_next = False  # the next write starts with a commit mark
         self.compactions = 0
 
     # -- recovery --------------------------------------------------------------------------------
@@ -96,7 +106,18 @@ class MessageJournal:
         data = files.read_file(self._path)
         state, valid_end = replay(data)
         if valid_end < len(data):
+            mark = mark_after(data, valid_end)
+            if mark is not None:
+                raise StoreFatalError(
+                    f"message journal {self._path}: damaged record at offset {valid_end}, "
+                    f"before data that was already durable (a commit mark at offset {mark}); "
+                    "refusing to start rather than lose or serve damaged messages. Restore the "
+                    "file from a backup, or move it away to start without those messages")
+            _log.warning("message journal %s: cut a torn tail of %d bytes at offset %d (a "
+                         "write not yet confirmed when the node stopped)", self._path,
+                         len(data) - valid_end, valid_end)
             files.truncate(self._path, valid_end, self._fsync)
+        self._mark_next = valid_end > 0  # what is on disk now is durable
         del data
         out: RecoveredQueues = {}
         for queue, msgs in state.items():
@@ -251,7 +272,7 @@ class MessageJournal:
         it durable: an append, or a compaction when garbage dominates the file."""
         seq, size, batch = self._seq, self._pending_bytes, self._pending
         self._pending, self._pending_bytes = [], 0
-        total = self._file_bytes + size
+        total = self._file_bytes + size + (len(COMMIT_MARK) if self._mark_next else 0)
         if compact or (total >= self._compact_min and 2 * self._live_bytes < total):
             # the snapshot covers every record in the batch, so the batch is dropped
             return seq, partial(self._rewrite_sync, self._snapshot())
@@ -266,7 +287,15 @@ class MessageJournal:
     # -- worker-thread side ----------------------------------------------------------------------
     def _write_sync(self, batch: list[bytes]) -> None:
         assert self._fd is not None
-        files.append(self._fd, b"".join(batch), self._fsync)
+        data = b"".join(batch)
+        if self._mark_next:  # everything before this write was fsynced
+            data = COMMIT_MARK + data
+        try:
+            files.append(self._fd, data, self._fsync)
+            self._mark_next = True
+        except StoreFatalError as exc:  # say which file
+            raise StoreFatalError(f"message journal {self._path}: append/fsync failed") \
+                from exc.__cause__
 
     def _snapshot(self) -> list[tuple[str, list[tuple[int, Message]], list[int]]]:
         """Copy of the live set (trio thread); messages are immutable so this is shallow."""
@@ -282,6 +311,7 @@ class MessageJournal:
             chunks.extend(encode_enqueue(queue, msg_id, msg) for msg_id, msg in msgs)
             if delivered:
                 chunks.append(encode_ids(DELIVERED, queue, delivered))
+        chunks.append(COMMIT_MARK)  # the file is fsynced whole before it replaces the old one
         self.close()
         self._file_bytes = files.atomic_replace(self._path, chunks, self._fsync)
         self._open_append()

@@ -7,7 +7,14 @@ Records (msgspec msgpack arrays inside `records.frame`):
     [2, queue, [msg_id, ...]]                                      first delivery (-> redelivered)
     [3, queue, [msg_id, ...]]                                      removed (ack, drop, expiry, purge)
     [4, queue]                                                     queue deleted: forget all of it
+    [5]                                                            commit mark (see below)
 `queue` is `amqp_broker.queues.queue_key(vhost, name)`.
+
+A commit mark is written at the start of the write that follows a successful fsync (and at the
+end of a compacted file): everything before an intact mark was durable. So at recovery a bad
+record followed, somewhere after it, by an intact mark is damage to data already confirmed
+(`mark_after` finds it; the node refuses to start), while a bad record with no mark after it is
+the torn tail of a write that was never confirmed (cut off).
 """
 
 from __future__ import annotations
@@ -17,13 +24,15 @@ from typing import Any, Iterable
 import msgspec
 
 from amqp_broker.queues.message import Message
-from amqp_broker.store.records import frame, scan
+from amqp_broker.store.records import HEADER_SIZE, MAX_RECORD, frame, scan, unpack_header
 
 __all__ = [
     "ENQUEUE",
     "DELIVERED",
     "REMOVED",
     "DROP_QUEUE",
+    "COMMIT_MARK",
+    "mark_after",
     "encode_enqueue",
     "encode_ids",
     "encode_drop_queue",
@@ -31,7 +40,7 @@ __all__ = [
     "replay",
 ]
 
-ENQUEUE, DELIVERED, REMOVED, DROP_QUEUE = 1, 2, 3, 4
+ENQUEUE, DELIVERED, REMOVED, DROP_QUEUE, COMMIT = 1, 2, 3, 4, 5
 
 _encoder = msgspec.msgpack.Encoder()
 _decode = msgspec.msgpack.decode
@@ -57,6 +66,27 @@ def encode_ids(kind: int, queue: str, msg_ids: Iterable[int]) -> bytes:
 
 def encode_drop_queue(queue: str) -> bytes:
     return frame(_encoder.encode((DROP_QUEUE, queue)))
+
+
+COMMIT_MARK = frame(_encoder.encode((COMMIT,)))
+
+
+def mark_after(data: bytes | memoryview, bad: int) -> int | None:
+    """The offset of an intact commit mark after the bad record at `bad`, or None. Records
+    are skipped by their length field while it is plausible; a length that is not ends the
+    search (nothing after it can be framed, so nothing after it can prove damage)."""
+    view = memoryview(data)
+    end = len(view)
+    pos = bad
+    while pos + HEADER_SIZE <= end:
+        length, crc = unpack_header(view, pos)
+        stop = pos + HEADER_SIZE + length
+        if length > MAX_RECORD or stop > end:
+            return None
+        if pos > bad and bytes(view[pos:stop]) == COMMIT_MARK:
+            return pos
+        pos = stop
+    return None
 
 
 def _apply(state: Recovered, rec: list[Any]) -> None:

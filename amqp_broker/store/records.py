@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-__all__ = ["HEADER_SIZE", "MAX_RECORD", "frame", "scan"]
+__all__ = ["HEADER_SIZE", "MAX_RECORD", "frame", "scan", "unpack_header"]
 
 _HEADER = struct.Struct(">II")
 HEADER_SIZE = _HEADER.size
@@ -23,6 +23,11 @@ MAX_RECORD = 1 << 30  # a length above this is garbage, not a record (bodies are
 def frame(payload: bytes) -> bytes:
     """One framed record. Cost: one CRC32 pass over the payload and one concatenation."""
     return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def unpack_header(view: memoryview, pos: int) -> tuple[int, int]:
+    """(payload length, CRC32) of the frame at `pos`."""
+    return _HEADER.unpack_from(view, pos)
 
 
 def scan(data: bytes | memoryview) -> tuple[list[memoryview], int]:

@@ -7,6 +7,11 @@ Every record is framed as ``<u32 length><u32 crc32><body>`` where ``crc32 = zlib
 and ``body`` starts with one kind byte. A record whose header is short, whose length runs past
 the end of the data, or whose checksum does not match ends the valid prefix: everything from
 its first byte on is a torn or corrupt tail and must be truncated, never replayed.
+
+A commit mark (`COMMIT_MARK`, a record of its own kind with no group) starts every write that
+follows a successful fsync, and a new WAL file counts as fsynced: everything before an intact
+mark was durable. `mark_after` finds one after a bad record: then the bad record is damage to
+data already durable (the node must not start on it), not a torn tail.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ __all__ = [
     "encode_snapshot",
     "encode_delete",
     "scan",
+    "COMMIT_MARK",
+    "mark_after",
 ]
 
 WAL_MAGIC = b"QWAL0001"
@@ -52,6 +59,7 @@ _K_HARD = 2
 _K_TRUNC = 3
 _K_SNAP = 4
 _K_DELETE = 5
+_K_MARK = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +156,27 @@ def encode_delete(group: bytes) -> bytes:
     return _frame(b"\x05" + _group(group))
 
 
+COMMIT_MARK = _frame(bytes((_K_MARK,)))
+
+
+def mark_after(data: bytes, bad: int) -> int | None:
+    """The offset of an intact commit mark after the bad record at `bad`, or None. Records
+    are skipped by their length field while it is plausible; a length that is not ends the
+    search (nothing after it can be framed, so nothing after it can prove damage)."""
+    view = memoryview(data)
+    end = len(view)
+    pos = bad
+    while pos + _FRAME.size <= end:
+        length, _ = _FRAME.unpack_from(view, pos)
+        stop = pos + _FRAME.size + length
+        if length == 0 or length > MAX_RECORD or stop > end:
+            return None
+        if pos > bad and bytes(view[pos:stop]) == COMMIT_MARK:
+            return pos
+        pos = stop
+    return None
+
+
 def _decode(body: memoryview) -> Record:
     kind = body[0]
     (glen,) = _GROUP_LEN.unpack_from(body, 1)
@@ -199,6 +228,9 @@ def _iter(view: memoryview, pos: int, end: int) -> Iterator[tuple[Record, int]]:
         body = view[body_at : body_at + length]
         if zlib.crc32(body) != crc:
             return
+        if length == 1 and body[0] == _K_MARK:
+            pos = body_at + length
+            continue
         try:
             rec = _decode(body)
         except (ValueError, struct.error, UnicodeDecodeError):

@@ -17,6 +17,7 @@ name only after the segments it replaces are durable.
 
 from __future__ import annotations
 
+import logging
 import os
 
 from . import records as R
@@ -24,9 +25,11 @@ from .disk import OsDisk
 from .group import GroupLog
 from .segment import SegmentInfo, parse_segment_name
 from .snapshot import read_snapshot
-from .store import LogConfig, LogStore, group_dir_name
+from .store import LogConfig, LogFailed, LogStore, group_dir_name
 
 __all__ = ["open_store"]
+
+_log = logging.getLogger(__name__)
 
 
 def open_store(directory: str, config: LogConfig | None = None, disk: OsDisk | None = None) -> LogStore:
@@ -114,6 +117,14 @@ def _replay_wal(store: LogStore) -> list[str]:
         else:
             _apply(store, rec)
     if end < len(data):
+        mark = R.mark_after(data, end)
+        if mark is not None:
+            raise LogFailed(f"WAL {path}: damaged record at offset {end}, before data that was "
+                            f"already durable (a commit mark at offset {mark}); refusing to "
+                            "start rather than lose or serve damaged entries. Restore the data "
+                            "directory from a backup, or replace this node's data from its peers")
+        _log.warning("WAL %s: cut a torn or corrupt tail of %d bytes at offset %d (writes not "
+                     "yet durable when the node stopped)", path, len(data) - end, end)
         disk.truncate(path, end)
         fd = disk.open_append(path)
         disk.fdatasync(fd)
@@ -123,6 +134,7 @@ def _replay_wal(store: LogStore) -> list[str]:
     store._wal_path = path
     store._wal_seq = int(names[-1][:-4])
     store._wal_size = end
+    store._mark_next = True  # what is on disk now is durable
     return deleted
 
 

@@ -98,6 +98,7 @@ class LogStore:
         self._wal_path = ""
         self._wal_seq = 0
         self._wal_size = 0
+        self._mark_next = False  # the next write starts with a commit mark (records.py)
         self._seg_counter = 0
         self._garbage: list[str] = []  # files to delete once a rollover checkpoint is durable
         self._deleting: list[tuple[int, str]] = []  # (token of the DELETE record, group)
@@ -279,13 +280,17 @@ class LogStore:
         """IO: one write and one fdatasync of the current WAL file. `fsync=False` is for
         crash tests only (written, not durable: a later fdatasync or a crash decides)."""
         self._check()
+        if self._mark_next:  # everything before this write was fsynced
+            data = R.COMMIT_MARK + data
         try:
             self.disk.write(self._wal_fd, data)  # type: ignore[arg-type]
+            self._mark_next = False
             if fsync:
                 self.disk.fdatasync(self._wal_fd)  # type: ignore[arg-type]
+                self._mark_next = True
         except OSError as e:
             self._failed = e
-            raise LogFailed(f"WAL write failed: {e!r}") from e
+            raise LogFailed(f"WAL {self._wal_path} write failed: {e!r}") from e
         self._wal_size += len(data)
         self.fsyncs += fsync
         self.batches += 1
@@ -370,6 +375,7 @@ class LogStore:
         self._wal_fd = self.disk.open_append(final)
         self._wal_path, self._wal_seq = final, seq
         self._wal_size = len(R.WAL_MAGIC) + len(head)
+        self._mark_next = True  # the new file is durable as written
 
     def finish_rollover(self, plan: _Rollover) -> None:
         for g, mem in plan.frozen:

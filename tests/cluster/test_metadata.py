@@ -111,6 +111,23 @@ def test_a_user_made_on_one_node_logs_in_on_another_and_a_policy_applies_there(c
     api.delete("users", "md-alice")
 
 
+def test_vhost_limits_set_on_one_node_apply_on_another(cluster):
+    api = cluster.api(0)
+    api.put("vhosts", "md-lim")
+    api.put("permissions", "md-lim", "guest", json={"configure": ".*", "write": ".*", "read": ".*"})
+    api.put("vhost-limits", "md-lim", "max-queues", json={"value": 0})
+    wait_until(lambda: cluster.api(2).get("vhost-limits", "md-lim") ==
+               [{"vhost": "md-lim", "value": {"max-queues": 0}}], what="the limit on node 3")
+    conn = _conn(cluster.urls[2].rsplit("/", 1)[0] + "/md-lim")
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+        conn.channel().queue_declare("md.none")
+    assert info.value.reply_code == 406 and "queue limit in vhost 'md-lim' (0)" in \
+        info.value.reply_text
+    conn.close()
+    api.delete("vhosts", "md-lim")
+    wait_until(lambda: cluster.api(2).get("vhost-limits") == [], what="the limit gone on node 3")
+
+
 def test_metadata_survives_a_node_restart(cluster):
     a = _conn(cluster.urls[0])
     a.channel().exchange_declare("md.kept", "fanout", durable=True)

@@ -38,9 +38,14 @@ def test_refused_keys_are_named_in_the_example_and_refused_at_start(key):
         parse_text(f"{key} = {'true' if key.endswith('auto_remove') else '1'}\n")
 
 
+# A TLS listener needs a certificate and key: documented lines are parsed with these after them.
+_TLS_FILES = "".join(f"{prefix}.{key} = /etc/{key}.pem\n" for prefix in ("ssl_options", "management.ssl")
+                     for key in ("certfile", "keyfile", "cacertfile"))
+
+
 @pytest.mark.parametrize("key, value", _documented())
 def test_every_documented_line_parses(key, value):
-    parse_text(f"{key} = {value}\n")
+    parse_text(f"{key} = {value}\n" + (_TLS_FILES if "ssl" in key else ""))
 
 
 def test_the_example_with_only_defaults_uncommented_equals_the_defaults():
@@ -49,7 +54,8 @@ def test_the_example_with_only_defaults_uncommented_equals_the_defaults():
                     "node_name", "distribution.listener.port_range.min",  # computed defaults
                     "quorum_queue.continuous_membership_reconciliation.target_group_size"}  # unset
     lines = [f"{k} = {v}" for k, v in _documented()
-             if k not in not_defaults and not k.startswith("cluster_formation.classic_config.nodes")]
+             if k not in not_defaults and not k.startswith("cluster_formation.classic_config.nodes")
+             and "ssl" not in k]  # TLS is off by default: its example lines turn it on
     s = parse_text("\n".join(lines) + "\n")
     d = BrokerSettings()
     assert s == BrokerSettings(data_dir=s.data_dir, **{"disk_free_limit": d.disk_free_limit})

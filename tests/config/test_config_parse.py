@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,38 @@ def test_settings_are_frozen_and_replace_keeps_type():
         s.heartbeat = 6  # type: ignore[misc]
     t = dataclasses.replace(s, port=1234)
     assert isinstance(t, BrokerSettings) and t.listeners[0].port == 1234 and t.heartbeat == 5
+
+
+def test_tls_listeners_and_options():
+    s = parse_text("listeners.ssl.default = 5671\nlisteners.ssl.local = 127.0.0.1:5681\n"
+                   "ssl_options.cacertfile = /c/ca.pem\nssl_options.certfile = /c/cert.pem\n"
+                   "ssl_options.keyfile = /c/key.pem\nssl_options.verify = verify_peer\n"
+                   "ssl_options.fail_if_no_peer_cert = true\nssl_options.versions.1 = tlsv1.2\n")
+    assert s.ssl_listeners == (Listener("default", "0.0.0.0", 5671),
+                               Listener("local", "127.0.0.1", 5681))
+    o = s.ssl_options
+    assert (o.cacertfile, o.certfile, o.keyfile) == ("/c/ca.pem", "/c/cert.pem", "/c/key.pem")
+    assert (o.verify, o.fail_if_no_peer_cert, o.versions) == ("verify_peer", True, ("tlsv1.2",))
+    assert s.management_ssl is None and s.management.port == 15672
+
+
+def test_management_over_https_alone_replaces_plain_http():
+    tls = "management.ssl.certfile = /c/cert.pem\nmanagement.ssl.keyfile = /c/key.pem\n"
+    s = parse_text("management.ssl.port = 15671\n" + tls)
+    assert (s.management_ssl.port, s.management_ssl.tls.certfile) == (15671, "/c/cert.pem")
+    assert s.management.port == -1
+    both = parse_text("management.ssl.port = 15671\nmanagement.tcp.port = 15672\n" + tls)
+    assert (both.management_ssl.port, both.management.port) == (15671, 15672)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("listeners.ssl.default = 5671\n", "ssl_options.certfile: a TLS listener needs a certificate"),
+    ("listeners.ssl.default = 5671\nssl_options.certfile = /c\nssl_options.keyfile = /k\n"
+     "ssl_options.verify = verify_peer\n", "ssl_options.cacertfile: verify_peer needs"),
+    ("ssl_options.versions.1 = tlsv1.1\n", "expected tlsv1.2 or tlsv1.3 (TLS 1.1 and older"),
+    ("ssl_options.verify = verify_maybe\n", "expected one of verify_peer, verify_none"),
+    ("management.ssl.port = 15671\n", "management.ssl.certfile: a TLS listener needs"),
+])
+def test_tls_configuration_errors(text, problem):
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        parse_text(text)

@@ -135,3 +135,23 @@ def test_loopback_rule_only_for_listed_users():
     assert not loopback_allowed("guest", "10.1.1.1", ("guest",))
     assert loopback_allowed("alice", "10.1.1.1", ("guest",))
     assert loopback_allowed("guest", "10.1.1.1", ())
+
+
+def test_unknown_user_and_user_without_password_cost_a_hash_like_a_wrong_password(monkeypatch):
+    """No early return: whichever way a login fails, one password hash is computed, so the
+    time of the refusal does not tell whether the user exists."""
+    from amqp_broker.core import users as users_module
+
+    store = users_module.UserStore()
+    store.add("alice", "right")
+    store.add("nopass", None)
+    calls = []
+    real = users_module.check_password
+    monkeypatch.setattr(users_module, "check_password",
+                        lambda *a, **kw: calls.append(a[1]) or real(*a, **kw))
+    for name, password in (("alice", "wrong"), ("nobody", "wrong"), ("nopass", "")):
+        calls.clear()
+        assert store.authenticate(name, password) is None
+        assert len(calls) == 1 and calls[0], name  # one check, against a real-looking hash
+    calls.clear()
+    assert store.authenticate("alice", "right") is not None and len(calls) == 1

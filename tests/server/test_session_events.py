@@ -19,8 +19,11 @@ class _FakeBroker:
         self.registered = []
         self.cluster_meta = None  # a lone node
 
-    def authenticate(self, user, password, peer):
-        return (user, password) == ("guest", "guest")
+    def login_refusal(self, user, password, peer):
+        return None if (user, password) == ("guest", "guest") else "invalid credentials"
+
+    def channel_refusal(self, user):
+        return None
 
     def open_vhost(self, user, vhost):
         return SimpleNamespace(name=vhost)
