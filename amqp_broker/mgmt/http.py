@@ -2,7 +2,8 @@
 by `httpserver.serve_http` (h11 on trio), in the broker's own trio run.
 
 Node startup calls `await nursery.start(serve_management, admin, settings)`; it reports the
-bound port (so tests can bind port 0). `build_app(admin)` gives the bare Starlette app.
+bound port (so tests can bind port 0) and samples message rates every
+`collect_statistics_interval` (`rates.py`). `build_app(admin)` gives the bare Starlette app.
 
 Why one catch-all route: RabbitMQ puts vhost names in the path URL-encoded ("%2F" is "/"), so the
 path must be split on "/" *before* percent-decoding. We take the raw path from the ASGI scope,
@@ -35,6 +36,7 @@ from amqp_broker.core.users import loopback_allowed
 from .errors import AdminError
 from .httpserver import serve_http
 from .paging import paginate
+from .rates import run_sampler
 from .routes import Req, dispatch, needs_admin
 
 __all__ = ["build_app", "http_listener", "serve_management"]
@@ -198,6 +200,8 @@ async def serve_management(admin, settings, *, task_status=trio.TASK_STATUS_IGNO
             admin.listeners.append({"node": admin.node, "protocol": "amqp",
                                     "ip_address": ln.host, "port": ln.port, "socket_opts": {}})
     async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_sampler, admin.sample_totals, admin.rates,
+                           getattr(admin.settings, "collect_statistics_interval", 5000))
         bound = await nursery.start(serve_http, build_app(admin), host, port)
         admin.listeners.append({"node": admin.node, "protocol": "http", "ip_address": host,
                                 "port": bound, "socket_opts": {}})

@@ -24,7 +24,7 @@ from amqp_broker.queues import queue_type_module
 from amqp_broker.settings import Settings
 
 from .admin import Admin
-from .counters import Counters
+from .counters import Counters, node_totals, session_totals, vhost_totals
 from .durability import Durability
 from .reply_to import ReplyTo
 from .timers import DeadlineHeap
@@ -83,7 +83,9 @@ class Broker:
         # cluster_meta.ReplicatedMetadata when the node has peers (node.open_broker), else None
         self.cluster_meta: Any = None
         self.remote_queues: Any = None  # remote_queues.RemoteQueues in a cluster
-        self.counters = Counters()  # message totals for /metrics and the overview
+        # closed channels' counts and dead letters; counters.node_totals adds the open channels'
+        self.counters = Counters()
+        self.resource_usage: dict[str, int] = {}  # last readings of alarms.check_alarms
         # (reason, queue_type, dead_letter_strategy) -> messages: /metrics labels them as
         # rabbitmq_prometheus does (queue_type rabbit_classic_queue / rabbit_quorum_queue)
         self.dead_lettered: dict[tuple[str, str, str], int] = {}
@@ -177,6 +179,16 @@ class Broker:
                 rt.run()
 
     # -- dead lettering ------------------------------------------------------------------------
+    def counter_totals(self, of: Any = None) -> Counters:
+        """Message totals of the node, of one vhost (`of` a `VHost`) or of one connection (`of`
+        a `Session`): closed channels' counts plus the open ones' (for /metrics and the
+        management API's sampler)."""
+        if of is None:
+            return node_totals(self)
+        if hasattr(of, "topology"):
+            return vhost_totals(self, of)
+        return session_totals(of)
+
     def count_dead_lettered(self, reason: str, queue_type: str, strategy: str, n: int = 1) -> None:
         """Count `n` dead-lettered messages (metrics: rabbitmq_global_messages_dead_lettered_*)."""
         key = (reason, queue_type, strategy)
