@@ -28,7 +28,7 @@ from amqp_broker.core.users import User, UserError
 from .definitions import DefinitionsOps
 from .errors import BadRequest, NotFoundError
 from .rates import (CHANNEL_KEYS, DEPTH_KEYS, NODE_KEYS, OCTET_KEYS, Rates, channel_stats,
-                    queue_stats)
+                    queue_stats, with_samples)
 from .rows import (TLS_KEYS, channel_name, channel_row, connection_name, connection_row,
                    consumer_rows)
 from .topology_ops import TopologyOps
@@ -131,8 +131,15 @@ class Admin(TopologyOps, DefinitionsOps):
         out[("node",)] = node
         return out
 
-    def rates_history(self, age_s: float) -> dict[str, list]:
-        return self.rates.node_history(age_s, NODE_KEYS)
+    def overview_with_history(self, msg_rates_age: float | None, lengths_age: float | None) -> dict:
+        """The overview; with an age (seconds), the node's samples over that age in the
+        message_stats / queue_totals details, as RabbitMQ's ?msg_rates_age=&lengths_age=."""
+        out = self.overview()
+        if msg_rates_age:
+            with_samples(out["message_stats"], self.rates.node_history(msg_rates_age, NODE_KEYS))
+        if lengths_age:
+            with_samples(out["queue_totals"], self.rates.node_history(lengths_age, DEPTH_KEYS))
+        return out
 
     # -- overview and nodes -------------------------------------------------------------------
     def overview(self) -> dict:

@@ -11,7 +11,7 @@ decode each segment on its own and hand the list to `routes.dispatch`.
 
 Authentication is HTTP basic against the node's users (`admin.authenticate`), as RabbitMQ:
 401 with `WWW-Authenticate` for missing or wrong credentials (and for loopback-only users
-connecting from elsewhere), 401 "Not management user" without a management tag, 401 "Not
+connecting from elsewhere; without the challenge for the web UI's `X-Requested-With` requests), 401 "Not management user" without a management tag, 401 "Not
 administrator user" on administrator-only endpoints, and vhost access checked for users that
 are neither administrators nor monitoring.
 """
@@ -37,6 +37,7 @@ from .errors import AdminError
 from .httpserver import serve_http
 from .paging import paginate
 from .rates import run_sampler
+from .webui import ui_routes
 from .routes import Req, dispatch, needs_admin
 
 __all__ = ["build_app", "http_listener", "serve_management"]
@@ -81,15 +82,24 @@ def _credentials(request: Request) -> tuple[str, str] | None:
     return (user, password) if sep else None
 
 
+def _unauthenticated(request: Request) -> Response:
+    """401 with the Basic challenge; without it for the web UI's own requests (marked
+    `X-Requested-With: XMLHttpRequest`), which a browser would otherwise answer with its own
+    login dialog instead of letting the page show the failure."""
+    if request.headers.get("x-requested-with", "").lower() == "xmlhttprequest":
+        return _json(401, {"error": "not_authorised", "reason": "Login failed"})
+    return Response(status_code=401, headers=_CHALLENGE)
+
+
 def _authorise(admin, request: Request, req: Req) -> Response | None:
     """None when allowed, else the 401 response."""
     creds = _credentials(request)
     if creds is None:
-        return Response(status_code=401, headers=_CHALLENGE)
+        return _unauthenticated(request)
     user = admin.authenticate(*creds)
     peer = request.client.host if request.client else None
     if user is None or not loopback_allowed(creds[0], peer, admin.settings.loopback_users):
-        return Response(status_code=401, headers=_CHALLENGE)
+        return _unauthenticated(request)
     tags = set(user.tags)
     if not tags & set(_MGMT_TAGS):
         return _json(401, {"error": "not_authorised", "reason": "Not management user"})
@@ -167,12 +177,8 @@ def _sees_all(user) -> bool:
     return "administrator" in user.tags or "monitoring" in user.tags
 
 
-async def _root(request: Request) -> Response:
-    return Response("amqp-broker management API: see /api/overview\n", media_type="text/plain")
-
-
 def build_app(admin) -> Starlette:
-    app = Starlette(routes=[Route("/", _root), Route("/api/{rest:path}", _endpoint, methods=_METHODS),
+    app = Starlette(routes=[*ui_routes(), Route("/api/{rest:path}", _endpoint, methods=_METHODS),
                             Route("/api", _endpoint, methods=_METHODS)])
     app.state.admin = admin
     return app

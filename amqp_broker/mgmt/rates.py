@@ -19,8 +19,8 @@ from typing import Any, Callable, Mapping
 
 import trio
 
-__all__ = ["Rates", "channel_stats", "queue_stats", "run_sampler",
-           "CHANNEL_KEYS", "QUEUE_KEYS", "EXCHANGE_KEYS", "DEPTH_KEYS", "OCTET_KEYS"]
+__all__ = ["Rates", "channel_stats", "queue_stats", "run_sampler", "with_samples",
+           "CHANNEL_KEYS", "QUEUE_KEYS", "EXCHANGE_KEYS", "DEPTH_KEYS", "OCTET_KEYS", "NODE_KEYS"]
 
 # message_stats keys of each kind of object, as RabbitMQ 3.10 lists them
 QUEUE_KEYS = ("publish", "deliver", "deliver_no_ack", "get", "get_no_ack", "get_empty",
@@ -70,7 +70,7 @@ class Rates:
     def __init__(self) -> None:
         self._last: dict[tuple, tuple[float, dict[str, int]]] = {}
         self._rates: dict[tuple, dict[str, float]] = {}
-        self.history: collections.deque[tuple[int, dict[str, float], dict[str, int]]] = \
+        self.history: collections.deque[tuple[int, dict[str, int]]] = \
             collections.deque(maxlen=HISTORY)
 
     def record(self, now: float, samples: dict[tuple, dict[str, int]]) -> None:
@@ -86,7 +86,7 @@ class Rates:
         self._last, self._rates = last, rates
         node = samples.get(("node",))
         if node is not None:
-            self.history.append((int(time.time() * 1000), rates.get(("node",), {}), node))
+            self.history.append((int(time.time() * 1000), node))
 
     def message_stats(self, key: tuple, fields: tuple[str, ...]) -> dict | None:
         """`message_stats` of one object, or None before its first sample or while every
@@ -112,18 +112,24 @@ class Rates:
         return {k + "_details": _details(rates.get(k, 0.0)) for k in fields}
 
     def node_history(self, age_s: float, fields: tuple[str, ...]) -> dict[str, list]:
-        """The node's rates (for `fields` of message_stats) and depths over the last `age_s`
-        seconds, oldest first: {field: [{"timestamp": ms, "rate" or "sample": n}, ...]}."""
+        """The node's samples of `fields` over the last `age_s` seconds, newest first, in
+        RabbitMQ's shape: {field: [{"sample": total or gauge, "timestamp": ms}, ...]} (a
+        reader's rate is the difference of two samples over their time apart)."""
         if not self.history:
             return {}
         newest = self.history[-1][0]
-        rows = [h for h in self.history if newest - h[0] <= age_s * 1000]
-        out: dict[str, list] = {}
-        for k in fields:
-            out[k] = [{"timestamp": t, "rate": round(r.get(k, 0.0), 1)} for t, r, _ in rows]
-        for k in DEPTH_KEYS:
-            out[k] = [{"timestamp": t, "sample": s.get(k, 0)} for t, _, s in rows]
-        return out
+        rows = [h for h in reversed(self.history) if newest - h[0] <= age_s * 1000]
+        return {k: [{"sample": s.get(k, 0), "timestamp": t} for t, s in rows] for k in fields}
+
+
+def with_samples(stats: dict, history: dict[str, list]) -> dict:
+    """`stats` (message_stats or queue_totals) with each `<key>_details` given its
+    "samples" from `Rates.node_history` (the overview's `msg_rates_age` / `lengths_age`)."""
+    for k, samples in history.items():
+        details = stats.get(k + "_details")
+        if isinstance(details, dict):
+            details["samples"] = samples
+    return stats
 
 
 async def run_sampler(sample: Callable[[], dict[tuple, dict[str, int]]], rates: Rates,

@@ -45,6 +45,7 @@ def _listing(rows: list[dict]) -> Reply:
 
 
 _OK = Reply(204)
+_MOVE_BATCH = 10_000  # messages one move request takes (it runs in one step of the node's loop)
 _ADMIN_ONLY = ("users", "permissions", "definitions", "user-limits")
 
 
@@ -77,8 +78,18 @@ def dispatch(admin, req: Req) -> Reply:
 def _overview(admin, req, m, rest) -> Reply:
     match m, rest:
         case "GET", []:
-            return Reply(200, admin.overview())
+            return Reply(200, admin.overview_with_history(_age(req, "msg_rates_age"),
+                                                          _age(req, "lengths_age")))
     raise NotFoundError()
+
+
+def _age(req: Req, key: str) -> float | None:
+    """A positive number of seconds from the query, else None."""
+    try:
+        value = float(req.query.get(key, ""))
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 def _whoami(admin, req, m, rest) -> Reply:
@@ -193,6 +204,14 @@ def _queues(admin, req, m, rest) -> Reply:
         case "GET", [vhost, name, "bindings"]:
             admin.get_queue(vhost, name)
             return Reply(200, admin.list_bindings(vhost, dest=("queue", name)))
+        case "POST", [vhost, name, "move"]:
+            destination = req.field("destination")
+            if not isinstance(destination, str) or not destination:
+                raise BadRequest("[{key_missing,destination}]")
+            limit = req.field("count", _MOVE_BATCH)
+            if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit <= _MOVE_BATCH:
+                raise BadRequest(f"count must be an integer from 1 to {_MOVE_BATCH}")
+            return Reply(200, admin.move_messages(vhost, name, destination, limit))
         case "POST", [vhost, name, "get"]:
             missing = [k for k in ("ackmode", "encoding") if req.field(k) is None]
             if missing:

@@ -131,6 +131,32 @@ class TopologyOps:
         self.broker.run_pending()
         return out
 
+    def move_messages(self, vhost: str, name: str, destination: str, limit: int) -> dict:
+        """POST /api/queues/vhost/name/move (ours; RabbitMQ's UI uses a shovel): up to `limit`
+        ready messages, oldest first, into queue `destination` of the same vhost, each
+        published there (unchanged: headers, x-death, properties) before it is acked here,
+        within one step of the node's loop. Returns {"moved": n, "remaining": ready left}."""
+        v = self._vhost(vhost)
+        src = v.queues.get(name)
+        if src is None:
+            raise NotFoundError()
+        dst = v.queues.get(destination)
+        if dst is None:
+            raise BadRequest(f"no queue '{destination}' in vhost '{vhost}'")
+        if dst is src:
+            raise BadRequest("source and destination are the same queue")
+        now = self.broker.update_clock()
+        moved = 0
+        while moved < limit:
+            entry, _left = src.get(False)
+            if entry is None:
+                break
+            dst.publish(entry.message, now, None)
+            src.settle([entry.msg_id], "ack")
+            moved += 1
+        self.broker.run_pending()
+        return {"moved": moved, "remaining": src.queue.message_count}
+
     # -- exchanges ----------------------------------------------------------------------------
     def list_exchanges(self, vhost: str | None = None) -> list[dict]:
         out = []

@@ -31,14 +31,16 @@ def test_unknown_idle_and_forgotten_objects_have_no_message_stats():
     assert r.details(("queue", "/", "q"), ("messages",)) == {}
 
 
-def test_node_history_keeps_rates_and_depths_within_the_age():
+def test_node_history_keeps_samples_within_the_age():
     r = Rates()
     for i in range(5):
         r.record(float(i), {("node",): {"publish": 10 * i, "messages": i, "messages_ready": i,
                                         "messages_unacknowledged": 0}})
-    hist = r.node_history(3600, ("publish",))
-    assert [p["rate"] for p in hist["publish"]] == [0.0, 10.0, 10.0, 10.0, 10.0]
-    assert [p["sample"] for p in hist["messages"]] == [0, 1, 2, 3, 4]
+    hist = r.node_history(3600, ("publish", "messages"))
+    assert [p["sample"] for p in hist["publish"]] == [40, 30, 20, 10, 0]  # newest first
+    assert [p["sample"] for p in hist["messages"]] == [4, 3, 2, 1, 0]
+    stamps = [p["timestamp"] for p in hist["publish"]]
+    assert stamps == sorted(stamps, reverse=True)
     assert len(r.node_history(0, ("publish",))["publish"]) >= 1
 
 
