@@ -110,7 +110,7 @@ class Admin(TopologyOps, DefinitionsOps):
             for x in v.topology.exchanges():
                 out[("exchange", v.name, x.name)] = {"publish_in": x.publish_in,
                                                      "publish_out": x.publish_out}
-            vs = channel_stats(broker.counter_totals(v))
+            vs = channel_stats(v.counter_totals())
             vs.update(depth)
             vs.update(recv_oct=sum(s.recv_oct for s in sessions if s.vhost is v),
                       send_oct=sum(s.send_oct for s in sessions if s.vhost is v))
@@ -119,7 +119,7 @@ class Admin(TopologyOps, DefinitionsOps):
                 depth_node[k] += depth[k]
         for s in sessions:
             cname = connection_name(s)
-            cs = channel_stats(broker.counter_totals(s))
+            cs = channel_stats(s.counter_totals())
             cs.update(recv_oct=s.recv_oct, send_oct=s.send_oct)
             out[("connection", cname)] = cs
             for ch in list(s.channels.values()):

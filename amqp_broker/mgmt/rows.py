@@ -2,8 +2,9 @@
 
 Called by `admin.Admin`, which hands in the broker's live objects (vhosts, queue runtimes,
 sessions, channels). This module and `admin.py` are the only ones in `mgmt/` that read broker
-internals; a queue is read only through the facts of `queues.base.QueueType`. Rate fields (`*_details`), Erlang GC stats and similar are left out: we do not keep
-them, and a constant would be a lie.
+internals; a queue is read only through the facts of `queues.base.QueueType`. Rate fields
+(`message_stats`, `*_details`) are added by `admin.Admin` from the sampler (`rates.py`); Erlang
+GC stats and similar are left out: we do not keep them, and a constant would be a lie.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from amqp_broker.queues import queue_type_module
 from amqp_broker.settings import Settings
 
 from .admin import Admin
-from .counters import Counters, node_totals, session_totals, vhost_totals
+from .counters import Counters, node_totals
 from .durability import Durability
 from .reply_to import ReplyTo
 from .timers import DeadlineHeap
@@ -179,15 +179,10 @@ class Broker:
                 rt.run()
 
     # -- dead lettering ------------------------------------------------------------------------
-    def counter_totals(self, of: Any = None) -> Counters:
-        """Message totals of the node, of one vhost (`of` a `VHost`) or of one connection (`of`
-        a `Session`): closed channels' counts plus the open ones' (for /metrics and the
-        management API's sampler)."""
-        if of is None:
-            return node_totals(self)
-        if hasattr(of, "topology"):
-            return vhost_totals(self, of)
-        return session_totals(of)
+    def counter_totals(self) -> Counters:
+        """The node's message totals: closed channels' counts and dead letters plus the open
+        channels' (for /metrics and the management API's sampler)."""
+        return node_totals(self)
 
     def count_dead_lettered(self, reason: str, queue_type: str, strategy: str, n: int = 1) -> None:
         """Count `n` dead-lettered messages (metrics: rabbitmq_global_messages_dead_lettered_*)."""

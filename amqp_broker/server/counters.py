@@ -10,8 +10,9 @@ runs on one trio thread), nothing more:
   `broker.counters` (which also takes dead-letter counts, counted per node);
 - each `QueueRuntime` has a `QueueCounters` (`runtime.counters`).
 
-Totals of a connection, a vhost or the node are sums of those, taken by a reader: `node_totals`
-for /metrics, and `mgmt/rates.py`'s sampler every `collect_statistics_interval`. A `Counters`
+Totals of a connection, a vhost or the node are sums of those, taken by a reader
+(`Session.counter_totals`, `VHost.counter_totals`, `Broker.counter_totals`): /metrics, and
+`mgmt/rates.py`'s sampler every `collect_statistics_interval`. A `Counters`
 reads as a mapping (`key in counters`, `counters[key]`) with the field names below.
 """
 
