@@ -95,8 +95,21 @@ class Admin(TopologyOps, DefinitionsOps):
         broker = self.broker
         out: dict[tuple, dict[str, int]] = {}
         depth_node = dict.fromkeys(DEPTH_KEYS, 0)
-        sessions = list(broker.sessions)
-        for v in list(broker.vhosts.values()):
+        vhosts = list(broker.vhosts.values())
+        # a vhost's totals: its closed channels' plus its connections' (one pass over them)
+        per_vhost = {v.name: {**channel_stats(v.retired_counters), "recv_oct": 0, "send_oct": 0}
+                     for v in vhosts}
+        for s in list(broker.sessions):
+            cs = channel_stats(s.counter_totals())
+            cs.update(recv_oct=s.recv_oct, send_oct=s.send_oct)
+            out[("connection", connection_name(s))] = cs
+            for ch in list(s.channels.values()):
+                out[("channel", channel_name(s, ch.number))] = channel_stats(ch.counters)
+            acc = per_vhost.get(s.vhost.name) if s.vhost is not None else None
+            if acc is not None:
+                for k, n in cs.items():
+                    acc[k] += n
+        for v in vhosts:
             depth = dict.fromkeys(DEPTH_KEYS, 0)
             for rt in list(v.queues.values()):
                 q = rt.queue
@@ -110,20 +123,9 @@ class Admin(TopologyOps, DefinitionsOps):
             for x in v.topology.exchanges():
                 out[("exchange", v.name, x.name)] = {"publish_in": x.publish_in,
                                                      "publish_out": x.publish_out}
-            vs = channel_stats(v.counter_totals())
-            vs.update(depth)
-            vs.update(recv_oct=sum(s.recv_oct for s in sessions if s.vhost is v),
-                      send_oct=sum(s.send_oct for s in sessions if s.vhost is v))
-            out[("vhost", v.name)] = vs
+            out[("vhost", v.name)] = {**per_vhost[v.name], **depth}
             for k in DEPTH_KEYS:
                 depth_node[k] += depth[k]
-        for s in sessions:
-            cname = connection_name(s)
-            cs = channel_stats(s.counter_totals())
-            cs.update(recv_oct=s.recv_oct, send_oct=s.send_oct)
-            out[("connection", cname)] = cs
-            for ch in list(s.channels.values()):
-                out[("channel", channel_name(s, ch.number))] = channel_stats(ch.counters)
         totals = broker.counter_totals()
         node = channel_stats(totals)
         node["dead_lettered"] = sum(totals[k] for k in totals if k.startswith("dead_lettered_"))

@@ -10,9 +10,10 @@ runs on one trio thread), nothing more:
   `broker.counters` (which also takes dead-letter counts, counted per node);
 - each `QueueRuntime` has a `QueueCounters` (`runtime.counters`).
 
-Totals of a connection, a vhost or the node are sums of those, taken by a reader
-(`Session.counter_totals`, `VHost.counter_totals`, `Broker.counter_totals`): /metrics, and
-`mgmt/rates.py`'s sampler every `collect_statistics_interval`. A `Counters`
+Totals of a connection or the node are sums of those, taken by a reader
+(`Session.counter_totals`, `Broker.counter_totals`): /metrics, and `mgmt/rates.py`'s sampler
+every `collect_statistics_interval`, which also sums a vhost's (its `retired_counters` and its
+connections'). A `Counters`
 reads as a mapping (`key in counters`, `counters[key]`) with the field names below.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-__all__ = ["Counters", "QueueCounters", "node_totals", "session_totals", "vhost_totals"]
+__all__ = ["Counters", "QueueCounters", "node_totals", "session_totals"]
 
 _FIELDS = (
     "messages_received", "messages_routed", "messages_unroutable_dropped",
@@ -112,9 +113,3 @@ def node_totals(broker: Any) -> Counters:
     channel's counts. O(open channels); called by readers, never on the hot path."""
     return _sum(broker.counters, (ch.counters for s in list(broker.sessions)
                                   for ch in list(s.channels.values())))
-
-
-def vhost_totals(broker: Any, vhost: Any) -> Counters:
-    """A vhost's totals: its closed channels' and the open channels of its connections."""
-    return _sum(vhost.retired_counters, (ch.counters for s in list(broker.sessions)
-                                         if s.vhost is vhost for ch in list(s.channels.values())))

@@ -21,7 +21,7 @@ from amqp_broker.core.router import Topology
 from amqp_broker.queues import check_dead_letter_exchange_type, check_declare_arguments, queue_type_of
 from amqp_broker.queues.classic import ClassicQueue
 
-from .counters import Counters, vhost_totals
+from .counters import Counters
 from .queue_runtime import JournalTap, QueueRuntime
 
 if TYPE_CHECKING:
@@ -70,11 +70,6 @@ class VHost:
         # queue -> {argument: the int as the declaring client typed it (WireInt)}: only for
         # RabbitMQ's inequivalent-arg texts; the queue itself and the store get plain ints.
         self._declared_ints: dict[str, dict] = {}
-
-    def counter_totals(self) -> Counters:
-        """This vhost's message totals: its closed channels' and its open ones' (for the
-        management API's sampler)."""
-        return vhost_totals(self.broker, self)
 
     # -- hot path ------------------------------------------------------------------------------
     def route(self, exchange: str, routing_key: str, msg: "Message") -> list[QueueRuntime]:
