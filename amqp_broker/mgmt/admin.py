@@ -352,36 +352,39 @@ class Admin(TopologyOps, DefinitionsOps):
         self._srv.clear_permissions(vhost, user)
 
     # -- policies -----------------------------------------------------------------------------
-    def list_policies(self, vhost: str | None = None) -> list[dict]:
-        return [p.as_dict() for v in self._vhosts(vhost) for p in self._policy_store(v.name).list()]
+    def list_policies(self, vhost: str | None = None, *, operator: bool = False) -> list[dict]:
+        return [p.as_dict() for v in self._vhosts(vhost)
+                for p in self._policy_store(v.name).list(operator=operator)]
 
-    def get_policy(self, vhost: str, name: str) -> dict:
+    def get_policy(self, vhost: str, name: str, *, operator: bool = False) -> dict:
         self._vhost(vhost)
-        p = self._policy_store(vhost).get(name)
+        p = self._policy_store(vhost).get(name, operator=operator)
         if p is None:
             raise NotFoundError()
         return p.as_dict()
 
     def set_policy(self, vhost: str, name: str, pattern: Any, definition: Any, *, priority: Any = 0,
-                   apply_to: str | None = "all") -> bool:
-        """Create or replace a policy; the server applies it to existing queues at once."""
+                   apply_to: str | None = "all", operator: bool = False) -> bool:
+        """Create or replace a policy (or, with `operator`, an operator policy); the server
+        applies it to existing queues at once."""
         self._vhost(vhost)
         if not isinstance(definition, dict):
             raise BadRequest("Validation failed\n\ndefinition must be an object\n")
-        created = self._policy_store(vhost).get(name) is None
+        created = self._policy_store(vhost).get(name, operator=operator) is None
         try:
-            self._srv.set_policy(vhost, name, pattern, definition, priority, apply_to or "all")
+            self._srv.set_policy(vhost, name, pattern, definition, priority, apply_to or "all",
+                                 operator=operator)
         except PolicyError as e:
             raise BadRequest(f"Validation failed\n\n{e}\n") from None
         except AMQPError as e:
             raise BadRequest(e.message) from None
         return created
 
-    def clear_policy(self, vhost: str, name: str) -> None:
+    def clear_policy(self, vhost: str, name: str, *, operator: bool = False) -> None:
         self._vhost(vhost)
-        if self._policy_store(vhost).get(name) is None:
+        if self._policy_store(vhost).get(name, operator=operator) is None:
             raise NotFoundError()
-        self._srv.clear_policy(vhost, name)
+        self._srv.clear_policy(vhost, name, operator=operator)
 
     # -- connections, channels, consumers -----------------------------------------------------
     def _sessions(self) -> list:

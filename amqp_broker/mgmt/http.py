@@ -119,7 +119,8 @@ def _authorise(admin, request: Request, req: Req) -> Response | None:
     return None
 
 
-_VHOST_SCOPED = ("queues", "exchanges", "bindings", "policies", "aliveness-test", "consumers")
+_VHOST_SCOPED = ("queues", "exchanges", "bindings", "policies", "operator-policies",
+                 "aliveness-test", "consumers")
 
 
 def _vhost_of(req: Req) -> str | None:

@@ -56,7 +56,8 @@ def needs_admin(req: Req) -> bool:
     top = req.segs[0]
     if top in _ADMIN_ONLY:
         return True
-    return top == "vhosts" and req.method in ("PUT", "DELETE")
+    # any management user may read operator policies (of the vhosts they can access)
+    return top in ("vhosts", "operator-policies") and req.method in ("PUT", "DELETE")
 
 
 def _created(flag: bool) -> Reply:
@@ -304,25 +305,32 @@ def _exists(admin, vhost: str, source: str, kind: str, dest: str) -> None:
         admin.get_exchange(vhost, dest)
 
 
-def _policies(admin, req, m, rest) -> Reply:
+def _policies(admin, req, m, rest, operator: bool = False) -> Reply:
     match m, rest:
         case "GET", []:
-            return Reply(200, admin.list_policies())
+            return Reply(200, admin.list_policies(operator=operator))
         case "GET", [vhost]:
-            return Reply(200, admin.list_policies(vhost))
+            return Reply(200, admin.list_policies(vhost, operator=operator))
         case "GET", [vhost, name]:
-            return Reply(200, admin.get_policy(vhost, name))
+            return Reply(200, admin.get_policy(vhost, name, operator=operator))
         case "PUT", [vhost, name]:
             for key in ("pattern", "definition"):
                 if req.field(key) is None:
                     raise BadRequest(f"[{{key_missing,{key}}}]")
             return _created(admin.set_policy(vhost, name, req.field("pattern"), req.field("definition"),
                                              priority=req.field("priority", 0),
-                                             apply_to=req.field("apply-to", "all")))
+                                             apply_to=req.field("apply-to", "all"),
+                                             operator=operator))
         case "DELETE", [vhost, name]:
-            admin.clear_policy(vhost, name)
+            admin.clear_policy(vhost, name, operator=operator)
             return _OK
     raise NotFoundError()
+
+
+def _operator_policies(admin, req, m, rest) -> Reply:
+    """/api/operator-policies: as /api/policies, for operator policies (only administrators
+    may set or clear them)."""
+    return _policies(admin, req, m, rest, operator=True)
 
 
 def _connections(admin, req, m, rest) -> Reply:
@@ -415,7 +423,8 @@ def _aliveness(admin, req, m, rest) -> Reply:
 _HANDLERS = {
     "overview": _overview, "whoami": _whoami, "nodes": _nodes, "vhosts": _vhosts,
     "users": _users, "permissions": _permissions, "queues": _queues, "exchanges": _exchanges,
-    "bindings": _bindings, "policies": _policies, "connections": _connections,
+    "bindings": _bindings, "policies": _policies, "operator-policies": _operator_policies,
+    "connections": _connections,
     "channels": _channels, "consumers": _consumers, "definitions": _definitions,
     "health": _health, "healthchecks": _healthchecks, "aliveness-test": _aliveness,
 }

@@ -21,9 +21,11 @@ __all__ = ["queue_row", "exchange_row", "binding_row", "connection_row", "channe
            "channel_name", "TLS_KEYS"]
 
 
-def queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
+def queue_row(rt: Any, node: str, policy: Any, effective: dict, operator_policy: Any = None) -> dict:
     where = rt.queue.placement(node)
     row = _queue_row(rt, where.leader, policy, effective)
+    if operator_policy is not None:
+        row["operator_policy"] = operator_policy.name
     if where.replicated:  # RabbitMQ lists "leader", "members" and "online" for quorum queues
         row.update(leader=where.leader, members=list(where.members), online=list(where.online))
     return row

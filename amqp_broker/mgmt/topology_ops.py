@@ -66,7 +66,7 @@ class TopologyOps:
 
     def _queue_row(self, v, rt) -> dict:
         policy, op = self._policy_store(v.name).for_queue(rt.name, rt.queue_type)
-        row = queue_row(rt, self.node, policy, effective_definition(policy, op))
+        row = queue_row(rt, self.node, policy, effective_definition(policy, op), op)
         return self._with_rates(row, ("queue", v.name, rt.name), QUEUE_KEYS, DEPTH_KEYS)
 
     def declare_queue(self, vhost: str, name: str, *, durable: bool = True,

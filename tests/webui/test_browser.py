@@ -274,7 +274,7 @@ def test_close_a_connection(driver, web_broker, api):
                 if c["client_properties"].get("connection_name") == "web-closer"]
 
 
-def test_create_a_user_and_a_policy(driver, web_broker, api):
+def test_create_a_user_a_policy_and_an_operator_policy(driver, web_broker, api):
     goto(driver, web_broker, "#/admin")
     fill(driver, "#user-name", "web-monitor")
     fill(driver, "#user-pass", "s3cret")
@@ -294,6 +294,16 @@ def test_create_a_user_and_a_policy(driver, web_broker, api):
     assert api.put("/queues/%2F/web.limited", json={}).status_code == 201
     until(driver, lambda d: api.get("/queues/%2F/web.limited").json().get("policy") == "web-limit",
           what="policy applied")
+    fill(driver, "#oppolicy-name", "web-cap")
+    fill(driver, "#oppolicy-pattern", r"^web\.limited$")
+    fill(driver, "#oppolicy-definition", '{"max-length": 1}')
+    el(driver, "#oppolicy-submit").click()
+    until(driver, lambda d: d.find_elements(_by().CSS_SELECTOR,
+                                            '#operator-policies tr[data-name="web-cap"]'),
+          what="operator policy listed")
+    until(driver, lambda d: api.get("/queues/%2F/web.limited").json().get("operator_policy")
+          == "web-cap", what="operator policy applied")
+    assert api.get("/queues/%2F/web.limited").json()["effective_policy_definition"] == {"max-length": 1}
 
 
 def test_a_monitoring_user_sees_but_is_refused_admin_and_delete(driver, web_broker, api):

@@ -609,7 +609,8 @@ async function pageQueue(vhost, name) {
     const info = { type: q.type, state: q.state, node: q.node };
     if (q.leader) { info.leader = q.leader; info.members = members(q); }
     Object.assign(info, { durable: q.durable, auto_delete: q.auto_delete, exclusive: q.exclusive,
-      arguments: q.arguments, policy: q.policy || "", effective_policy_definition: q.effective_policy_definition,
+      arguments: q.arguments, policy: q.policy || "", operator_policy: q.operator_policy || "",
+      effective_policy_definition: q.effective_policy_definition,
       consumers: q.consumers, ready: q.messages_ready, unacked: q.messages_unacknowledged, total: q.messages,
       incoming: stat(q, "publish"), "deliver / get": stat(q, "deliver_get"), ack: stat(q, "ack"),
       redeliver: stat(q, "redeliver") });
@@ -651,7 +652,15 @@ async function pageAdmin() {
     <label>Priority<input name="priority" type="number" value="0" style="width:5em"></label>
     <label>Definition (JSON)<textarea id="policy-definition" name="definition" rows="2" cols="40">{"max-length": 1000}</textarea></label>
     <button id="policy-submit">Add policy</button></form>
-    <p class="muted">Operator policies: this broker does not keep them yet.</p>
+    <h2>Add or update an operator policy</h2><form class="inline" id="oppolicy-form">
+    <label>Vhost<select name="vhost">${vhostOpts}</select></label>
+    <label>Name<input id="oppolicy-name" name="name" required></label>
+    <label>Pattern<input id="oppolicy-pattern" name="pattern" required></label>
+    <label>Apply to<select name="apply-to"><option value="queues">queues</option>
+      <option value="all">exchanges and queues</option></select></label>
+    <label>Priority<input name="priority" type="number" value="0" style="width:5em"></label>
+    <label>Definition (JSON)<textarea id="oppolicy-definition" name="definition" rows="2" cols="40">{"max-length": 100000}</textarea></label>
+    <button id="oppolicy-submit">Add operator policy</button></form>
     <h2>Definitions</h2>
     <p><button id="defs-export" type="button">Download definitions (JSON)</button></p>
     <form class="inline" id="defs-import"><label>Import definitions (JSON file)<input type="file" id="defs-file" accept=".json,application/json"></label>
@@ -674,14 +683,18 @@ async function pageAdmin() {
     const f = formData(e.target);
     act(() => api("PUT", `/vhosts/${enc(f.name)}`, { description: f.description }), `Vhost ${f.name} added`);
   };
-  $("#policy-form").onsubmit = (e) => {
-    e.preventDefault();
-    const f = formData(e.target);
-    let definition;
-    try { definition = JSON.parse(f.definition); } catch (err) { flash("Definition is not JSON", false); return; }
-    act(() => api("PUT", `/policies/${enc(f.vhost)}/${enc(f.name)}`, { pattern: f.pattern, definition,
-      priority: Number(f.priority || 0), "apply-to": f["apply-to"] }), `Policy ${f.name} saved`);
+  const policyForm = (formId, path, what) => {
+    $(formId).onsubmit = (e) => {
+      e.preventDefault();
+      const f = formData(e.target);
+      let definition;
+      try { definition = JSON.parse(f.definition); } catch (err) { flash("Definition is not JSON", false); return; }
+      act(() => api("PUT", `${path}/${enc(f.vhost)}/${enc(f.name)}`, { pattern: f.pattern, definition,
+        priority: Number(f.priority || 0), "apply-to": f["apply-to"] }), `${what} ${f.name} saved`);
+    };
   };
+  policyForm("#policy-form", "/policies", "Policy");
+  policyForm("#oppolicy-form", "/operator-policies", "Operator policy");
   $("#defs-export").onclick = () => act(async () => {
     const defs = await api("GET", "/definitions");
     const a = document.createElement("a");
@@ -698,8 +711,9 @@ async function pageAdmin() {
     act(() => api("POST", "/definitions", defs), "Definitions imported");
   };
   UI.live = async () => {
-    const [users, perms, vhosts, policies] = await Promise.all([api("GET", "/users"),
-      api("GET", "/permissions"), api("GET", "/vhosts"), api("GET", "/policies")]);
+    const [users, perms, vhosts, policies, opPolicies] = await Promise.all([api("GET", "/users"),
+      api("GET", "/permissions"), api("GET", "/vhosts"), api("GET", "/policies"),
+      api("GET", "/operator-policies")]);
     const urows = users.map((u) => `<tr data-name="${esc(u.name)}"><td>${esc(u.name)}</td>
       <td>${(Array.isArray(u.tags) ? u.tags : String(u.tags || "").split(",")).filter(Boolean).map((t) => `<span class="tag">${esc(t)}</span>`).join("")}</td>
       <td>${esc(perms.filter((p) => p.user === u.name).map((p) => p.vhost).join(", "))}</td>
@@ -709,13 +723,17 @@ async function pageAdmin() {
     const vrows = vhosts.map((v) => `<tr data-name="${esc(v.name)}"><td>${esc(v.name)}</td><td>${esc(v.description)}</td>
       <td class="n">${num(v.messages)}</td><td class="n">${stat(v, "publish")}</td><td class="n">${stat(v, "deliver_get")}</td>
       <td><button type="button" data-del-vhost="${esc(v.name)}">Delete</button></td></tr>`);
-    const polrows = policies.map((p) => `<tr data-name="${esc(p.name)}"><td>${esc(p.vhost)}</td><td>${esc(p.name)}</td>
+    const polrows = (list, path) => list.map((p) => `<tr data-name="${esc(p.name)}"><td>${esc(p.vhost)}</td><td>${esc(p.name)}</td>
       <td><code>${esc(p.pattern)}</code></td><td>${esc(p["apply-to"])}</td><td><code>${esc(JSON.stringify(p.definition))}</code></td>
-      <td class="n">${esc(p.priority)}</td><td><button type="button" data-del-policy="${esc(p.name)}" data-vhost="${esc(p.vhost)}">Delete</button></td></tr>`);
+      <td class="n">${esc(p.priority)}</td><td><button type="button" data-del-policy="${esc(p.name)}" data-vhost="${esc(p.vhost)}"
+      data-path="${path}">Delete</button></td></tr>`);
     $("#live").innerHTML = `<h2>Users</h2>` + table("users", ["Name", "Tags", "Can access vhosts", ""], urows)
       + `<h2>Permissions</h2>` + table("permissions", ["User", "Vhost", "Configure", "Write", "Read"], prows)
       + `<h2>Virtual hosts</h2>` + table("vhosts", ["Name", "Description", "Messages", "Publish", "Deliver / get", ""], vrows)
-      + `<h2>Policies</h2>` + table("policies", ["Vhost", "Name", "Pattern", "Apply to", "Definition", "Priority", ""], polrows);
+      + `<h2>Policies</h2>` + table("policies", ["Vhost", "Name", "Pattern", "Apply to", "Definition", "Priority", ""],
+        polrows(policies, "/policies"))
+      + `<h2>Operator policies</h2>` + table("operator-policies", ["Vhost", "Name", "Pattern", "Apply to", "Definition",
+        "Priority", ""], polrows(opPolicies, "/operator-policies"));
     $("#live").querySelectorAll("[data-del-user]").forEach((b) => { b.onclick = () => {
       if (confirm(`Delete user ${b.dataset.delUser}?`)) act(() => api("DELETE", `/users/${enc(b.dataset.delUser)}`), "User deleted");
     }; });
@@ -723,7 +741,7 @@ async function pageAdmin() {
       if (confirm(`Delete vhost ${b.dataset.delVhost} and everything in it?`)) act(() => api("DELETE", `/vhosts/${enc(b.dataset.delVhost)}`), "Vhost deleted");
     }; });
     $("#live").querySelectorAll("[data-del-policy]").forEach((b) => { b.onclick = () => {
-      if (confirm(`Delete policy ${b.dataset.delPolicy}?`)) act(() => api("DELETE", `/policies/${enc(b.dataset.vhost)}/${enc(b.dataset.delPolicy)}`), "Policy deleted");
+      if (confirm(`Delete policy ${b.dataset.delPolicy}?`)) act(() => api("DELETE", `${b.dataset.path}/${enc(b.dataset.vhost)}/${enc(b.dataset.delPolicy)}`), "Policy deleted");
     }; });
   };
   await UI.live();
