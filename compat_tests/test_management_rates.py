@@ -77,7 +77,7 @@ def test_message_stats_of_queue_exchange_channel_vhost_and_overview(api, client,
             stats = row.get("message_stats") or {}
             return row if stats.get("ack") == 2 else None
 
-        row = _poll(queue_stats)
+        row = _poll(queue_stats, timeout=30)
         assert row, "queue message_stats did not reach ack=2"
         stats = row["message_stats"]
         _rates_ok(stats, QUEUE_KEYS)
@@ -89,7 +89,7 @@ def test_message_stats_of_queue_exchange_channel_vhost_and_overview(api, client,
         _rates_ok(x, ("publish_in", "publish_out"))
         assert (x["publish_in"], x["publish_out"]) == (5, 5)
 
-        conn = _poll(lambda: _connection_row(api, uniq))
+        conn = _poll(lambda: _connection_row(api, uniq), timeout=30)
         assert conn, "connection not listed"
         _has(conn, "recv_oct_details", "send_oct_details")
         chans = api.get(f"/connections/{_q(conn['name'])}/channels").json()
@@ -151,7 +151,7 @@ def test_publish_rate_above_zero_while_a_publisher_runs(api, mgmt, uniq):
                 return None
             stats = r.json().get("message_stats") or {}
             return stats.get("publish_details", {}).get("rate", 0) > 0 and stats
-        stats = _poll(rate)
+        stats = _poll(rate, timeout=30)
         assert stats, "publish rate stayed at zero while publishing"
         overview = api.get("/overview").json()["message_stats"]
         assert overview["publish"] >= stats["publish"]

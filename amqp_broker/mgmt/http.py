@@ -35,7 +35,7 @@ from amqp_broker.core.users import loopback_allowed
 
 from .errors import AdminError
 from .httpserver import serve_http
-from .paging import paginate
+from .paging import paginate, select_columns
 from .rates import run_sampler
 from .webui import ui_routes
 from .routes import Req, dispatch, needs_admin
@@ -171,6 +171,8 @@ async def _endpoint(request: Request) -> Response:
             body = paginate(body, req.query)
         except AdminError as err:
             return _error(err)
+    if method == "GET" and req.query.get("columns") and body is not None:
+        body = select_columns(body, req.query["columns"])
     return _json(reply.status, body, reply.headers)
 
 

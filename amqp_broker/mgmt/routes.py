@@ -192,7 +192,7 @@ def _queues(admin, req, m, rest) -> Reply:
             args = req.field("arguments") or {}
             if not isinstance(args, dict):
                 raise BadRequest("arguments must be an object")
-            return _created(admin.declare_queue(vhost, name, durable=_bool(req.field("durable", True)),
+            return _created(admin.declare_queue(vhost, name, durable=_bool(req.field("durable", False)),
                                                 auto_delete=_bool(req.field("auto_delete", False)),
                                                 arguments=args))
         case "DELETE", [vhost, name]:
@@ -244,7 +244,7 @@ def _exchanges(admin, req, m, rest) -> Reply:
             if not isinstance(type_, str):
                 raise BadRequest("[{key_missing,type}]")
             return _created(admin.declare_exchange(
-                vhost, name, type_, durable=_bool(req.field("durable", True)),
+                vhost, name, type_, durable=_bool(req.field("durable", False)),
                 auto_delete=_bool(req.field("auto_delete", False)),
                 internal=_bool(req.field("internal", False)), arguments=req.field("arguments") or {}))
         case "DELETE", [vhost, name]:
