@@ -336,7 +336,14 @@ async function pageOverview() {
 async function pageNode(name) {
   setMain(`<h1>Node ${esc(name)}</h1><div id="live"></div>`);
   UI.live = async () => {
-    const [n, ov] = await Promise.all([api("GET", `/nodes/${enc(name)}`), api("GET", "/overview")]);
+    const [n, ov, queues] = await Promise.all([api("GET", `/nodes/${enc(name)}`), api("GET", "/overview"),
+      api("GET", "/queues?columns=name,vhost,type,node,leader,members,online")]);
+    const here = queues.filter((q) => (q.leader || q.node) === name);
+    const follows = queues.filter((q) => q.members && q.members.includes(name) && q.leader !== name);
+    const qrow = (q) => `<tr data-name="${esc(q.name)}"><td>${esc(q.vhost)}</td>
+      <td><a href="#/queues/${enc(q.vhost)}/${enc(q.name)}">${esc(q.name)}</a></td><td>${esc(q.type)}</td>
+      <td>${esc(q.leader || q.node)}</td><td>${members(q)}</td></tr>`;
+    const qhead = ["Vhost", "Name", "Type", "Node / leader", "Members"];
     const listeners = (ov.listeners || []).filter((l) => l.node === name).map((l) =>
       `<tr><td>${esc(l.protocol)}</td><td>${esc(l.ip_address)}</td><td class="n">${esc(l.port)}</td></tr>`);
     const shown = { ...n };
@@ -345,6 +352,10 @@ async function pageNode(name) {
     for (const k of ["mem_used", "mem_limit", "disk_free", "disk_free_limit"]) if (k in n) shown[k] = bytes(n[k]);
     $("#live").innerHTML = kv(shown) + `<h2>Listeners</h2>`
       + table("node-listeners", ["Protocol", "Address", "Port"], listeners)
+      + `<h2>Queues on this node (classic home or quorum leader): <span id="node-led-count">${num(here.length)}</span></h2>`
+      + table("node-led", qhead, here.slice(0, 100).map(qrow)) + (here.length > 100 ? `<p class="muted">first 100 shown</p>` : "")
+      + `<h2>Quorum queues with a follower here: <span id="node-follow-count">${num(follows.length)}</span></h2>`
+      + table("node-follows", qhead, follows.slice(0, 100).map(qrow)) + (follows.length > 100 ? `<p class="muted">first 100 shown</p>` : "")
       + (listeners.length || n.name === ov.node ? "" : `<p class="muted">Connections, channels and
         listeners of ${esc(name)} are shown by its own management API.</p>`);
   };
