@@ -1,7 +1,8 @@
 """The management web UI in headless Chromium against a real broker process: log in, watch a
 queue appear and its depth and publish rate move while pika publishes, filter and page queues,
 get (with x-death reasons) / move / purge messages, publish to an exchange, close a connection,
-create a user and a policy, and be refused as a user without the administrator tag.
+create a user, a policy and an operator policy, be refused as a user without the administrator
+tag, and set a policy as a policymaker.
 
 The tests of this module share one broker and one browser and run in file order (each leaves
 what the next may use: users, queues). Waits poll the page (the UI refreshes every 2 s here,
@@ -321,6 +322,24 @@ def test_a_monitoring_user_sees_but_is_refused_admin_and_delete(driver, web_brok
     until(driver, lambda d: "Refused:" in text_of(d, "#flash"), what="delete refused")
     assert api.get("/queues/%2F/web.q1").status_code == 200
     login(driver, web_broker, "guest", "guest")  # leave the browser as the admin
+
+
+def test_a_policymaker_gets_the_policies_part_of_admin(driver, web_broker, api):
+    assert api.put("/users/web-pm", json={"password": "pm", "tags": "policymaker"}).status_code == 201
+    assert api.put("/permissions/%2F/web-pm", json={"configure": ".*", "write": ".*",
+                                                    "read": ".*"}).status_code == 201
+    login(driver, web_broker, "web-pm", "pm")
+    until(driver, lambda d: text_of(d, "#who-name") == "web-pm", what="logged in")
+    el(driver, "#nav-admin").click()
+    el(driver, "#policy-form")
+    assert not driver.find_elements(_by().CSS_SELECTOR, "#user-form, #oppolicy-form, #defs-import")
+    fill(driver, "#policy-name", "web-pm-policy")
+    fill(driver, "#policy-pattern", r"^web\.pm$")
+    el(driver, "#policy-submit").click()
+    until(driver, lambda d: d.find_elements(_by().CSS_SELECTOR, '#policies tr[data-name="web-pm-policy"]'),
+          what="policy listed")
+    assert api.get("/policies/%2F/web-pm-policy").status_code == 200
+    login(driver, web_broker, "guest", "guest")
 
 
 def test_page_load_with_10000_queues(driver, web_broker, amqp):

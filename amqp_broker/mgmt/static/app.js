@@ -229,10 +229,12 @@ function bindPager(key) {
 }
 
 function showPage(key, reply) {
+  const info = $(`#${key}-page-info`);
+  if (!info) return;  // the user went to another page meanwhile
   const st = pagingState(key);
   st.pageCount = Math.max(1, reply.page_count);
   if (st.page > st.pageCount) st.page = st.pageCount;
-  $(`#${key}-page-info`).textContent =
+  info.textContent =
     `Page ${reply.page} of ${st.pageCount} (${num(reply.filtered_count)} matching, ${num(reply.total_count)} in all)`;
 }
 
@@ -289,6 +291,7 @@ function logout() {
 async function pageOverview() {
   setMain(`<h1>Overview</h1><div id="live"></div>`);
   UI.live = async () => {
+    const live = $("#live");  // this page's: a late reply must not land on the next page
     const [ov, nodes] = await Promise.all([
       api("GET", "/overview?msg_rates_age=600&msg_rates_incr=5&lengths_age=600&lengths_incr=5"),
       api("GET", "/nodes")]);
@@ -310,7 +313,7 @@ async function pageOverview() {
     });
     const listenerRows = (ov.listeners || []).map((l) =>
       `<tr><td>${esc(l.protocol)}</td><td>${esc(l.node)}</td><td>${esc(l.ip_address)}</td><td class="n">${esc(l.port)}</td></tr>`);
-    $("#live").innerHTML = `
+    live.innerHTML = `
       <div class="cards">
         ${card("ov-connections", "connections", num(ot.connections))}
         ${card("ov-channels", "channels", num(ot.channels))}
@@ -336,6 +339,7 @@ async function pageOverview() {
 async function pageNode(name) {
   setMain(`<h1>Node ${esc(name)}</h1><div id="live"></div>`);
   UI.live = async () => {
+    const live = $("#live");  // this page's: a late reply must not land on the next page
     const [n, ov, queues] = await Promise.all([api("GET", `/nodes/${enc(name)}`), api("GET", "/overview"),
       api("GET", "/queues?columns=name,vhost,type,node,leader,members,online")]);
     const here = queues.filter((q) => (q.leader || q.node) === name);
@@ -350,7 +354,7 @@ async function pageNode(name) {
     delete shown.exchange_types;
     if (n.uptime !== undefined) shown.uptime = uptime(n.uptime);
     for (const k of ["mem_used", "mem_limit", "disk_free", "disk_free_limit"]) if (k in n) shown[k] = bytes(n[k]);
-    $("#live").innerHTML = kv(shown) + `<h2>Listeners</h2>`
+    live.innerHTML = kv(shown) + `<h2>Listeners</h2>`
       + table("node-listeners", ["Protocol", "Address", "Port"], listeners)
       + `<h2>Queues on this node (classic home or quorum leader): <span id="node-led-count">${num(here.length)}</span></h2>`
       + table("node-led", qhead, here.slice(0, 100).map(qrow)) + (here.length > 100 ? `<p class="muted">first 100 shown</p>` : "")
@@ -366,6 +370,7 @@ async function pageConnections() {
   setMain(`<h1>Connections</h1>${pagerControls("conns")}<div id="live"></div>`);
   bindPager("conns");
   UI.live = async () => {
+    const live = $("#live");  // this page's: a late reply must not land on the next page
     const reply = await fetchPage("/connections", "conns");
     showPage("conns", reply);
     const rows = reply.items.map((c) => {
@@ -376,7 +381,7 @@ async function pageConnections() {
         <td class="n">${num(c.channels)}</td><td>${esc(c.state)}</td>
         <td class="n">${rate(c.recv_oct_details)}</td><td class="n">${rate(c.send_oct_details)}</td></tr>`;
     });
-    $("#live").innerHTML = table("connections", ["Name", "Node", "User", "Vhost", "Client", "Channels",
+    live.innerHTML = table("connections", ["Name", "Node", "User", "Vhost", "Client", "Channels",
       "State", "From client B/s", "To client B/s"], rows);
   };
   await UI.live();
@@ -394,9 +399,10 @@ async function pageConnection(name) {
     if (done !== undefined) location.hash = "#/connections";
   };
   UI.live = async () => {
+    const live = $("#live");  // this page's: a late reply must not land on the next page
     let c;
     try { c = await api("GET", `/connections/${enc(name)}`); } catch (e) {
-      if (e.status === 404) { $("#live").innerHTML = `<p class="muted">The connection is closed.</p>`; return; }
+      if (e.status === 404) { live.innerHTML = `<p class="muted">The connection is closed.</p>`; return; }
       throw e;
     }
     const chans = await api("GET", `/connections/${enc(name)}/channels`);
@@ -404,7 +410,7 @@ async function pageConnection(name) {
       <td class="n">${num(ch.messages_unacknowledged)}</td><td class="n">${num(ch.consumer_count)}</td>
       <td class="n">${stat(ch, "publish")}</td><td class="n">${stat(ch, "deliver_get")}</td><td class="n">${stat(ch, "ack")}</td></tr>`);
     const cp = c.client_properties || {};
-    $("#live").innerHTML = kv({ user: c.user, vhost: c.vhost, state: c.state, protocol: c.protocol,
+    live.innerHTML = kv({ user: c.user, vhost: c.vhost, state: c.state, protocol: c.protocol,
       client: [cp.product, cp.version, cp.platform].filter(Boolean).join(" "), peer: `${c.peer_host}:${c.peer_port}`,
       heartbeat: c.timeout, frame_max: c.frame_max, channel_max: c.channel_max,
       "received": bytes(c.recv_oct) + " " + rate(c.recv_oct_details), "sent": bytes(c.send_oct) + " " + rate(c.send_oct_details) })
@@ -417,6 +423,7 @@ async function pageChannels() {
   setMain(`<h1>Channels</h1>${pagerControls("chans")}<div id="live"></div>`);
   bindPager("chans");
   UI.live = async () => {
+    const live = $("#live");  // this page's: a late reply must not land on the next page
     const reply = await fetchPage("/channels", "chans");
     showPage("chans", reply);
     const rows = reply.items.map((ch) => `<tr><td><a href="#/connections/${enc(ch.connection_details.name)}">${esc(ch.name)}</a></td>
@@ -426,7 +433,7 @@ async function pageChannels() {
       <td class="n">${num(ch.messages_unacknowledged)}</td><td class="n">${num(ch.consumer_count)}</td>
       <td class="n">${stat(ch, "publish")}</td><td class="n">${stat(ch, "confirm")}</td>
       <td class="n">${stat(ch, "deliver_get")}</td><td class="n">${stat(ch, "ack")}</td></tr>`);
-    $("#live").innerHTML = table("channels", ["Channel", "User", "Vhost", "Mode", "Prefetch", "Unacked",
+    live.innerHTML = table("channels", ["Channel", "User", "Vhost", "Mode", "Prefetch", "Unacked",
       "Consumers", "Publish", "Confirm", "Deliver / get", "Ack"], rows);
   };
   await UI.live();
@@ -450,13 +457,14 @@ async function pageExchanges() {
       `Exchange ${f.name} declared`);
   };
   UI.live = async () => {
+    const live = $("#live");  // this page's: a late reply must not land on the next page
     const reply = await fetchPage("/exchanges", "xs");
     showPage("xs", reply);
     const rows = reply.items.map((x) => `<tr data-name="${esc(x.name)}"><td>${esc(x.vhost)}</td>
       <td><a href="#/exchanges/${enc(x.vhost)}/${enc(xName(x.name))}">${esc(x.name || "(AMQP default)")}</a></td>
       <td>${esc(x.type)}</td><td>${[x.durable ? "D" : "", x.auto_delete ? "AD" : "", x.internal ? "I" : ""].filter(Boolean).join(" ")}</td>
       <td>${esc(x.policy || "")}</td><td class="n">${stat(x, "publish_in")}</td><td class="n">${stat(x, "publish_out")}</td></tr>`);
-    $("#live").innerHTML = table("exchanges", ["Vhost", "Name", "Type", "Features", "Policy", "Rate in", "Rate out"], rows);
+    live.innerHTML = table("exchanges", ["Vhost", "Name", "Type", "Features", "Policy", "Rate in", "Rate out"], rows);
   };
   await UI.live();
 }
@@ -500,10 +508,11 @@ async function pageExchange(vhost, name) {
     if (done !== undefined) location.hash = "#/exchanges";
   };
   UI.live = async () => {
+    const live = $("#live");  // this page's: a late reply must not land on the next page
     const [x, src] = await Promise.all([api("GET", path), api("GET", path + "/bindings/source")]);
     const rows = src.map((b) => `<tr><td>${esc(b.destination_type)}</td><td>${esc(b.destination)}</td>
       <td>${esc(b.routing_key)}</td><td><code>${esc(JSON.stringify(b.arguments))}</code></td></tr>`);
-    $("#live").innerHTML = kv({ type: x.type, durable: x.durable, auto_delete: x.auto_delete, internal: x.internal,
+    live.innerHTML = kv({ type: x.type, durable: x.durable, auto_delete: x.auto_delete, internal: x.internal,
       arguments: x.arguments, policy: x.policy || "", "rate in": stat(x, "publish_in"), "rate out": stat(x, "publish_out") })
       + `<h2>Bindings from this exchange</h2>` + table("x-bindings", ["To", "Name", "Routing key", "Arguments"], rows);
   };
@@ -533,6 +542,7 @@ async function pageQueues() {
     `Queue ${f.name} declared`);
   };
   UI.live = async () => {
+    const live = $("#live");  // this page's: a late reply must not land on the next page
     const reply = await fetchPage("/queues", "qs");
     showPage("qs", reply);
     const rows = reply.items.map((q) => `<tr data-name="${esc(q.name)}"><td>${esc(q.vhost)}</td>
@@ -542,7 +552,7 @@ async function pageQueues() {
       <td class="n">${num(q.consumers)}</td><td class="n q-ready">${num(q.messages_ready)}</td>
       <td class="n">${num(q.messages_unacknowledged)}</td><td class="n q-total">${num(q.messages)}</td>
       <td class="n q-publish-rate">${stat(q, "publish")}</td><td class="n">${stat(q, "deliver_get")}</td><td class="n">${stat(q, "ack")}</td></tr>`);
-    $("#live").innerHTML = table("queues", ["Vhost", "Name", "Type", "State", "Node / leader", "Members",
+    live.innerHTML = table("queues", ["Vhost", "Name", "Type", "State", "Node / leader", "Members",
       "Consumers", "Ready", "Unacked", "Total", "Incoming", "Deliver / get", "Ack"], rows);
   };
   await UI.live();
@@ -609,9 +619,10 @@ async function pageQueue(vhost, name) {
     if (done !== undefined) location.hash = "#/queues";
   };
   UI.live = async () => {
+    const live = $("#live");  // this page's: a late reply must not land on the next page
     let q;
     try { q = await api("GET", path); } catch (e) {
-      if (e.status === 404) { $("#live").innerHTML = `<p class="muted">No such queue.</p>`; return; }
+      if (e.status === 404) { live.innerHTML = `<p class="muted">No such queue.</p>`; return; }
       throw e;
     }
     const [binds, consumers] = await Promise.all([api("GET", path + "/bindings"),
@@ -629,19 +640,25 @@ async function pageQueue(vhost, name) {
       <td>${c.ack_required ? "yes" : "no"}</td><td class="n">${num(c.prefetch_count)}</td><td>${esc(c.activity_status)}</td></tr>`);
     const brow = binds.map((b) => `<tr><td>${esc(b.source || "(AMQP default)")}</td><td>${esc(b.routing_key)}</td>
       <td><code>${esc(JSON.stringify(b.arguments))}</code></td></tr>`);
-    $("#live").innerHTML = kv(info) + `<h2>Consumers</h2>`
+    live.innerHTML = kv(info) + `<h2>Consumers</h2>`
       + table("q-consumers", ["Channel", "Tag", "Ack required", "Prefetch", "Status"], crow)
       + `<h2>Bindings</h2>` + table("q-bindings", ["From", "Routing key", "Arguments"], brow);
-    const cells = $("#live").querySelectorAll("table.kv tr");
+    const cells = live.querySelectorAll("table.kv tr");
     cells.forEach((tr) => { const th = tr.querySelector("th"); if (th) tr.id = "q-" + th.textContent.replace(/\W+/g, "-"); });
   };
   await UI.live();
 }
 
+// A policymaker (not an administrator) gets the policies part only; anyone else without the
+// administrator tag gets the whole page and so the API's refusal.
+function policiesOnly() { return !isAdmin() && UI.tags.includes("policymaker"); }
+
 async function pageAdmin() {
   const vhostOpts = await vhostOptions();
+  const full = !policiesOnly();
+  const onsubmit = (id, fn) => { const f = $(id); if (f) f.onsubmit = fn; };
   setMain(`<h1>Admin</h1><div id="live"></div>
-    <h2>Add or update a user</h2><form class="inline" id="user-form">
+    ${full ? `<h2>Add or update a user</h2><form class="inline" id="user-form">
     <label>Name<input id="user-name" name="name" required></label>
     <label>Password<input id="user-pass" name="password" type="password"></label>
     <label>Tags<input id="user-tags" name="tags" placeholder="administrator, monitoring, management, policymaker"></label>
@@ -653,7 +670,7 @@ async function pageAdmin() {
     <label>Read<input name="read" value=".*"></label><button id="perm-submit">Set permission</button></form>
     <h2>Add a virtual host</h2><form class="inline" id="vhost-form">
     <label>Name<input name="name" id="vhost-name" required></label>
-    <label>Description<input name="description"></label><button>Add vhost</button></form>
+    <label>Description<input name="description"></label><button>Add vhost</button></form>` : ""}
     <h2>Add or update a policy</h2><form class="inline" id="policy-form">
     <label>Vhost<select name="vhost">${vhostOpts}</select></label>
     <label>Name<input id="policy-name" name="name" required></label>
@@ -663,7 +680,7 @@ async function pageAdmin() {
     <label>Priority<input name="priority" type="number" value="0" style="width:5em"></label>
     <label>Definition (JSON)<textarea id="policy-definition" name="definition" rows="2" cols="40">{"max-length": 1000}</textarea></label>
     <button id="policy-submit">Add policy</button></form>
-    <h2>Add or update an operator policy</h2><form class="inline" id="oppolicy-form">
+    ${full ? `<h2>Add or update an operator policy</h2><form class="inline" id="oppolicy-form">
     <label>Vhost<select name="vhost">${vhostOpts}</select></label>
     <label>Name<input id="oppolicy-name" name="name" required></label>
     <label>Pattern<input id="oppolicy-pattern" name="pattern" required></label>
@@ -675,56 +692,57 @@ async function pageAdmin() {
     <h2>Definitions</h2>
     <p><button id="defs-export" type="button">Download definitions (JSON)</button></p>
     <form class="inline" id="defs-import"><label>Import definitions (JSON file)<input type="file" id="defs-file" accept=".json,application/json"></label>
-    <label>or paste<textarea id="defs-text" rows="2" cols="40"></textarea></label><button>Upload definitions</button></form>`);
-  $("#user-form").onsubmit = (e) => {
+    <label>or paste<textarea id="defs-text" rows="2" cols="40"></textarea></label><button>Upload definitions</button></form>` : ""}`);
+  onsubmit("#user-form", (e) => {
     e.preventDefault();
     const f = formData(e.target);
     const body = { tags: f.tags };
     if (f.password) body.password = f.password;
     act(() => api("PUT", `/users/${enc(f.name)}`, body), `User ${f.name} saved`);
-  };
-  $("#perm-form").onsubmit = (e) => {
+  });
+  onsubmit("#perm-form", (e) => {
     e.preventDefault();
     const f = formData(e.target);
     act(() => api("PUT", `/permissions/${enc(f.vhost)}/${enc(f.user)}`,
       { configure: f.configure, write: f.write, read: f.read }), `Permissions of ${f.user} set`);
-  };
-  $("#vhost-form").onsubmit = (e) => {
+  });
+  onsubmit("#vhost-form", (e) => {
     e.preventDefault();
     const f = formData(e.target);
     act(() => api("PUT", `/vhosts/${enc(f.name)}`, { description: f.description }), `Vhost ${f.name} added`);
-  };
+  });
   const policyForm = (formId, path, what) => {
-    $(formId).onsubmit = (e) => {
+    onsubmit(formId, (e) => {
       e.preventDefault();
       const f = formData(e.target);
       let definition;
       try { definition = JSON.parse(f.definition); } catch (err) { flash("Definition is not JSON", false); return; }
       act(() => api("PUT", `${path}/${enc(f.vhost)}/${enc(f.name)}`, { pattern: f.pattern, definition,
         priority: Number(f.priority || 0), "apply-to": f["apply-to"] }), `${what} ${f.name} saved`);
-    };
+    });
   };
   policyForm("#policy-form", "/policies", "Policy");
   policyForm("#oppolicy-form", "/operator-policies", "Operator policy");
-  $("#defs-export").onclick = () => act(async () => {
+  if (full) $("#defs-export").onclick = () => act(async () => {
     const defs = await api("GET", "/definitions");
     const a = document.createElement("a");
     a.href = URL.createObjectURL(new Blob([JSON.stringify(defs, null, 2)], { type: "application/json" }));
     a.download = "definitions.json";
     a.click();
   }, "Definitions downloaded");
-  $("#defs-import").onsubmit = async (e) => {
+  onsubmit("#defs-import", async (e) => {
     e.preventDefault();
     const file = $("#defs-file").files[0];
     const text = file ? await file.text() : $("#defs-text").value;
     let defs;
     try { defs = JSON.parse(text); } catch (err) { flash("Definitions are not JSON", false); return; }
     act(() => api("POST", "/definitions", defs), "Definitions imported");
-  };
+  });
   UI.live = async () => {
-    const [users, perms, vhosts, policies, opPolicies] = await Promise.all([api("GET", "/users"),
-      api("GET", "/permissions"), api("GET", "/vhosts"), api("GET", "/policies"),
-      api("GET", "/operator-policies")]);
+    const live = $("#live");  // this page's: a late reply must not land on the next page
+    const [users, perms, vhosts, policies, opPolicies] = await Promise.all([
+      full ? api("GET", "/users") : [], full ? api("GET", "/permissions") : [],
+      full ? api("GET", "/vhosts") : [], api("GET", "/policies"), api("GET", "/operator-policies")]);
     const urows = users.map((u) => `<tr data-name="${esc(u.name)}"><td>${esc(u.name)}</td>
       <td>${(Array.isArray(u.tags) ? u.tags : String(u.tags || "").split(",")).filter(Boolean).map((t) => `<span class="tag">${esc(t)}</span>`).join("")}</td>
       <td>${esc(perms.filter((p) => p.user === u.name).map((p) => p.vhost).join(", "))}</td>
@@ -738,20 +756,20 @@ async function pageAdmin() {
       <td><code>${esc(p.pattern)}</code></td><td>${esc(p["apply-to"])}</td><td><code>${esc(JSON.stringify(p.definition))}</code></td>
       <td class="n">${esc(p.priority)}</td><td><button type="button" data-del-policy="${esc(p.name)}" data-vhost="${esc(p.vhost)}"
       data-path="${path}">Delete</button></td></tr>`);
-    $("#live").innerHTML = `<h2>Users</h2>` + table("users", ["Name", "Tags", "Can access vhosts", ""], urows)
+    live.innerHTML = (full ? `<h2>Users</h2>` + table("users", ["Name", "Tags", "Can access vhosts", ""], urows)
       + `<h2>Permissions</h2>` + table("permissions", ["User", "Vhost", "Configure", "Write", "Read"], prows)
       + `<h2>Virtual hosts</h2>` + table("vhosts", ["Name", "Description", "Messages", "Publish", "Deliver / get", ""], vrows)
-      + `<h2>Policies</h2>` + table("policies", ["Vhost", "Name", "Pattern", "Apply to", "Definition", "Priority", ""],
+      : "") + `<h2>Policies</h2>` + table("policies", ["Vhost", "Name", "Pattern", "Apply to", "Definition", "Priority", ""],
         polrows(policies, "/policies"))
       + `<h2>Operator policies</h2>` + table("operator-policies", ["Vhost", "Name", "Pattern", "Apply to", "Definition",
         "Priority", ""], polrows(opPolicies, "/operator-policies"));
-    $("#live").querySelectorAll("[data-del-user]").forEach((b) => { b.onclick = () => {
+    live.querySelectorAll("[data-del-user]").forEach((b) => { b.onclick = () => {
       if (confirm(`Delete user ${b.dataset.delUser}?`)) act(() => api("DELETE", `/users/${enc(b.dataset.delUser)}`), "User deleted");
     }; });
-    $("#live").querySelectorAll("[data-del-vhost]").forEach((b) => { b.onclick = () => {
+    live.querySelectorAll("[data-del-vhost]").forEach((b) => { b.onclick = () => {
       if (confirm(`Delete vhost ${b.dataset.delVhost} and everything in it?`)) act(() => api("DELETE", `/vhosts/${enc(b.dataset.delVhost)}`), "Vhost deleted");
     }; });
-    $("#live").querySelectorAll("[data-del-policy]").forEach((b) => { b.onclick = () => {
+    live.querySelectorAll("[data-del-policy]").forEach((b) => { b.onclick = () => {
       if (confirm(`Delete policy ${b.dataset.delPolicy}?`)) act(() => api("DELETE", `${b.dataset.path}/${enc(b.dataset.vhost)}/${enc(b.dataset.delPolicy)}`), "Policy deleted");
     }; });
   };
@@ -775,7 +793,7 @@ const ROUTES = [
 
 function renderHeader() {
   $("#nav").hidden = false;
-  $("#nav-admin").hidden = !isAdmin();
+  $("#nav-admin").hidden = !isAdmin() && !policiesOnly();
   $("#who").innerHTML = `User <b id="who-name">${esc(UI.user)}</b> ${UI.tags.map((t) => `<span class="tag">${esc(t)}</span>`).join("")}
     <label class="muted">refresh <select id="refresh">${[[2000, "2 s"], [5000, "5 s"], [10000, "10 s"], [0, "off"]].map(([ms, t]) =>
       `<option value="${ms}" ${ms === UI.refreshMs ? "selected" : ""}>${t}</option>`).join("")}</select></label>
@@ -798,7 +816,14 @@ function schedule() {
   }
 }
 
-async function route() {
+// One route at a time: a page still loading when the hash changes finishes first, so a late
+// render never replaces the page the user went to.
+function route() {
+  UI.routing = (UI.routing || Promise.resolve()).then(renderRoute, renderRoute);
+  return UI.routing;
+}
+
+async function renderRoute() {
   UI.live = null;
   const hash = location.hash || "#/";
   if (!UI.auth || hash === "#/login") return pageLogin();
@@ -810,7 +835,7 @@ async function route() {
     try {
       await page(m);
     } catch (e) {
-      if (e.status === 401 && e.message === "Login failed") return logout();
+      if (e.status === 401 && e.message === "Login failed") { logout(); return; }  // routes after this one
       setMain(`<p class="alarm" id="page-error">Refused: ${esc(e.message)}</p>`);
       UI.live = null;
     }
