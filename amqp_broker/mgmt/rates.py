@@ -14,6 +14,7 @@ Pure apart from `run_sampler`: samples in, JSON-ready dicts out.
 from __future__ import annotations
 
 import collections
+import logging
 import time
 from typing import Any, Callable, Mapping
 
@@ -32,6 +33,8 @@ DEPTH_KEYS = ("messages", "messages_ready", "messages_unacknowledged")
 OCTET_KEYS = ("recv_oct", "send_oct")
 # the overview's one addition (ours): messages dead-lettered, every reason
 NODE_KEYS = CHANNEL_KEYS + ("dead_lettered",)
+
+_log = logging.getLogger(__name__)
 
 HISTORY = 120  # overview samples kept for the charts (10 minutes at the default interval)
 
@@ -134,7 +137,11 @@ def with_samples(stats: dict, history: dict[str, list]) -> dict:
 
 async def run_sampler(sample: Callable[[], dict[tuple, dict[str, int]]], rates: Rates,
                       interval_ms: int) -> None:
-    """Record `sample()` into `rates` now and every `interval_ms` until cancelled."""
+    """Record `sample()` into `rates` now and every `interval_ms` until cancelled. A failing
+    sample is logged and skipped: it must not take the management API down with it."""
     while True:
-        rates.record(time.monotonic(), sample())
+        try:
+            rates.record(time.monotonic(), sample())
+        except Exception:
+            _log.exception("message rates: sampling failed")
         await trio.sleep(interval_ms / 1000.0)

@@ -64,3 +64,28 @@ def test_counters_fold_and_queue_deliver_get():
     q = QueueCounters()
     q.deliver, q.get_no_ack, q.publish = 2, 1, 7
     assert queue_stats(q)["deliver_get"] == 3
+
+
+def test_a_failing_sample_is_logged_and_the_sampler_goes_on(caplog):
+    import trio
+
+    from amqp_broker.mgmt.rates import run_sampler
+
+    calls = []
+
+    def sample():
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        return {("node",): {"publish": len(calls)}}
+
+    rates = Rates()
+
+    async def main():
+        with trio.move_on_after(0.35):
+            await run_sampler(sample, rates, 100)
+
+    trio.run(main)
+    assert len(calls) >= 3
+    assert "sampling failed" in caplog.text
+    assert rates.message_stats(("node",), ("publish",))["publish"] == len(calls)
