@@ -22,7 +22,9 @@
 # would `su rabbitmq`) and the server script in /usr/lib/rabbitmq/bin is run directly, in the
 # background, with its own node name, mnesia, log, config, plugins file and Erlang cookie.
 # RabbitMQ defaults are kept on purpose (frame_max 131072, heartbeat 60, max_message_size 128 MiB in
-# 3.10, consumer_timeout 30 min); the tests do not depend on shortened timeouts.
+# 3.10, consumer_timeout 30 min); the tests do not depend on shortened timeouts. One exception:
+# message rates are sampled every second (collect_statistics_interval, default 5 s), so the
+# message_stats tests wait one second, not five.
 set -eu
 
 RMQ_BIN=/usr/lib/rabbitmq/bin
@@ -118,6 +120,7 @@ management.tcp.ip = 127.0.0.1
 loopback_users.guest = true
 log.console = false
 log.file.level = info
+collect_statistics_interval = 1000
 EOF
     # RMQ_EXTRA_CONF: a file of more rabbitmq.conf lines (e.g. TLS listeners), appended as is
     if [ -n "${RMQ_EXTRA_CONF:-}" ]; then cat "$RMQ_EXTRA_CONF" >>"$BASE/rabbitmq.conf"; fi

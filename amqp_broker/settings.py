@@ -54,3 +54,5 @@ class Settings:
     # Resource alarms (connection.blocked): a fraction of RAM (<= 1) or bytes (> 1), and bytes.
     memory_high_watermark: float = 0.4
     disk_free_limit: int = 50 * 1024 * 1024
+    # Milliseconds between samples of the management API's message rates (mgmt/rates.py).
+    collect_statistics_interval: int = 5000

@@ -55,6 +55,7 @@ _DIRECT = {
     "vm_memory_high_watermark.relative": "memory_high_watermark",
     "vm_memory_high_watermark.absolute": "memory_high_watermark",
     "disk_free_limit.absolute": "disk_free_limit",
+    "collect_statistics_interval": "collect_statistics_interval",
 }
 
 

@@ -131,6 +131,7 @@ KEYS: dict[str, v.Converter] = {
     "vm_memory_high_watermark.relative": v.fraction,
     "vm_memory_high_watermark.absolute": v.information_unit,
     "disk_free_limit.absolute": v.information_unit,
+    "collect_statistics_interval": v.integer(100, 3_600_000, "milliseconds"),
     "connection_max": lambda raw: None if raw == "infinity" else v.integer(0)(raw),
     "log.file": _log_file,
     "log.file.level": _LEVEL,

@@ -334,6 +334,7 @@ class Topology:
         Hot path: for one key on an exchange without e2e bindings, one list per call.
         """
         x = self._publishable(exchange, internal_ok)
+        x.publish_in += 1
         keys: Iterable[str] | None = None
         if headers and ("CC" in headers or "BCC" in headers):
             keys = routing_keys(routing_key, headers)
@@ -341,8 +342,13 @@ class Topology:
             # Common publish: one key, no e2e: a tuple precomputed at bind time.
             qs = x.queues_for(routing_key, headers)
             if qs is not None and (qs or x.alternate is None):
+                if qs:
+                    x.publish_out += 1
                 return list(qs)
-        return self._route_general(x, routing_key, keys, headers)
+        out = self._route_general(x, routing_key, keys, headers)
+        if out:
+            x.publish_out += 1
+        return out
 
     def route_keys(
         self,

@@ -1,4 +1,5 @@
-"""Management: the `Admin` facade over a node, the RabbitMQ-compatible management HTTP API,
+"""Management: the `Admin` facade over a node, the RabbitMQ-compatible management HTTP API
+with its message-rate sampler (`rates.py`) and the web UI it serves (`webui.py`, `static/`),
 Prometheus metrics, and the HTTP client and table output the CLI tools use.
 
 Who calls what: node start-up (`server.node._start_http`, the only place that starts them,

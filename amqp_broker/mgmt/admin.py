@@ -28,7 +28,10 @@ from amqp_broker.core.users import User, UserError
 
 from .definitions import DefinitionsOps
 from .errors import BadRequest, NotFoundError
-from .rows import TLS_KEYS, channel_row, connection_name, connection_row, consumer_rows
+from .rates import (CHANNEL_KEYS, DEPTH_KEYS, NODE_KEYS, OCTET_KEYS, Rates, channel_stats,
+                    queue_stats, with_samples)
+from .rows import (TLS_KEYS, channel_name, channel_row, connection_name, connection_row,
+                   consumer_rows)
 from .replicas import ReplicaOps
 from .topology_ops import TopologyOps
 
@@ -70,6 +73,7 @@ class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
         self.tls_listeners.append({"node": self.node, "protocol": protocol, "interface": host,
                                    "port": port, "certfile": options.certfile,
                                    "cacertfile": options.cacertfile})
+        self.rates = Rates()  # message_stats, sampled by rates.run_sampler (http.py starts it)
 
     # -- helpers for the mixins ---------------------------------------------------------------
     def _vhost(self, name: str):
@@ -84,6 +88,71 @@ class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
     def _policy_store(self, vhost: str) -> PolicyStore:
         return self._srv.policies.get(vhost) or PolicyStore(vhost)
 
+    def _with_rates(self, row: dict, key: tuple, stats: tuple[str, ...],
+                    gauges: tuple[str, ...] = ()) -> dict:
+        """`row` with its message_stats and `<gauge>_details` from the last sample."""
+        ms = self.rates.message_stats(key, stats)
+        if ms is not None:
+            row["message_stats"] = ms
+        if gauges:
+            row.update(self.rates.details(key, gauges))
+        return row
+
+    # -- rates ---------------------------------------------------------------------------------
+    def sample_totals(self) -> dict[tuple, dict[str, int]]:
+        """Every object's totals now, for `Rates.record`: the node, vhosts, connections,
+        channels, queues and exchanges. O(objects); run by the sampler, not per request."""
+        broker = self.broker
+        out: dict[tuple, dict[str, int]] = {}
+        depth_node = dict.fromkeys(DEPTH_KEYS, 0)
+        vhosts = list(broker.vhosts.values())
+        # a vhost's totals: its closed channels' plus its connections' (one pass over them)
+        per_vhost = {v.name: {**channel_stats(v.retired_counters), "recv_oct": 0, "send_oct": 0}
+                     for v in vhosts}
+        for s in list(broker.sessions):
+            cs = channel_stats(s.counter_totals())
+            cs.update(recv_oct=s.recv_oct, send_oct=s.send_oct)
+            out[("connection", connection_name(s))] = cs
+            for ch in list(s.channels.values()):
+                out[("channel", channel_name(s, ch.number))] = channel_stats(ch.counters)
+            acc = per_vhost.get(s.vhost.name) if s.vhost is not None else None
+            if acc is not None:
+                for k, n in cs.items():
+                    acc[k] += n
+        for v in vhosts:
+            depth = dict.fromkeys(DEPTH_KEYS, 0)
+            for rt in list(v.queues.values()):
+                q = rt.queue
+                ready, unacked = q.message_count, q.unacked_count
+                sample = queue_stats(rt.counters)
+                sample.update(messages=ready + unacked, messages_ready=ready,
+                              messages_unacknowledged=unacked)
+                out[("queue", v.name, rt.name)] = sample
+                for k in DEPTH_KEYS:
+                    depth[k] += sample[k]
+            for x in v.topology.exchanges():
+                out[("exchange", v.name, x.name)] = {"publish_in": x.publish_in,
+                                                     "publish_out": x.publish_out}
+            out[("vhost", v.name)] = {**per_vhost[v.name], **depth}
+            for k in DEPTH_KEYS:
+                depth_node[k] += depth[k]
+        totals = broker.counter_totals()
+        node = channel_stats(totals)
+        node["dead_lettered"] = sum(totals[k] for k in totals if k.startswith("dead_lettered_"))
+        node.update(depth_node)
+        out[("node",)] = node
+        return out
+
+    def overview_with_history(self, msg_rates_age: float | None, lengths_age: float | None) -> dict:
+        """The overview; with an age (seconds), the node's samples over that age in the
+        message_stats / queue_totals details, as RabbitMQ's ?msg_rates_age=&lengths_age=."""
+        out = self.overview()
+        if msg_rates_age:
+            with_samples(out["message_stats"], self.rates.node_history(msg_rates_age, NODE_KEYS))
+        if lengths_age:
+            with_samples(out["queue_totals"], self.rates.node_history(lengths_age, DEPTH_KEYS))
+        return out
+
     # -- overview and nodes -------------------------------------------------------------------
     def overview(self) -> dict:
         queues = self.list_queues()
@@ -91,17 +160,18 @@ class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
         return {
             "management_version": s.version, "rabbitmq_version": s.version,
             "product_name": s.product, "product_version": s.version,
-            "cluster_name": s.cluster_name, "node": self.node, "rates_mode": "none",
+            "cluster_name": s.cluster_name, "node": self.node, "rates_mode": "basic",
             "erlang_version": "", "erlang_full_version": "", "disable_stats": False,
             "enable_queue_totals": True,
             "exchange_types": [{"name": n, "description": d, "enabled": True}
                                for n, d in _EXCHANGE_TYPES],
-            "message_stats": _message_stats(getattr(self.broker, "counters", None)),
+            "message_stats": self.rates.message_stats(("node",), NODE_KEYS) or {},
             "churn_rates": {},
             "queue_totals": {
                 "messages": sum(q["messages"] for q in queues),
                 "messages_ready": sum(q["messages_ready"] for q in queues),
                 "messages_unacknowledged": sum(q["messages_unacknowledged"] for q in queues),
+                **self.rates.details(("node",), DEPTH_KEYS),
             },
             "object_totals": {
                 "connections": len(self.broker.sessions),
@@ -131,8 +201,11 @@ class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
             "name": self.node, "type": "disc", "running": True, "os_pid": str(os.getpid()),
             "uptime": int((time.time() - self.started_at) * 1000),
             "mem_alarm": "memory" in alarms, "disk_free_alarm": "disk" in alarms,
-            "processors": os.cpu_count() or 1, "partitions": [], "rates_mode": "none",
-            "exchange_types": self.overview()["exchange_types"],
+            "processors": os.cpu_count() or 1, "partitions": [], "rates_mode": "basic",
+            "exchange_types": [{"name": n, "description": d, "enabled": True}
+                               for n, d in _EXCHANGE_TYPES],
+            # mem_used, mem_limit, disk_free, disk_free_limit: the alarm task's last readings
+            **getattr(self.broker, "resource_usage", {}),
         }
 
     def get_node(self, name: str) -> dict:
@@ -157,13 +230,14 @@ class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
         qs = self.list_queues(name)
         desc = meta.get("description", "Default virtual host" if name == self.settings.default_vhost else "")
         tags = meta.get("tags", [])
-        return {"name": name, "description": desc, "tags": tags,
+        return self._with_rates({"name": name, "description": desc, "tags": tags,
                 "metadata": {"description": desc, "tags": tags},
                 "default_queue_type": meta.get("default_queue_type", "undefined"), "tracing": False,
                 "cluster_state": {self.node: "running"},
                 "messages": sum(q["messages"] for q in qs),
                 "messages_ready": sum(q["messages_ready"] for q in qs),
-                "messages_unacknowledged": sum(q["messages_unacknowledged"] for q in qs)}
+                "messages_unacknowledged": sum(q["messages_unacknowledged"] for q in qs)},
+            ("vhost", name), CHANNEL_KEYS, DEPTH_KEYS + OCTET_KEYS)
 
     def add_vhost(self, name: str, *, description: str | None = None, tags=None,
                   default_queue_type: str | None = None, acting_user: str | None = None) -> bool:
@@ -330,36 +404,39 @@ class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
         self._srv.clear_permissions(vhost, user)
 
     # -- policies -----------------------------------------------------------------------------
-    def list_policies(self, vhost: str | None = None) -> list[dict]:
-        return [p.as_dict() for v in self._vhosts(vhost) for p in self._policy_store(v.name).list()]
+    def list_policies(self, vhost: str | None = None, *, operator: bool = False) -> list[dict]:
+        return [p.as_dict() for v in self._vhosts(vhost)
+                for p in self._policy_store(v.name).list(operator=operator)]
 
-    def get_policy(self, vhost: str, name: str) -> dict:
+    def get_policy(self, vhost: str, name: str, *, operator: bool = False) -> dict:
         self._vhost(vhost)
-        p = self._policy_store(vhost).get(name)
+        p = self._policy_store(vhost).get(name, operator=operator)
         if p is None:
             raise NotFoundError()
         return p.as_dict()
 
     def set_policy(self, vhost: str, name: str, pattern: Any, definition: Any, *, priority: Any = 0,
-                   apply_to: str | None = "all") -> bool:
-        """Create or replace a policy; the server applies it to existing queues at once."""
+                   apply_to: str | None = "all", operator: bool = False) -> bool:
+        """Create or replace a policy (or, with `operator`, an operator policy); the server
+        applies it to existing queues at once."""
         self._vhost(vhost)
         if not isinstance(definition, dict):
             raise BadRequest("Validation failed\n\ndefinition must be an object\n")
-        created = self._policy_store(vhost).get(name) is None
+        created = self._policy_store(vhost).get(name, operator=operator) is None
         try:
-            self._srv.set_policy(vhost, name, pattern, definition, priority, apply_to or "all")
+            self._srv.set_policy(vhost, name, pattern, definition, priority, apply_to or "all",
+                                 operator=operator)
         except PolicyError as e:
             raise BadRequest(f"Validation failed\n\n{e}\n") from None
         except AMQPError as e:
             raise BadRequest(e.message) from None
         return created
 
-    def clear_policy(self, vhost: str, name: str) -> None:
+    def clear_policy(self, vhost: str, name: str, *, operator: bool = False) -> None:
         self._vhost(vhost)
-        if self._policy_store(vhost).get(name) is None:
+        if self._policy_store(vhost).get(name, operator=operator) is None:
             raise NotFoundError()
-        self._srv.clear_policy(vhost, name)
+        self._srv.clear_policy(vhost, name, operator=operator)
 
     # -- connections, channels, consumers -----------------------------------------------------
     def _sessions(self) -> list:
@@ -373,7 +450,9 @@ class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
         return live
 
     def list_connections(self, vhost: str | None = None) -> list[dict]:
-        return [connection_row(s, self.node, self._connected_at[id(s)]) for s in self._sessions()
+        return [self._with_rates(connection_row(s, self.node, self._connected_at[id(s)]),
+                                 ("connection", connection_name(s)), (), OCTET_KEYS)
+                for s in self._sessions()
                 if vhost is None or (s.vhost is not None and s.vhost.name == vhost)]
 
     def get_connection(self, name: str) -> dict:
@@ -390,7 +469,9 @@ class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
         raise NotFoundError()
 
     def list_channels(self, vhost: str | None = None) -> list[dict]:
-        return [channel_row(s, ch, self.node) for s in self._sessions()
+        return [self._with_rates(channel_row(s, ch, self.node),
+                                 ("channel", channel_name(s, ch.number)), CHANNEL_KEYS)
+                for s in self._sessions()
                 if vhost is None or (s.vhost is not None and s.vhost.name == vhost)
                 for ch in list(s.channels.values())]
 
@@ -399,17 +480,3 @@ class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
                 if vhost is None or (s.vhost is not None and s.vhost.name == vhost)
                 for ch in list(s.channels.values()) for row in consumer_rows(s, ch, self.node)]
 
-
-# overview message_stats key -> broker.counters key (totals only: rates_mode is "none")
-_MESSAGE_STATS = (
-    ("publish", "messages_received"), ("confirm", "messages_confirmed"),
-    ("deliver_get", "messages_delivered"), ("ack", "messages_acknowledged"),
-    ("redeliver", "messages_redelivered"), ("return_unroutable", "messages_unroutable_returned"),
-    ("drop_unroutable", "messages_unroutable_dropped"),
-)
-
-
-def _message_stats(counters: Any) -> dict:
-    if not counters:
-        return {}
-    return {key: counters[src] for key, src in _MESSAGE_STATS if src in counters}

@@ -2,7 +2,8 @@
 by `httpserver.serve_http` (h11 on trio), in the broker's own trio run.
 
 Node startup calls `await nursery.start(serve_management, admin, settings)`; it reports the
-bound port (so tests can bind port 0). `build_app(admin)` gives the bare Starlette app.
+bound port (so tests can bind port 0) and samples message rates every
+`collect_statistics_interval` (`rates.py`). `build_app(admin)` gives the bare Starlette app.
 
 Why one catch-all route: RabbitMQ puts vhost names in the path URL-encoded ("%2F" is "/"), so the
 path must be split on "/" *before* percent-decoding. We take the raw path from the ASGI scope,
@@ -10,7 +11,7 @@ decode each segment on its own and hand the list to `routes.dispatch`.
 
 Authentication is HTTP basic against the node's users (`admin.authenticate`), as RabbitMQ:
 401 with `WWW-Authenticate` for missing or wrong credentials (and for loopback-only users
-connecting from elsewhere), 401 "Not management user" without a management tag, 401 "Not
+connecting from elsewhere; without the challenge for the web UI's `X-Requested-With` requests), 401 "Not management user" without a management tag, 401 "Not
 administrator user" on administrator-only endpoints, and vhost access checked for users that
 are neither administrators nor monitoring.
 """
@@ -35,7 +36,9 @@ from amqp_broker.core.users import loopback_allowed
 
 from .errors import AdminError
 from .httpserver import serve_http
-from .paging import paginate
+from .paging import paginate, select_columns
+from .rates import run_sampler
+from .webui import ui_routes
 from .routes import Req, dispatch, needs_admin
 
 __all__ = ["build_app", "http_listener", "serve_management"]
@@ -80,15 +83,24 @@ def _credentials(request: Request) -> tuple[str, str] | None:
     return (user, password) if sep else None
 
 
+def _unauthenticated(request: Request) -> Response:
+    """401 with the Basic challenge; without it for the web UI's own requests (marked
+    `X-Requested-With: XMLHttpRequest`), which a browser would otherwise answer with its own
+    login dialog instead of letting the page show the failure."""
+    if request.headers.get("x-requested-with", "").lower() == "xmlhttprequest":
+        return _json(401, {"error": "not_authorised", "reason": "Login failed"})
+    return Response(status_code=401, headers=_CHALLENGE)
+
+
 def _authorise(admin, request: Request, req: Req) -> Response | None:
     """None when allowed, else the 401 response."""
     creds = _credentials(request)
     if creds is None:
-        return Response(status_code=401, headers=_CHALLENGE)
+        return _unauthenticated(request)
     user = admin.authenticate(*creds)
     peer = request.client.host if request.client else None
     if user is None or not loopback_allowed(creds[0], peer, admin.settings.loopback_users):
-        return Response(status_code=401, headers=_CHALLENGE)
+        return _unauthenticated(request)
     tags = set(user.tags)
     if not tags & set(_MGMT_TAGS):
         return _json(401, {"error": "not_authorised", "reason": "Not management user"})
@@ -108,7 +120,8 @@ def _authorise(admin, request: Request, req: Req) -> Response | None:
     return None
 
 
-_VHOST_SCOPED = ("queues", "exchanges", "bindings", "policies", "aliveness-test", "consumers")
+_VHOST_SCOPED = ("queues", "exchanges", "bindings", "policies", "operator-policies",
+                 "aliveness-test", "consumers")
 
 
 def _vhost_of(req: Req) -> str | None:
@@ -163,6 +176,8 @@ async def _endpoint(request: Request) -> Response:
             body = paginate(body, req.query)
         except AdminError as err:
             return _error(err)
+    if method == "GET" and req.query.get("columns") and body is not None:
+        body = select_columns(body, req.query["columns"])
     return _json(reply.status, body, reply.headers)
 
 
@@ -195,12 +210,8 @@ def _sees_all(user) -> bool:
     return "administrator" in user.tags or "monitoring" in user.tags
 
 
-async def _root(request: Request) -> Response:
-    return Response("amqp-broker management API: see /api/overview\n", media_type="text/plain")
-
-
 def build_app(admin) -> Starlette:
-    app = Starlette(routes=[Route("/", _root), Route("/api/{rest:path}", _endpoint, methods=_METHODS),
+    app = Starlette(routes=[*ui_routes(), Route("/api/{rest:path}", _endpoint, methods=_METHODS),
                             Route("/api", _endpoint, methods=_METHODS)])
     app.state.admin = admin
     return app
@@ -233,6 +244,10 @@ async def serve_management(admin, settings, *, tls=None,
             admin.listeners.append({"node": admin.node, "protocol": "amqp",
                                     "ip_address": ln.host, "port": ln.port, "socket_opts": {}})
     async with trio.open_nursery() as nursery:
+        if not admin.rates.sampling:  # one sampler, though HTTP and HTTPS both serve
+            admin.rates.sampling = True
+            nursery.start_soon(run_sampler, admin.sample_totals, admin.rates,
+                               getattr(admin.settings, "collect_statistics_interval", 5000))
         bound = await nursery.start(functools.partial(serve_http, build_app(admin), host, port,
                                                       tls=tls))
         scheme = "https" if tls is not None else "http"

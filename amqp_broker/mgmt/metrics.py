@@ -7,7 +7,7 @@ metrics over the node (no labels), `/metrics/per-object` gives one series per qu
 {vhost, queue}.
 
 Counters the broker does not keep are not exported (no constants pretending to be data). The
-broker may offer `broker.counters`, a mapping of name -> int for any of `_GLOBAL_COUNTERS`
+broker's `counter_totals()` gives a mapping of name -> int for any of `_GLOBAL_COUNTERS`
 (and `dead_lettered_<reason>` keys); those are exported when present. Dead letters are labelled
 {queue_type, dead_letter_strategy} from `broker.dead_lettered` ((reason, type, strategy) -> n)
 when the broker keeps it.
@@ -128,7 +128,7 @@ def render_metrics(admin: Any, *, per_object: bool = False) -> str:
                "is set to 1 when memory alarm is in effect", [({}, int("memory" in alarms))])
     out.family("rabbitmq_alarms_free_disk_space_watermark", "untyped",
                "is set to 1 when disk alarm is in effect", [({}, int("disk" in alarms))])
-    _counter_metrics(out, getattr(broker, "counters", None), getattr(broker, "dead_lettered", None))
+    _counter_metrics(out, broker.counter_totals(), getattr(broker, "dead_lettered", None))
     return out.text()
 
 

@@ -10,7 +10,9 @@ The rules, from RabbitMQ 3.10: rows are sorted by `sort` (a dotted key) then vho
 reversed with `sort_reverse=true`. Without `page` the sorted list is the reply, unfiltered.
 With it, `name` keeps the rows whose name contains it (case-insensitive) or, with
 `use_regex=true`, matches it as a case-insensitive regular expression; `page_size` defaults to
-100 and may be at most 500; a page may start at most one row past the end.
+100 and may be at most 500; a page may start at most one row past the end. `columns=a,b.c`
+keeps only those keys of each row (a dotted name keeps its first part, whole, as RabbitMQ
+3.10 does); unknown names are left out.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from .errors import BadRequest
 
-__all__ = ["PagingError", "paginate"]
+__all__ = ["PagingError", "paginate", "select_columns"]
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 500
@@ -105,3 +107,19 @@ def _sort_value(row: dict, dotted: str) -> tuple[int, Any]:
     if isinstance(value, str):
         return (2, value)
     return (3, str(value))
+
+
+def select_columns(body: Any, columns: str) -> Any:
+    """`body` (a row, a list of rows, or a page of them) with only the `columns` of each row."""
+    keep = {name.strip().split(".", 1)[0] for name in columns.split(",")} - {""}
+    if not keep:
+        return body
+    if isinstance(body, list):
+        return [_select(row, keep) for row in body]
+    if isinstance(body, dict) and isinstance(body.get("items"), list) and "page" in body:
+        return {**body, "items": [_select(row, keep) for row in body["items"]]}
+    return _select(body, keep)
+
+
+def _select(row: Any, keep: set[str]) -> Any:
+    return {k: v for k, v in row.items() if k in keep} if isinstance(row, dict) else row

@@ -45,6 +45,7 @@ def _listing(rows: list[dict]) -> Reply:
 
 
 _OK = Reply(204)
+_MOVE_BATCH = 10_000  # messages one move request takes (it runs in one step of the node's loop)
 _ADMIN_ONLY = ("users", "permissions", "definitions", "user-limits", "ctl", "rebalance")
 
 
@@ -57,7 +58,9 @@ def needs_admin(req: Req) -> bool:
         return True
     if top == "queues" and len(req.segs) >= 4 and req.segs[3] == "members":
         return True  # replica membership: rabbitmq-queues is an operator's tool
-    return top in ("vhosts", "vhost-limits") and req.method in ("PUT", "DELETE")
+    # any management user may read operator policies (of the vhosts they can access)
+    return top in ("vhosts", "vhost-limits", "operator-policies") and \
+        req.method in ("PUT", "DELETE")
 
 
 def _created(flag: bool) -> Reply:
@@ -79,8 +82,18 @@ def dispatch(admin, req: Req) -> Reply:
 def _overview(admin, req, m, rest) -> Reply:
     match m, rest:
         case "GET", []:
-            return Reply(200, admin.overview())
+            return Reply(200, admin.overview_with_history(_age(req, "msg_rates_age"),
+                                                          _age(req, "lengths_age")))
     raise NotFoundError()
+
+
+def _age(req: Req, key: str) -> float | None:
+    """A positive number of seconds from the query, else None."""
+    try:
+        value = float(req.query.get(key, ""))
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 def _whoami(admin, req, m, rest) -> Reply:
@@ -218,7 +231,7 @@ def _queues(admin, req, m, rest) -> Reply:
             args = req.field("arguments") or {}
             if not isinstance(args, dict):
                 raise BadRequest("arguments must be an object")
-            return _created(admin.declare_queue(vhost, name, durable=_bool(req.field("durable", True)),
+            return _created(admin.declare_queue(vhost, name, durable=_bool(req.field("durable", False)),
                                                 auto_delete=_bool(req.field("auto_delete", False)),
                                                 arguments=args))
         case "DELETE", [vhost, name]:
@@ -239,6 +252,14 @@ def _queues(admin, req, m, rest) -> Reply:
         case "DELETE", [vhost, name, "members", node]:
             admin.delete_member(vhost, name, node)
             return _OK
+        case "POST", [vhost, name, "move"]:
+            destination = req.field("destination")
+            if not isinstance(destination, str) or not destination:
+                raise BadRequest("[{key_missing,destination}]")
+            limit = req.field("count", _MOVE_BATCH)
+            if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit <= _MOVE_BATCH:
+                raise BadRequest(f"count must be an integer from 1 to {_MOVE_BATCH}")
+            return Reply(200, admin.move_messages(vhost, name, destination, limit))
         case "POST", [vhost, name, "get"]:
             missing = [k for k in ("ackmode", "encoding") if req.field(k) is None]
             if missing:
@@ -278,7 +299,7 @@ def _exchanges(admin, req, m, rest) -> Reply:
             if not isinstance(type_, str):
                 raise BadRequest("[{key_missing,type}]")
             return _created(admin.declare_exchange(
-                vhost, name, type_, durable=_bool(req.field("durable", True)),
+                vhost, name, type_, durable=_bool(req.field("durable", False)),
                 auto_delete=_bool(req.field("auto_delete", False)),
                 internal=_bool(req.field("internal", False)), arguments=req.field("arguments") or {}))
         case "DELETE", [vhost, name]:
@@ -339,25 +360,32 @@ def _exists(admin, vhost: str, source: str, kind: str, dest: str) -> None:
         admin.get_exchange(vhost, dest)
 
 
-def _policies(admin, req, m, rest) -> Reply:
+def _policies(admin, req, m, rest, operator: bool = False) -> Reply:
     match m, rest:
         case "GET", []:
-            return Reply(200, admin.list_policies())
+            return Reply(200, admin.list_policies(operator=operator))
         case "GET", [vhost]:
-            return Reply(200, admin.list_policies(vhost))
+            return Reply(200, admin.list_policies(vhost, operator=operator))
         case "GET", [vhost, name]:
-            return Reply(200, admin.get_policy(vhost, name))
+            return Reply(200, admin.get_policy(vhost, name, operator=operator))
         case "PUT", [vhost, name]:
             for key in ("pattern", "definition"):
                 if req.field(key) is None:
                     raise BadRequest(f"[{{key_missing,{key}}}]")
             return _created(admin.set_policy(vhost, name, req.field("pattern"), req.field("definition"),
                                              priority=req.field("priority", 0),
-                                             apply_to=req.field("apply-to", "all")))
+                                             apply_to=req.field("apply-to", "all"),
+                                             operator=operator))
         case "DELETE", [vhost, name]:
-            admin.clear_policy(vhost, name)
+            admin.clear_policy(vhost, name, operator=operator)
             return _OK
     raise NotFoundError()
+
+
+def _operator_policies(admin, req, m, rest) -> Reply:
+    """/api/operator-policies: as /api/policies, for operator policies (only administrators
+    may set or clear them)."""
+    return _policies(admin, req, m, rest, operator=True)
 
 
 def _connections(admin, req, m, rest) -> Reply:
@@ -452,7 +480,8 @@ def _aliveness(admin, req, m, rest) -> Reply:
 _HANDLERS = {
     "overview": _overview, "whoami": _whoami, "nodes": _nodes, "vhosts": _vhosts,
     "users": _users, "permissions": _permissions, "queues": _queues, "exchanges": _exchanges,
-    "bindings": _bindings, "policies": _policies, "connections": _connections,
+    "bindings": _bindings, "policies": _policies, "operator-policies": _operator_policies,
+    "connections": _connections,
     "channels": _channels, "consumers": _consumers, "definitions": _definitions,
     "health": _health, "healthchecks": _healthchecks, "aliveness-test": _aliveness,
     "rebalance": _rebalance, "vhost-limits": _vhost_limits, "user-limits": _user_limits,

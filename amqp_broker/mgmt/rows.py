@@ -2,8 +2,9 @@
 
 Called by `admin.Admin`, which hands in the broker's live objects (vhosts, queue runtimes,
 sessions, channels). This module and `admin.py` are the only ones in `mgmt/` that read broker
-internals; a queue is read only through the facts of `queues.base.QueueType`. Rate fields (`*_details`), Erlang GC stats and similar are left out: we do not keep
-them, and a constant would be a lie.
+internals; a queue is read only through the facts of `queues.base.QueueType`. Rate fields
+(`message_stats`, `*_details`) are added by `admin.Admin` from the sampler (`rates.py`); Erlang
+GC stats and similar are left out: we do not keep them, and a constant would be a lie.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ __all__ = ["queue_row", "exchange_row", "binding_row", "connection_row", "channe
            "channel_name", "TLS_KEYS"]
 
 
-def queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
+def queue_row(rt: Any, node: str, policy: Any, effective: dict, operator_policy: Any = None) -> dict:
     where = rt.queue.placement(node)
     row = _queue_row(rt, where.leader, policy, effective)
+    if operator_policy is not None:
+        row["operator_policy"] = operator_policy.name
     if where.replicated and rt.queue_type == "classic":
         # a mirrored classic queue: its master is "node", as RabbitMQ 3.x lists mirrors
         row.update(slave_nodes=[m for m in where.members if m != where.leader],

@@ -18,6 +18,7 @@ from amqp_broker.queues import Message
 
 from .errors import BadRequest, NotAuthorised, NotFoundError
 from .messages import payload_from_json, payload_to_json, properties_from_json, properties_to_json
+from .rates import DEPTH_KEYS, EXCHANGE_KEYS, QUEUE_KEYS
 from .rows import binding_row, exchange_row, properties_key, queue_row, same_properties_key
 
 __all__ = ["TopologyOps", "amqp_errors"]
@@ -65,7 +66,8 @@ class TopologyOps:
 
     def _queue_row(self, v, rt) -> dict:
         policy, op = self._policy_store(v.name).for_queue(rt.name, rt.queue_type)
-        return queue_row(rt, self.node, policy, effective_definition(policy, op))
+        row = queue_row(rt, self.node, policy, effective_definition(policy, op), op)
+        return self._with_rates(row, ("queue", v.name, rt.name), QUEUE_KEYS, DEPTH_KEYS)
 
     def declare_queue(self, vhost: str, name: str, *, durable: bool = True,
                       auto_delete: bool = False, arguments: dict | None = None) -> bool:
@@ -129,21 +131,52 @@ class TopologyOps:
         self.broker.run_pending()
         return out
 
+    def move_messages(self, vhost: str, name: str, destination: str, limit: int) -> dict:
+        """POST /api/queues/vhost/name/move (ours; RabbitMQ's UI uses a shovel): up to `limit`
+        ready messages, oldest first, into queue `destination` of the same vhost, each
+        published there (unchanged: headers, x-death, properties) before it is acked here,
+        within one step of the node's loop. Returns {"moved": n, "remaining": ready left}."""
+        v = self._vhost(vhost)
+        src = v.queues.get(name)
+        if src is None:
+            raise NotFoundError()
+        dst = v.queues.get(destination)
+        if dst is None:
+            raise BadRequest(f"no queue '{destination}' in vhost '{vhost}'")
+        if dst is src:
+            raise BadRequest("source and destination are the same queue")
+        now = self.broker.update_clock()
+        moved = 0
+        while moved < limit:
+            entry, _left = src.get(False)
+            if entry is None:
+                break
+            dst.publish(entry.message, now, None)
+            src.settle([entry.msg_id], "ack")
+            moved += 1
+        self.broker.run_pending()
+        return {"moved": moved, "remaining": src.queue.message_count}
+
     # -- exchanges ----------------------------------------------------------------------------
     def list_exchanges(self, vhost: str | None = None) -> list[dict]:
         out = []
         for v in self._vhosts(vhost):
             store = self._policy_store(v.name)
             for x in v.topology.exchanges():
-                out.append(exchange_row(v.name, x, store.for_exchange(x.name)[0] if x.name else None))
+                out.append(self._exchange_row(v.name, x, store.for_exchange(x.name)[0] if x.name else None))
         return out
+
+    def _exchange_row(self, vhost: str, x, policy) -> dict:
+        return self._with_rates(exchange_row(vhost, x, policy), ("exchange", vhost, x.name),
+                                EXCHANGE_KEYS)
 
     def get_exchange(self, vhost: str, name: str) -> dict:
         v = self._vhost(vhost)
         x = v.topology.lookup_exchange(name)
         if x is None:
             raise NotFoundError()
-        return exchange_row(v.name, x, self._policy_store(v.name).for_exchange(name)[0] if name else None)
+        return self._exchange_row(v.name, x,
+                                  self._policy_store(v.name).for_exchange(name)[0] if name else None)
 
     def declare_exchange(self, vhost: str, name: str, type_: str, *, durable: bool = True,
                          auto_delete: bool = False, internal: bool = False,

@@ -41,6 +41,7 @@ __all__ = ["Admin"]
 _log = logging.getLogger(__name__)
 PERMISSION = "permission"
 VHOST_LIMITS = "vhost-limits"
+OPERATOR_POLICY = "operator_policy"  # a metadata record kind, as POLICY
 
 
 class Admin:
@@ -95,14 +96,15 @@ class Admin:
                 self.vhost_limits[key[0]] = dict(value)
             else:
                 self.vhost_limits.pop(key[0], None)
-        elif kind == POLICY:
+        elif kind in (POLICY, OPERATOR_POLICY):
             vhost, name = key
+            operator = kind == OPERATOR_POLICY
             if value is not None:
                 self.broker.add_vhost(vhost)
                 self.set_policy(vhost, name, value["pattern"], value["definition"],
-                                value["priority"], value["apply-to"])
+                                value["priority"], value["apply-to"], operator=operator)
             else:
-                self.clear_policy(vhost, name)
+                self.clear_policy(vhost, name, operator=operator)
 
     def _put(self, kind: str, key: Any, value: Any) -> None:
         if self.replicated is not None:
@@ -209,19 +211,21 @@ class Admin:
         return store
 
     def set_policy(self, vhost: str, name: str, pattern: str, definition: dict,
-                   priority: int = 0, apply_to: str = "all") -> None:
-        """Validate (raises PolicyError), store, and apply to matching queues and exchanges."""
+                   priority: int = 0, apply_to: str = "all", *, operator: bool = False) -> None:
+        """Validate (raises PolicyError), store, and apply to matching queues and exchanges.
+        `operator`: an operator policy (its own names and keys; it caps what policies set)."""
         if vhost not in self.broker.vhosts:
             raise NotFound(f"vhost '{vhost}' not found")
-        policy = make_policy(name, vhost, pattern, definition, priority, apply_to)
+        policy = make_policy(name, vhost, pattern, definition, priority, apply_to, operator=operator)
         self._policy_store(vhost).set(policy)
-        self._put(POLICY, [vhost, name], {"pattern": pattern, "definition": dict(definition),
-                                          "priority": policy.priority, "apply-to": policy.apply_to})
+        self._put(OPERATOR_POLICY if operator else POLICY, [vhost, name],
+                  {"pattern": pattern, "definition": dict(definition),
+                   "priority": policy.priority, "apply-to": policy.apply_to})
         self.apply_policies(vhost)
 
-    def clear_policy(self, vhost: str, name: str) -> None:
-        if self._policy_store(vhost).delete(name):
-            self._delete(POLICY, [vhost, name])
+    def clear_policy(self, vhost: str, name: str, *, operator: bool = False) -> None:
+        if self._policy_store(vhost).delete(name, operator=operator):
+            self._delete(OPERATOR_POLICY if operator else POLICY, [vhost, name])
             self.apply_policies(vhost)
 
     def list_policies(self, vhost: str | None = None) -> list[dict]:

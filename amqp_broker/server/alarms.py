@@ -59,11 +59,16 @@ def check_alarms(broker: "Broker") -> set[str]:
     s = broker.settings
     active: set[str] = set()
     limit = memory_limit_bytes(s.memory_high_watermark)
-    if limit and rss_bytes() > limit:
+    used = rss_bytes()
+    if limit and used > limit:
         active.add("memory")
     free = _disk_free(s.data_dir)
     if free is not None and free < s.disk_free_limit:
         active.add("disk")
+    # the readings, as RabbitMQ's node fields, for the management API's /api/nodes
+    broker.resource_usage = {"mem_used": used, "mem_limit": limit,
+                             "disk_free": free if free is not None else 0,
+                             "disk_free_limit": s.disk_free_limit}
     return active
 
 

@@ -25,7 +25,7 @@ from amqp_broker.queues import queue_type_module
 from amqp_broker.settings import Settings
 
 from .admin import Admin
-from .counters import Counters
+from .counters import Counters, node_totals
 from .durability import Durability
 from .reply_to import ReplyTo
 from .timers import DeadlineHeap
@@ -92,7 +92,9 @@ class Broker:
         self.amqp_tls: Any = None
         self.https_tls: Any = None  # the management API's, when management.ssl.port is set
         self.bound_listeners: list[dict] = []
-        self.counters = Counters()  # message totals for /metrics and the overview
+        # closed channels' counts and dead letters; counters.node_totals adds the open channels'
+        self.counters = Counters()
+        self.resource_usage: dict[str, int] = {}  # last readings of alarms.check_alarms
         # (reason, queue_type, dead_letter_strategy) -> messages: /metrics labels them as
         # rabbitmq_prometheus does (queue_type rabbit_classic_queue / rabbit_quorum_queue)
         self.dead_lettered: dict[tuple[str, str, str], int] = {}
@@ -220,6 +222,11 @@ class Broker:
                 rt.run()
 
     # -- dead lettering ------------------------------------------------------------------------
+    def counter_totals(self) -> Counters:
+        """The node's message totals: closed channels' counts and dead letters plus the open
+        channels' (for /metrics and the management API's sampler)."""
+        return node_totals(self)
+
     def count_dead_lettered(self, reason: str, queue_type: str, strategy: str, n: int = 1) -> None:
         """Count `n` dead-lettered messages (metrics: rabbitmq_global_messages_dead_lettered_*)."""
         key = (reason, queue_type, strategy)

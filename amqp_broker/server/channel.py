@@ -35,6 +35,7 @@ from amqp_broker.queues import Consumer, Message
 from . import consumers, declares
 from .confirms import ConfirmTracker
 from .consumers import ConsumerState
+from .counters import Counters
 from .reply_to import REPLY_TO
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class Channel:
         self.conn = session.conn
         self.broker = session.broker
         self.vhost = session.vhost
-        self.counters = session.broker.counters  # node-wide message counters (counters.py)
+        self.counters = Counters()  # this channel's message counts (counters.py)
         self._max_size = session.settings.max_message_size
         # Shared with consumers.py (consume/get/qos/recover): tags, unacked, consumers, prefetch.
         self.next_tag = 1
@@ -183,13 +184,19 @@ class Channel:
         tag = self.next_tag
         self.next_tag = tag + 1
         st = self.consumers.get(consumer.tag)
+        counters = self.counters
+        qc = runtime.counters
         if not consumer.no_ack:
             self.unacked[tag] = (runtime, entry.msg_id, st, time.monotonic())
+            qc.deliver += 1
+        else:
+            counters.messages_delivered_no_ack += 1
+            qc.deliver_no_ack += 1
         m = entry.message
-        counters = self.counters
         counters.messages_delivered += 1
         if entry.redelivered:
             counters.messages_redelivered += 1
+            qc.redeliver += 1
         self.conn.send_deliver(self.number, consumer.tag, tag, entry.redelivered, m.exchange,
                                m.routing_key, m.properties, m.body)
 
@@ -206,6 +213,7 @@ class Channel:
         tag = self.next_tag
         self.next_tag = tag + 1
         self.counters.messages_delivered += 1
+        self.counters.messages_delivered_no_ack += 1
         self.conn.send_deliver(self.number, consumer_tag, tag, False, msg.exchange,
                                msg.routing_key, msg.properties, msg.body)
         self.session.wake()
@@ -409,6 +417,11 @@ class Channel:
         if self._released:
             return
         self._released = True
+        # Closed channels' counts live on in their connection's, vhost's and node's totals.
+        self.session.retired_counters.add(self.counters)
+        if self.vhost is not None:
+            self.vhost.retired_counters.add(self.counters)
+        self.broker.counters.add(self.counters)
         for st in self.consumers.values():
             if st.runtime is not None:
                 st.runtime.remove_consumer(self, st.tag)

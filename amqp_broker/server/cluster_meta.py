@@ -39,7 +39,8 @@ __all__ = ["ReplicatedMetadata", "PendingChange", "apply_changes", "METADATA_TIM
 
 _log = logging.getLogger(__name__)
 
-_ADMIN_KINDS = ("user", "vhost", "vhost-limits", "permission", "policy")
+# the records server/admin.py applies, in the order start-up applies them (vhosts first)
+_ADMIN_KINDS = ("vhost", "vhost-limits", "user", "permission", "policy", "operator_policy")
 
 # How long a metadata change may take to commit before the client is told it failed.
 METADATA_TIMEOUT = 10.0
@@ -274,8 +275,7 @@ class ReplicatedMetadata:
             transient = {key for key, value in state.items(EXCHANGE) if not value["durable"]}
             for key in transient:
                 PendingChange(self, Delete(EXCHANGE, key))
-        for kind in ("node", "vhost", "vhost-limits", "user", "permission", "policy", EXCHANGE,
-                     QUEUE, BINDING):
+        for kind in ("node", *_ADMIN_KINDS, EXCHANGE, QUEUE, BINDING):
             self.apply([(kind, key, value, None) for key, value in state.items(kind)
                         if not (kind == EXCHANGE and key in transient)
                         and not (kind == BINDING and (key[0], key[1]) in transient)])

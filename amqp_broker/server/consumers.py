@@ -146,16 +146,25 @@ def _get_reply(ch: "Channel", rt: "QueueRuntime", no_ack: bool, entry, count: in
             rt.settle([entry.msg_id], "requeue")
         return
     if entry is None:
+        ch.counters.messages_get_empty += 1
+        rt.counters.get_empty += 1
         ch.reply(C.Basic.GetEmpty())
     else:
         tag = ch.next_tag
         ch.next_tag = tag + 1
+        counters = ch.counters
         if not no_ack:
             ch.unacked[tag] = (rt, entry.msg_id, None, time.monotonic())
+            counters.messages_got += 1
+            rt.counters.get += 1
+        else:
+            counters.messages_got_no_ack += 1
+            rt.counters.get_no_ack += 1
         msg = entry.message
-        ch.counters.messages_delivered += 1
+        counters.messages_delivered += 1
         if entry.redelivered:
-            ch.counters.messages_redelivered += 1
+            counters.messages_redelivered += 1
+            rt.counters.redeliver += 1
         ch.conn.send_get_ok(ch.number, tag, entry.redelivered, msg.exchange, msg.routing_key,
                             count, msg.properties, msg.body)
     ch.session.wake()

@@ -55,6 +55,12 @@ class AppAdmin:
         self.current: Any = None  # the running application's mgmt.Admin
         self.last: Any = None     # the last one (its users authenticate while stopped)
         self.listeners: list[dict] = []
+        from amqp_broker.mgmt.rates import Rates
+        self.rates = Rates()  # one history of message rates across application restarts
+
+    def sample_totals(self) -> dict:
+        """The running application's counters for the rates sampler (none while stopped)."""
+        return self.current.sample_totals() if self.current is not None else {}
 
     @property
     def stopped(self) -> bool:
@@ -121,6 +127,7 @@ class NodeProcess:
         self.broker = broker
         admin = HttpAdmin(broker)
         admin.listeners = self.admin.listeners  # the process's listeners, kept across restarts
+        admin.rates = self.admin.rates
         add_tls_listeners(admin, broker)
         self.admin.current = self.admin.last = admin
         return port

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 from amqp_broker.queues import Consumer, Message, QueueType
 from amqp_broker.queues.base import Confirm, GetReply
 
+from .counters import QueueCounters
+
 if TYPE_CHECKING:
     from .broker import Broker, VHost
     from .session import Session
@@ -73,11 +75,13 @@ class QueueRuntime:
         self.deleted = False
         self.dirty = False
         self.timer_deadline: int | None = None
+        self.counters = QueueCounters()  # message_stats: bumped by channels and `publish`/`settle`
 
     # -- publish -------------------------------------------------------------------------------
     def publish(self, msg: Message, now_ms: int, confirm: Confirm | None) -> None:
         """Hot path. `confirm` = (tracker, seq): the queue settles it, now or later."""
         self.queue.publish(msg, now_ms, confirm)
+        self.counters.publish += 1
         self.mark_dirty()
 
     # -- consumers -----------------------------------------------------------------------------
@@ -108,6 +112,7 @@ class QueueRuntime:
             return
         if how == "ack":
             self.queue.settle(msg_ids)
+            self.counters.ack += len(msg_ids)
         elif how == "requeue":
             self.queue.requeue(msg_ids)
         else:

@@ -46,6 +46,7 @@ from amqp_broker.protocol import (
 )
 
 from .channel import Channel
+from .counters import Counters, session_totals
 
 if TYPE_CHECKING:
     from .broker import Broker, VHost
@@ -95,6 +96,11 @@ class Session:
         self.auth_mechanism = ""  # the SASL mechanism the client logged in with
         # Socket counters as RabbitMQ's connection stats: bytes and reads / writes.
         self.recv_oct = self.recv_cnt = self.send_oct = self.send_cnt = 0
+        self.retired_counters = Counters()  # counts of this connection's closed channels
+
+    def counter_totals(self) -> Counters:
+        """This connection's message totals: its closed channels' and its open ones'."""
+        return session_totals(self)
 
     # -- called by channels, queues and the broker -------------------------------------------
     def wake(self) -> None:

@@ -22,6 +22,7 @@ from amqp_broker.core.router import Topology
 from amqp_broker.queues import check_dead_letter_exchange_type, check_declare_arguments, queue_type_of
 from amqp_broker.queues.classic import ClassicQueue
 
+from .counters import Counters
 from .queue_runtime import JournalTap, QueueRuntime
 
 if TYPE_CHECKING:
@@ -64,7 +65,9 @@ class VHost:
         # 4.x stores x-queue-type on every queue (absent = "classic"); 3.10 compares as sent.
         self._default_queue_type = None if profile == "rabbitmq-3.10" else "classic"
         self.topology = Topology(name, unknown_type_error=unknown)
+        self._default_exchange = self.topology.get_exchange("")  # counts the fast path below
         self.queues: dict[str, QueueRuntime] = {}
+        self.retired_counters = Counters()  # counts of closed channels of this vhost
         # queue -> {argument: the int as the declaring client typed it (WireInt)}: only for
         # RabbitMQ's inequivalent-arg texts; the queue itself and the store get plain ints.
         self._declared_ints: dict[str, dict] = {}
@@ -73,8 +76,13 @@ class VHost:
     def route(self, exchange: str, routing_key: str, msg: "Message") -> list[QueueRuntime]:
         headers = msg.headers if msg.headers_offset >= 0 else None
         if exchange == "" and not headers:
+            x = self._default_exchange
+            x.publish_in += 1
             rt = self.queues.get(routing_key)
-            return [rt] if rt is not None else []
+            if rt is None:
+                return []
+            x.publish_out += 1
+            return [rt]
         queues = self.queues
         return [queues[n] for n in self.topology.route(exchange, routing_key, headers) if n in queues]
 

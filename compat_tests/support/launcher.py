@@ -207,5 +207,6 @@ class Broker:
 
 
 def launch_our_broker(work_dir: Path, timeout: float = 30.0) -> Broker:
-    """A started broker with the management API on (the compat and Spark sessions' broker)."""
-    return Broker(work_dir).start(timeout)
+    """A started broker with the management API on (the compat and Spark sessions' broker).
+    Message rates are sampled every second, as `.ci/rabbitmq.sh` configures the RabbitMQ oracle."""
+    return Broker(work_dir, config="collect_statistics_interval = 1000\n").start(timeout)

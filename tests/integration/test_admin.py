@@ -58,6 +58,35 @@ def test_users_permissions_and_vhosts_survive_restart(tmp_path):
             _login(node, "hashed", "wrong", "/")
 
 
+
+def test_operator_policies_survive_restart_and_apply_to_queues(tmp_path):
+    """Set through /api/operator-policies, kept in the metadata group's log as their own kind
+    (not mixed with policies), applied again after a restart."""
+    import httpx
+
+    with NodeProcess(tmp_path / "node") as node:
+        api = httpx.Client(base_url=node.mgmt_url + "/api", auth=("guest", "guest"), timeout=30)
+        assert api.put("/operator-policies/%2F/cap", json={
+            "pattern": "^capped", "definition": {"max-length": 2}, "apply-to": "queues"}
+        ).status_code == 201
+        api.put("/queues/%2F/capped.q", json={"durable": True})
+        node.restart()
+        api = httpx.Client(base_url=node.mgmt_url + "/api", auth=("guest", "guest"), timeout=30)
+        assert [p["name"] for p in api.get("/operator-policies").json()] == ["cap"]
+        assert api.get("/policies").json() == []
+        q = api.get("/queues/%2F/capped.q").json()
+        assert q["operator_policy"] == "cap" and q["effective_policy_definition"] == {"max-length": 2}
+        for i in range(4):
+            api.post("/exchanges/%2F/amq.default/publish", json={
+                "routing_key": "capped.q", "payload": str(i), "payload_encoding": "string",
+                "properties": {}})
+        assert api.get("/queues/%2F/capped.q").json()["messages"] == 2
+        assert api.delete("/operator-policies/%2F/cap").status_code == 204
+        node.restart()
+        api = httpx.Client(base_url=node.mgmt_url + "/api", auth=("guest", "guest"), timeout=30)
+        assert api.get("/operator-policies").json() == []
+        assert api.get("/queues/%2F/capped.q").json()["operator_policy"] is None
+
 def test_policy_applies_max_length_to_matching_queues(tmp_path):
     b = _broker(tmp_path)
     vhost = b.vhosts["/"]

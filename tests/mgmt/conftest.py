@@ -18,7 +18,9 @@ _seq = itertools.count()
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    with Broker(tmp_path_factory.mktemp("mgmt-node")).start() as n:
+    # rates sampled every 200 ms, so message_stats tests wait that long, not 5 s
+    with Broker(tmp_path_factory.mktemp("mgmt-node"),
+                config="collect_statistics_interval = 200\n").start() as n:
         yield n
 
 

@@ -31,7 +31,7 @@ class Exchange:
 
     __slots__ = (
         "name", "durable", "auto_delete", "internal", "arguments",
-        "policy_alternate", "_bindings", "_exchange_dests",
+        "policy_alternate", "_bindings", "_exchange_dests", "publish_in", "publish_out",
     )
 
     def __init__(
@@ -51,6 +51,10 @@ class Exchange:
         self.policy_alternate: str | None = None
         self._bindings: dict[tuple[Dest, str, Any], Binding] = {}
         self._exchange_dests = 0  # bindings to exchanges; lets routing skip e2e work
+        # messages published into it, and those of them routed to at least one queue
+        # (the management API's exchange message_stats; counted by `Topology.route`)
+        self.publish_in = 0
+        self.publish_out = 0
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} bindings={len(self._bindings)}>"
