@@ -67,13 +67,13 @@ class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
         self.listeners: list[dict] = []  # filled by the servers as they bind
         # TLS listeners and their certificate files (the certificate-expiration check)
         self.tls_listeners: list[dict] = []
+        self.rates = Rates()  # message_stats, sampled by rates.run_sampler (http.py starts it)
 
     def add_tls_listener(self, protocol: str, host: str, port: int, options: Any) -> None:
         """A listener serving TLS with `options` (`tls.TlsOptions`)."""
         self.tls_listeners.append({"node": self.node, "protocol": protocol, "interface": host,
                                    "port": port, "certfile": options.certfile,
                                    "cacertfile": options.cacertfile})
-        self.rates = Rates()  # message_stats, sampled by rates.run_sampler (http.py starts it)
 
     # -- helpers for the mixins ---------------------------------------------------------------
     def _vhost(self, name: str):
