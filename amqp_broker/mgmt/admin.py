@@ -191,9 +191,20 @@ class Admin(TopologyOps, DefinitionsOps, ReplicaOps):
         is up), as RabbitMQ lists a node it cannot reach."""
         quorum = getattr(self.broker, "quorum", None)
         names = sorted({self.node, *(quorum.nodes if quorum is not None else ())})
-        return [self._local_node() if name == self.node else
-                {"name": name, "type": "disc", "running": quorum.is_running(name)}
+        return [self._local_node() if name == self.node else self._peer_node(name, quorum)
                 for name in names]
+
+    def _peer_node(self, name: str, quorum: Any) -> dict:
+        """A peer as it last told this node (`remote_wire.NodeStats`, every two seconds)
+        while its link is up; only its name and `running` false when it is down."""
+        row = {"name": name, "type": "disc", "running": quorum.is_running(name)}
+        remote = getattr(self.broker, "remote_queues", None)
+        stats = remote.peer_stats.get(name) if remote is not None else None
+        if row["running"] and stats is not None:
+            row.update(os_pid=stats.os_pid, uptime=stats.uptime, processors=stats.processors,
+                       mem_alarm="memory" in stats.alarms, disk_free_alarm="disk" in stats.alarms,
+                       partitions=[], **stats.usage)
+        return row
 
     def _local_node(self) -> dict:
         alarms = self.alarms()

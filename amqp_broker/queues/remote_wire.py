@@ -1,6 +1,7 @@
 """What nodes of a cluster say to each other outside Raft: the remote queue protocol (classic
 queues used from other nodes), `MetaApplied` (how far a node has applied the metadata) and
-`Transfer` (a leadership hand-over asked by rebalance).
+`Transfer` (a leadership hand-over asked by rebalance) and `NodeStats` (what a node reports of
+itself for the others' management API).
 
 A classic queue lives on one node, its home. Channels on other nodes use it through
 `queues.remote.RemoteQueue` (the client side); the home node serves them with
@@ -15,7 +16,8 @@ from __future__ import annotations
 import msgspec
 
 __all__ = ["Publish", "Confirmed", "Consume", "Cancel", "Deliver", "Settle", "Get", "GetReply",
-           "ChannelDown", "Purge", "Stats", "ConsumerGone", "MetaApplied", "Transfer", "encode",
+           "ChannelDown", "Purge", "Stats", "ConsumerGone", "MetaApplied", "Transfer", "NodeStats",
+           "encode",
            "decode",
            "RPC_GROUP"]
 
@@ -129,7 +131,17 @@ class Transfer(_Msg, tag="tl"):
     to: str
 
 
+class NodeStats(_Msg, tag="ns"):
+    """What a node tells the others of itself every two seconds: the management API's row of
+    a peer (its memory, disk, uptime and alarms), as RabbitMQ shows every node's."""
+    os_pid: str
+    uptime: int  # ms since the node's application started
+    processors: int
+    alarms: tuple[str, ...]
+    usage: dict[str, int]  # mem_used, mem_limit, disk_free, disk_free_limit
+
+
 Message = (Publish | Confirmed | Consume | Cancel | Deliver | Settle | Get | GetReply
-           | ChannelDown | Purge | Stats | ConsumerGone | MetaApplied | Transfer)
+           | ChannelDown | Purge | Stats | ConsumerGone | MetaApplied | Transfer | NodeStats)
 encode = msgspec.msgpack.Encoder().encode
 decode = msgspec.msgpack.Decoder(Message).decode

@@ -74,6 +74,7 @@ class Broker:
         self.durability = Durability(journal)
         self.reply_to = ReplyTo()
         self.alarms: set[str] = set()
+        self.started_at = time.time()  # the application's start (node uptime)
         self._alarm_cleared = trio.Event()
         self._alarm_cleared.set()
         # x-queue-type -> factory(name, vhost, *, durable, auto_delete, exclusive, arguments,

@@ -18,6 +18,8 @@ redelivered set), consumers removed.
 from __future__ import annotations
 
 import logging
+import os
+import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -122,6 +124,7 @@ class RemoteQueues:
         self._chan_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._stand_ins: dict[tuple[str, int], _RemoteChannel] = {}  # (peer, chan) -> stand-in
         self._sent_stats: dict[tuple[str, str], tuple[int, int]] = {}
+        self.peer_stats: dict[str, Any] = {}  # peer -> its last w.NodeStats (management rows)
 
     # -- RemoteLink (client side) ---------------------------------------------------------------
     def send(self, node: str, msg: Any) -> bool:
@@ -241,6 +244,8 @@ class RemoteQueues:
             self.broker.cluster_meta.peer_applied(peer, msg.index)
         elif t is w.Transfer:
             self.runtime.transfer_leadership(msg.group, msg.to)
+        elif t is w.NodeStats:
+            self.peer_stats[peer] = msg
 
     def _proxy(self, vhost: str, name: str) -> RemoteQueue | None:
         v = self.broker.vhosts.get(vhost)
@@ -347,6 +352,12 @@ class RemoteQueues:
         peers = [p for p in self.runtime.peers if self.runtime.is_running(p)]
         if not peers:
             return
+        broker = self.broker
+        me = w.encode(w.NodeStats(str(os.getpid()), int((time.time() - broker.started_at) * 1000),
+                                  os.cpu_count() or 1, tuple(sorted(broker.alarms)),
+                                  dict(broker.resource_usage)))
+        for peer in peers:
+            self.runtime.send_rpc(peer, me)  # encoded once for every peer
         for vhost in self.broker.vhosts.values():
             for rt in vhost.queues.values():
                 if isinstance(rt.queue, RemoteQueue) or not rt.durable or rt.exclusive:

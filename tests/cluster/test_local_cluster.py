@@ -175,3 +175,19 @@ def test_dial_override_routes_one_link_through_a_proxy(tmp_path):
                    what="node 1 to see node 2 down once its link is cut")
     with pytest.raises(ValueError, match="the smaller name dials"):
         LocalCluster(tmp_path, 2, dial_overrides={(1, 0): ("127.0.0.1", proxy.port)})
+
+
+def test_every_node_row_shows_the_peers_memory_disk_and_uptime(cluster):
+    """/api/nodes on one node lists the others with what they report of themselves (every
+    two seconds over the cluster's links), as RabbitMQ's management API does."""
+    def peers_known() -> list[dict] | None:
+        with cluster.api(0) as api:
+            rows = [r for r in api.get("nodes") if r["name"] != NAMES[0]]
+        return rows if all("mem_used" in r for r in rows) else None
+
+    rows = wait_until(peers_known, 15, "the peers' own figures on node 1")
+    assert [r["name"] for r in rows] == NAMES[1:]
+    for row in rows:
+        assert row["running"] and row["uptime"] > 0 and row["mem_used"] > 0
+        assert row["disk_free"] > 0 and row["mem_limit"] > 0 and int(row["os_pid"]) > 0
+        assert row["os_pid"] == str(cluster.node(NAMES.index(row["name"])).pid)
