@@ -377,3 +377,32 @@ def test_page_load_with_10000_queues(driver, web_broker, amqp):
             f.write(line + "\n")
     for i in range(count):
         ch.queue_delete(f"load.{i:05d}")
+
+
+def test_page_load_with_1000_connections(driver, web_broker):
+    """A figure, not a check: how long the connections page takes to show its first page and
+    the count of 1,000 open connections (WEBUI_CONNECTION_COUNT to change)."""
+    import pika
+
+    count = int(os.environ.get("WEBUI_CONNECTION_COUNT", "1000"))
+    params = pika.URLParameters(web_broker.url + "?heartbeat=0")
+    conns = [pika.BlockingConnection(params) for _ in range(count)]
+    try:
+        login(driver, web_broker, "guest", "guest")
+        until(driver, lambda d: text_of(d, "#who-name") == "guest", what="logged in")
+        driver.get("about:blank")
+        start = time.monotonic()
+        goto(driver, web_broker, "#/connections")
+        until(driver, lambda d: f"{count:,} in all" in text_of(d, "#conns-page-info")
+              and d.find_elements(_by().CSS_SELECTOR, "#connections tbody tr[data-name]"),
+              timeout=60, what="first page of connections")
+        first_page = time.monotonic() - start
+        line = f"webui page load with {count} connections: connections page {first_page:.2f} s"
+        print("\n" + line)
+        out = os.environ.get("WEBUI_TIMINGS")
+        if out:
+            with open(out, "a") as f:
+                f.write(line + "\n")
+    finally:
+        for c in conns:
+            c.close()
