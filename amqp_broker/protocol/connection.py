@@ -43,7 +43,7 @@ from . import fastpath as _fp
 from .channel import EXPECT_BODY, EXPECT_HEADER, EXPECT_METHOD, Channel
 from .config import ProtocolConfig
 from .events import (
-    Ack, ChannelClosed, ChannelCloseRequested, ChannelOpened, ConnectionClosed,
+    Ack, ChannelClosed, ChannelCloseRequested, ChannelFailed, ChannelOpened, ConnectionClosed,
     ConnectionCloseRequested, Event, MethodReceived, Nack, Reject,
 )
 from .handshake import Handshake
@@ -51,8 +51,8 @@ from .liveness import SILENT_CLOSE_DELAY as _SILENT_CLOSE_DELAY
 from .liveness import Liveness
 from .methods import SERVER_ONLY, decode_method, encode_method, method_id
 from .replies import (
-    CHANNEL_ERROR, COMMAND_INVALID, FRAME_ERROR, INTERNAL_ERROR, NOT_ALLOWED, ProtocolError,
-    UNEXPECTED_FRAME,
+    CHANNEL_ERROR, COMMAND_INVALID, FRAME_ERROR, INTERNAL_ERROR, NOT_ALLOWED, ChannelError,
+    ProtocolError, UNEXPECTED_FRAME,
 )
 from .states import (
     AWAIT_HEADER, CLOSED, CLOSING, OPEN, PAUSED_STATES, SILENT_STATES,
@@ -253,6 +253,12 @@ class ServerConnection(Handshake, Liveness):
             # The byte stream can no longer be trusted: do not wait for close-ok.
             self._set_closed(_SILENT_CLOSE_DELAY)
 
+    def _fail_channel(self, err: ChannelError) -> None:
+        """A soft error on one channel: close it; the server drops its state at ChannelFailed."""
+        self.close_channel(err.channel, err.code, err.text, err.class_id, err.method_id)
+        self._events.append(ChannelFailed(err.channel, err.code, err.text, err.class_id,
+                                          err.method_id))
+
     # -- frame loop ----------------------------------------------------------------------------
     def _process(self) -> None:
         if self.state == AWAIT_HEADER and not self._on_protocol_header():
@@ -262,6 +268,8 @@ class ServerConnection(Handshake, Liveness):
             try:
                 self._parse()
                 break
+            except ChannelError as err:
+                self._fail_channel(err)
             except ProtocolError as err:
                 self._fail(err)
             except Exception as err:  # never let a bug in a handler escape feed()
@@ -288,6 +296,7 @@ class ServerConnection(Handshake, Liveness):
         channels = self._channels  # empty unless OPEN (cleared when closing)
         events = self._events
         limit = self._frame_limit
+        max_size = self._config.max_message_size
         try:
             while self.state not in PAUSED_STATES and n - pos >= 7:
                 ftype, number, size = _FRAME_HDR.unpack_from(buf, pos)
@@ -326,7 +335,7 @@ class ServerConnection(Handshake, Liveness):
                             except (ValueError, UnicodeDecodeError):
                                 pass  # the slow path below reports the error
                     if ftype == 2 and expect == EXPECT_HEADER:
-                        publish = ch.on_header(bytes(view[start:end]))
+                        publish = ch.on_header(bytes(view[start:end]), max_size)
                         if publish is not None:
                             events.append(publish)
                         continue
@@ -449,7 +458,10 @@ class ServerConnection(Handshake, Liveness):
             raise ProtocolError(CHANNEL_ERROR, "expected 'channel.open'")
         if ch.closing:
             return
-        publish = ch.on_header(payload) if ftype == 2 else ch.on_body(payload)
+        if ftype == 2:
+            publish = ch.on_header(payload, self._config.max_message_size)
+        else:
+            publish = ch.on_body(payload)
         if publish is not None:
             self._events.append(publish)
 

@@ -31,6 +31,7 @@ from amqp_broker.protocol import (
     Ack,
     ChannelClosed,
     ChannelCloseRequested,
+    ChannelFailed,
     ChannelOpened,
     ConnectionClosed,
     ConnectionCloseRequested,
@@ -329,7 +330,7 @@ class Session:
                     ch.on_nack(ev.delivery_tag, False, ev.requeue, (60, 90))
             case ChannelOpened():
                 self.channels[ev.channel] = Channel(self, ev.channel)
-            case ChannelCloseRequested() | ChannelClosed():
+            case ChannelCloseRequested() | ChannelClosed() | ChannelFailed():
                 ch = self.channels.pop(ev.channel, None)
                 if ch is not None:
                     ch.release()
