@@ -109,6 +109,10 @@ class ServerConnection(Handshake, Liveness):
         self._out.clear()
         return data
 
+    def output_size(self) -> int:
+        """Bytes queued and not yet taken by data_to_send() (the shell bounds this)."""
+        return len(self._out)
+
     def output_mark(self) -> int:
         """Where the output buffer ends now (see `take_output_since`)."""
         return len(self._out)
