@@ -30,6 +30,7 @@ EXPECT_HEADER = 1
 EXPECT_BODY = 2
 
 _BASIC = 60
+_PUBLISH = 40
 
 
 class Channel:
@@ -52,12 +53,13 @@ class Channel:
         self.expect = EXPECT_HEADER
 
     def unexpected_method(self) -> ProtocolError:
-        """The error for a method frame arriving in the middle of a content."""
+        """The error for a method frame arriving in the middle of a content; as RabbitMQ, it
+        names basic.publish (60, 40), the method whose content was being assembled."""
         if self.expect == EXPECT_HEADER:
             detail = "expected content header for class 60, got non content header frame instead"
         else:
             detail = "expected content body, got non content body frame instead"
-        return ProtocolError(UNEXPECTED_FRAME, detail)
+        return ProtocolError(UNEXPECTED_FRAME, detail, _BASIC, _PUBLISH)
 
     def on_header(self, payload: bytes, max_size: int) -> Publish | None:
         """Content header frame; returns the Publish at once when the body is empty.
@@ -82,7 +84,7 @@ class Channel:
             raise ChannelError(
                 self.number, PRECONDITION_FAILED,
                 f"message size {body_size} is larger than configured max size {max_size}",
-                _BASIC, 40)
+                _BASIC, _PUBLISH)
         self._props = props
         if body_size == 0:
             return self._complete(b"")
@@ -117,9 +119,6 @@ class Channel:
 
     def _unexpected_content(self) -> ProtocolError:
         if self.expect == EXPECT_METHOD:
-            detail = "expected method frame, got non method frame instead"
-        elif self.expect == EXPECT_HEADER:
-            detail = "expected content header for class 60, got non content header frame instead"
-        else:
-            detail = "expected content body, got non content body frame instead"
-        return ProtocolError(UNEXPECTED_FRAME, detail)
+            return ProtocolError(UNEXPECTED_FRAME,
+                                 "expected method frame, got non method frame instead")
+        return self.unexpected_method()

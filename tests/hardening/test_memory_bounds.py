@@ -19,12 +19,12 @@ import httpx
 import pika
 import pytest
 from pamqp import commands as C
-from pamqp import frame, header
+from pamqp import header
 
 from compat_tests.support.launcher import Broker
 from compat_tests.support.raw import RawClient
 
-from .probes import MiB, Canary, PeakRss, rss_bytes, settle_rss, tracebacks
+from .probes import MiB, Canary, PeakRss, rss_bytes, tracebacks
 
 #: RSS growth over the baseline the tests allow: tens of MB, not the data's size.
 RSS_BOUND = 64 * MiB
