@@ -5,8 +5,9 @@ its table, returns the shorter slice without complaint; a table nested a few hun
 makes it (and our own code that walks decoded values) hit Python's recursion limit. So every
 table a client sends (method arguments in `methods.py`, the `headers` property in
 `properties.py`) is walked here first, iteratively: each declared length must fit inside the
-table or array that holds it, every type tag must be one pamqp knows, and tables and arrays may
-nest at most `MAX_DEPTH` levels. Nothing is allocated; cost is one step per field.
+table or array that holds it, every type tag must be one pamqp knows, field names must be UTF-8
+(pamqp's decoder insists, and the headers are decoded long after the publish was accepted), and
+tables and arrays may nest at most `MAX_DEPTH` levels. Nothing is allocated; cost is one step per field.
 
 RabbitMQ 3.10 accepts any depth (Erlang has no recursion limit) and treats a string running past
 its table as a crash (541, or a dropped socket): here the first is refused with 502 and the
@@ -64,6 +65,10 @@ def check_table(data: bytes, pos: int, limit: int | None = None) -> int:
             key_end = pos + 1 + data[pos]
             if key_end > end:
                 raise TableError("field name runs past its table")
+            try:  # pamqp decodes names as UTF-8 and raises later, in whoever reads them
+                data[pos + 1:key_end].decode("utf-8")
+            except UnicodeDecodeError:
+                raise TableError("field name is not UTF-8") from None
             pos = key_end
         if pos >= end:
             raise TableError("field value missing")

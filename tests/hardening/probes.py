@@ -116,7 +116,8 @@ class Canary:
                 seq += 1
                 ch.basic_publish("", self.queue, str(seq).encode())  # raises unless confirmed
                 self.confirmed.add(seq)
-                conn.process_data_events(time_limit=self.period)
+                conn.process_data_events(time_limit=0)
+                time.sleep(self.period)  # a steady trickle, not a load of its own
             deadline = time.monotonic() + self._drain
             while self.lost and time.monotonic() < deadline:
                 conn.process_data_events(time_limit=0.1)

@@ -152,3 +152,14 @@ def test_nesting_counts_arrays_too():
     except TableTooDeep:
         return
     raise AssertionError("an array nesting past the limit was accepted")
+
+
+def test_header_field_name_that_is_not_utf8_is_501_at_the_publish():
+    # Found by the live fuzz: accepted, then a 541 and a traceback when the headers were read.
+    table = b"\x01\x85S" + struct.pack(">I", 1) + b"x"
+    conn = opened()
+    conn.feed(_publish_method(1) + _header(1, 0, b"\x20\x00" + struct.pack(">I", len(table)) +
+                                           table))
+    close = close_of(conn)
+    assert close.reply_code == 501
+    assert close.reply_text == "FRAME_ERROR - cannot decode content header"
