@@ -5,12 +5,15 @@ connection (publish with confirms, consume) stays healthy throughout.
 Amounts are small enough for CI; the issue's full sizes by hand:
   SLOW_CONSUMER_MB=1024   a consumer that never reads its socket while 1 GB is published
   HUGE_BODY_MB=200        body frames streamed after a header that declares 2**62 bytes
-(default 200 MB for both; numbers go to the report with -s).
+  IDLE_CONNECTIONS=2000   opened connections left idle
+  CHANNEL_OPENS=100000    channel.open / close pairs on one connection
+(the defaults are the issue's sizes but the first, 200 MB in CI; numbers are printed with -s).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import struct
 import time
 import urllib.parse
@@ -19,20 +22,23 @@ import httpx
 import pika
 import pytest
 from pamqp import commands as C
-from pamqp import header
+from pamqp import frame, header
 
 from compat_tests.support.launcher import Broker
 from compat_tests.support.raw import RawClient
 
-from .probes import MiB, Canary, PeakRss, rss_bytes, tracebacks
+from .probes import MiB, Canary, PeakRss, open_fds, rss_bytes, tracebacks
 
 #: RSS growth over the baseline the tests allow: tens of MB, not the data's size.
 RSS_BOUND = 64 * MiB
 _CHUNK = 64 * 1024
 
 
+_SIZES = {"published", "streamed", "baseline", "peak", "growth"}
+
+
 def _report(name: str, **numbers) -> None:
-    shown = ", ".join(f"{k}={v / MiB:.1f} MiB" if isinstance(v, int) and v > 4096 else f"{k}={v}"
+    shown = ", ".join(f"{k}={v / MiB:.1f} MiB" if k in _SIZES else f"{k}={v}"
                       for k, v in numbers.items())
     print(f"\n[{name}] {shown}")
 
@@ -113,6 +119,87 @@ def test_huge_declared_body_is_refused_at_the_header_and_streamed_body_discarded
         raw.send(1, C.Channel.Open())  # the channel number is free again
         assert isinstance(raw.read_method(), C.Channel.OpenOk)
     _report("2**62 declared body", streamed=total, baseline=base, peak=peak.peak,
+            growth=peak.peak - base)
+    assert peak.peak - base < RSS_BOUND
+    canary.stop()
+    assert canary.errors == [] and canary.lost == set()
+    assert tracebacks(broker.log_path) == []
+
+
+def _opened_socket(port: int) -> socket.socket:
+    """A connection through connection.open-ok (the handshake sent ahead), then left idle."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(HANDSHAKE)
+    got = b""
+    while OPEN_OK not in got:
+        chunk = sock.recv(65536)
+        assert chunk, "the broker closed an idle connection during its handshake"
+        got += chunk
+    return sock
+
+
+HANDSHAKE = (b"AMQP\x00\x00\x09\x01" +
+             frame.marshal(C.Connection.StartOk(client_properties={"product": "idle"},
+                                                mechanism="PLAIN", response="\0guest\0guest"), 0) +
+             frame.marshal(C.Connection.TuneOk(2047, 131072, 0), 0) +
+             frame.marshal(C.Connection.Open("/"), 0))
+OPEN_OK = frame.marshal(C.Connection.OpenOk(), 0)[:11]  # type, channel, size, 10.41
+
+
+def test_idle_connections(broker):
+    """IDLE_CONNECTIONS (default 2000) opened connections that then send nothing."""
+    count = int(os.environ.get("IDLE_CONNECTIONS", "2000"))
+    pid = broker.proc.pid
+    canary = Canary(broker.url).start()
+    base = _baseline(pid)
+    base_fds = open_fds(pid)
+    socks = []
+    try:
+        with PeakRss(pid) as peak:
+            for _ in range(count):
+                socks.append(_opened_socket(broker.port))
+            time.sleep(2.0)  # a few timer ticks with all of them open
+        during_fds = open_fds(pid)
+    finally:
+        for s in socks:
+            s.close()
+    deadline = time.monotonic() + 30
+    while open_fds(pid) > base_fds + 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    per_conn = (peak.peak - base) // count
+    _report("idle connections", connections=count, baseline=base, peak=peak.peak,
+            growth=peak.peak - base, per_connection_bytes=per_conn, fds_during=during_fds,
+            fds_after=open_fds(pid))
+    assert during_fds >= base_fds + count
+    assert open_fds(pid) <= base_fds + 2
+    assert peak.peak - base < RSS_BOUND
+    canary.stop()
+    assert canary.errors == [] and canary.lost == set()
+    assert tracebacks(broker.log_path) == []
+
+
+def test_channel_opens_on_one_connection(broker):
+    """CHANNEL_OPENS (default 100000) channel.open / channel.close pairs on one connection,
+    sent in batches of 1000 and every reply read."""
+    count = int(os.environ.get("CHANNEL_OPENS", "100000"))
+    pid = broker.proc.pid
+    canary = Canary(broker.url).start()
+    base = _baseline(pid)
+    batch = 1000
+    pair = (frame.marshal(C.Channel.Open(), 1) +
+            frame.marshal(C.Channel.Close(200, "", 0, 0), 1))
+    close_ok = frame.marshal(C.Channel.CloseOk(), 1)
+    with RawClient(broker.url, timeout=30) as raw, PeakRss(pid) as peak:
+        raw.handshake()
+        for _ in range(count // batch):
+            raw.send_raw(pair * batch)
+            seen = 0
+            while seen < batch:
+                kind, _channel, payload = raw.read_raw_frame()
+                if kind == 1 and payload == close_ok[7:-1]:
+                    seen += 1
+        raw.open_channel(1)  # still fine afterwards
+    _report("channel opens", opens=count, baseline=base, peak=peak.peak,
             growth=peak.peak - base)
     assert peak.peak - base < RSS_BOUND
     canary.stop()
