@@ -7,6 +7,7 @@ Amounts are small enough for CI; the issue's full sizes by hand:
   HUGE_BODY_MB=200        body frames streamed after a header that declares 2**62 bytes
   IDLE_CONNECTIONS=2000   opened connections left idle
   CHANNEL_OPENS=100000    channel.open / close pairs on one connection
+  RETURNS_MB=200          mandatory publishes to no queue from a client that never reads
 (the defaults are the issue's sizes but the first, 200 MB in CI; numbers are printed with -s).
 """
 
@@ -201,6 +202,39 @@ def test_channel_opens_on_one_connection(broker):
         raw.open_channel(1)  # still fine afterwards
     _report("channel opens", opens=count, baseline=base, peak=peak.peak,
             growth=peak.peak - base)
+    assert peak.peak - base < RSS_BOUND
+    canary.stop()
+    assert canary.errors == [] and canary.lost == set()
+    assert tracebacks(broker.log_path) == []
+
+
+def test_publisher_that_never_reads_its_returns(broker):
+    """Mandatory publishes to no queue, RETURNS_MB of them (default 200), from a client that
+    never reads: the returns fill the connection's output, the broker stops reading the socket
+    (the client's send stalls) instead of buffering every return."""
+    total = int(os.environ.get("RETURNS_MB", "200")) * MiB
+    pid = broker.proc.pid
+    canary = Canary(broker.url).start()
+    base = _baseline(pid)
+    message = (frame.marshal(C.Basic.Publish(exchange="", routing_key="nowhere",
+                                             mandatory=True), 1) +
+               frame.marshal(header.ContentHeader(0, _CHUNK, C.Basic.Properties()), 1) +
+               struct.pack(">BHI", 3, 1, _CHUNK) + b"r" * _CHUNK + b"\xce")
+    sent = 0
+    with RawClient(broker.url) as raw:
+        raw.handshake()
+        raw.open_channel(1)
+        raw.sock.settimeout(5)
+        with PeakRss(pid) as peak:
+            try:
+                while sent < total:
+                    raw.sock.sendall(message)
+                    sent += _CHUNK
+            except socket.timeout:
+                pass  # the broker stopped reading: what we wanted
+    _report("publisher never reading its returns", published=sent, baseline=base,
+            peak=peak.peak, growth=peak.peak - base)
+    assert sent < total, "the broker read everything: its output to this client is unbounded"
     assert peak.peak - base < RSS_BOUND
     canary.stop()
     assert canary.errors == [] and canary.lost == set()
