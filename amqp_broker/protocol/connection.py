@@ -34,6 +34,7 @@ No IO, no trio, no clock reads here.
 from __future__ import annotations
 
 import struct
+import traceback
 
 from pamqp import commands
 
@@ -78,6 +79,7 @@ class ServerConnection(Handshake, Liveness):
         self._buf = bytearray()
         self._channels: dict[int, Channel] = {}
         self._ended = False  # ConnectionClosed emitted
+        self._bug = ""  # traceback of an exception caught in feed(), for ConnectionClosed
         self._init_liveness()
         self.linger = 0.0
         self.drain = 0.0
@@ -220,7 +222,7 @@ class ServerConnection(Handshake, Liveness):
     def _finish(self, reason: str) -> None:
         if not self._ended:
             self._ended = True
-            self._events.append(ConnectionClosed(reason))
+            self._events.append(ConnectionClosed(reason, self._bug))
 
     def _set_closed(self, linger: float) -> None:
         self.state = CLOSED
@@ -277,6 +279,7 @@ class ServerConnection(Handshake, Liveness):
             except ProtocolError as err:
                 self._fail(err)
             except Exception as err:  # never let a bug in a handler escape feed()
+                self._bug = traceback.format_exc()  # reported in ConnectionClosed.bug
                 self._fail(ProtocolError(INTERNAL_ERROR, f"{type(err).__name__}: {err}"))
             if self.state == CLOSED:
                 break

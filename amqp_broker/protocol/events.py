@@ -172,10 +172,12 @@ class ConnectionClosed:
     """The connection is over; flush data_to_send() then close the socket.
 
     `reason` is a short human-readable string (e.g. "client close", "501 FRAME_ERROR - ...",
-    "bad protocol header", "login refused", "heartbeat timeout").
+    "bad protocol header", "login refused", "heartbeat timeout"). `bug` is the traceback when
+    an exception inside the protocol layer ended the connection (541): a bug to log.
     """
 
     reason: str
+    bug: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -382,6 +382,9 @@ class Session:
             case ConnectionCloseRequested():
                 self._cleanup()
             case ConnectionClosed():
+                if ev.bug:
+                    _log.error("%s: internal error in the protocol layer: %s\n%s", self.name,
+                               ev.reason, ev.bug)
                 _log.debug("%s: connection over: %s", self.name, ev.reason)
                 self._cleanup()
             case Tuned():
