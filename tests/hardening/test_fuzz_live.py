@@ -135,6 +135,7 @@ def _seeded(f):
     return seed(int(os.environ["FUZZ_SEED"]))(f) if os.environ.get("FUZZ_SEED") else f
 
 
+@pytest.mark.timeout(120 + EXAMPLES // 25)  # about 100 connections a second, less when busy
 def test_live_fuzz(fuzzed):
     b = fuzzed["broker"]
     drainer = Drainer()
