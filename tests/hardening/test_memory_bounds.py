@@ -239,3 +239,39 @@ def test_publisher_that_never_reads_its_returns(broker):
     canary.stop()
     assert canary.errors == [] and canary.lost == set()
     assert tracebacks(broker.log_path) == []
+
+
+def test_quorum_no_ack_consumer_that_stops_reading_then_reads(broker):
+    """A no-ack consumer of a quorum queue whose client stops reading: the fifo stops handing
+    it messages (they stay ready in the queue) once its connection's output is full; when the
+    client reads again it gets every message, once."""
+    count = 320  # 20 MiB of 64 KiB messages
+    with RawClient(broker.url, timeout=30) as stuck:
+        stuck.handshake()
+        stuck.open_channel(1)
+        stuck.send(1, C.Queue.Declare(queue="qq.slow", durable=True,
+                                      arguments={"x-queue-type": "quorum"}))
+        stuck.read_method(C.Queue.DeclareOk)
+        stuck.send(1, C.Basic.Consume(queue="qq.slow", no_ack=True))
+        stuck.read_method(C.Basic.ConsumeOk)
+        conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+        ch = conn.channel()
+        ch.confirm_delivery()
+        for i in range(count):
+            ch.basic_publish("", "qq.slow", struct.pack(">Q", i) + b"q" * (_CHUNK - 8))
+        conn.close()
+        deadline = time.monotonic() + 10
+        q = _queue(broker, "qq.slow")
+        while q.get("messages_ready", 0) == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the replicated counts follow the log
+            q = _queue(broker, "qq.slow")
+        _report("quorum no-ack stuck", published=count * _CHUNK,
+                messages_ready=q.get("messages_ready"), messages=q.get("messages"))
+        assert q["messages_ready"] > 0, "the fifo handed everything to the stuck consumer"
+        seen: list[int] = []
+        while len(seen) < count:
+            kind, _channel, payload = stuck.read_raw_frame()
+            if kind == 3:
+                seen.append(struct.unpack_from(">Q", payload)[0])
+        assert sorted(seen) == list(range(count))
+    assert tracebacks(broker.log_path) == []
