@@ -1,8 +1,8 @@
-"""Bad input only a raw socket can send: wrong protocol header, oversized frames, frames out of
-order.  Each test asserts the reply code, its class/method and that the connection (not just a
-channel) is closed.  See /work/shared/PROTOCOL-ERRORS.md for the measured table."""
+"""Raw-socket behaviour around the bad-input table (compat_tests/test_bad_input_table.py holds
+one row per bad input: header, framing, content order, channels, sizes, tables): the layout of
+frame-error texts, tune-ok refusals, heartbeats, channel_max, channel.flow and the close
+handshakes.  See /work/shared/PROTOCOL-ERRORS.md for the measured table."""
 
-import ssl
 import struct
 import time
 
@@ -10,34 +10,6 @@ import pytest
 from pamqp import body, commands, frame, header, heartbeat
 
 from compat_tests.support.raw import RawClient
-
-AMQP_0_9_1 = b"AMQP\x00\x00\x09\x01"
-
-
-def _tls_client_hello() -> bytes:
-    """The first flight of a real TLS client (what an amqps:// client sends to a plain port)."""
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    tls = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="localhost")
-    try:
-        tls.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    return outgoing.read()
-
-
-@pytest.mark.parametrize("first_bytes", [
-    b"AMQP\x00\x00\x09\x02",      # right protocol, wrong revision
-    b"AMQP\x01\x01\x00\x0a",      # AMQP 1.0 style header
-    b"HELLO WORLD\r\n",           # garbage
-    b"GET / HTTP/1.1\r\n\r\n",    # someone pointed a browser at it
-    _tls_client_hello(),          # a TLS client on the plain port
-], ids=["revision", "amqp-1.0", "garbage", "http", "tls-client-hello"])
-def test_bad_protocol_header_gets_0_9_1_header_then_close(broker_url, first_bytes):
-    with RawClient(broker_url) as raw:
-        raw.send_raw(first_bytes)
-        data = raw.read_until_eof(timeout=10)
-        assert data == AMQP_0_9_1 and raw.eof
-
 
 def _expect_connection_close(raw, code, class_id=None, method_id=None):
     reply = raw.read_method()
@@ -47,28 +19,6 @@ def _expect_connection_close(raw, code, class_id=None, method_id=None):
     if class_id is not None:
         assert (reply.class_id, reply.method_id) == (class_id, method_id)
     return reply
-
-
-def test_frame_larger_than_frame_max_is_501(broker_url):
-    with RawClient(broker_url) as raw:
-        assert raw.handshake().name == "Connection.OpenOk"
-        # Only the 7-byte header and a little payload: the server must judge the declared size
-        # without waiting for 200000 bytes.
-        raw.send_raw(struct.pack(">BHI", 1, 0, 200_000) + b"\x00" * 64)
-        reply = _expect_connection_close(raw, 501, 0, 0)
-        assert reply.reply_text == ("FRAME_ERROR - type 1, all octets = <<>>: "
-                                    "{frame_too_large,200000,131064}")
-
-
-def test_bad_frame_end_octet_is_501(broker_url):
-    with RawClient(broker_url) as raw:
-        raw.handshake()
-        frame_bytes = bytearray(raw_frame(1, commands.Channel.Open()))
-        frame_bytes[-1] = 0
-        raw.send_raw(bytes(frame_bytes))
-        reply = _expect_connection_close(raw, 501, 0, 0)
-        assert reply.reply_text == ("FRAME_ERROR - type 1, all octets = <<0,20,0,10,1,48>>: "
-                                    "{invalid_frame_end_marker,0}")
 
 
 def test_frame_error_shows_the_first_16_octets_as_erlang_prints_them(broker_url):
@@ -82,76 +32,6 @@ def test_frame_error_shows_the_first_16_octets_as_erlang_prints_them(broker_url)
             "FRAME_ERROR - type 1, first 16 octets = "
             "<<0,10,0,40,97,98,99,100,101,102,103,104,105,106,107,\n" + " " * 28 +
             "108>>: {invalid_frame_end_marker,0}")
-
-
-def test_unknown_frame_type_is_501(broker_url):
-    with RawClient(broker_url) as raw:
-        raw.handshake()
-        raw.send_raw(struct.pack(">BHI", 9, 0, 4) + b"abcd\xce")
-        reply = _expect_connection_close(raw, 501, 0, 0)
-        assert reply.reply_text == 'FRAME_ERROR - type 9, all octets = <<"abcd">>: unknown_frame'
-
-
-def raw_frame(channel, value) -> bytes:
-    from pamqp import frame
-    return frame.marshal(value, channel)
-
-
-def test_content_header_without_publish_is_505(broker_url):
-    with RawClient(broker_url) as raw:
-        raw.handshake()
-        raw.send(1, commands.Channel.Open())
-        raw.read_method(commands.Channel.OpenOk)
-        raw.send(1, header.ContentHeader(0, 0, commands.Basic.Properties()))
-        _expect_connection_close(raw, 505)
-
-
-def test_heartbeat_on_nonzero_channel_is_505(broker_url):
-    with RawClient(broker_url) as raw:
-        raw.handshake()
-        raw.send(1, commands.Channel.Open())
-        raw.read_method(commands.Channel.OpenOk)
-        raw.send_raw(struct.pack(">BHI", 8, 1, 0) + b"\xce")
-        reply = _expect_connection_close(raw, 505, 0, 0)
-        assert reply.reply_text == "UNEXPECTED_FRAME - type 8, all octets = <<>>"
-
-
-def test_heartbeat_frame_with_a_payload_is_an_unknown_frame(broker_url):
-    with RawClient(broker_url) as raw:
-        raw.handshake()
-        raw.send_raw(struct.pack(">BHI", 8, 0, 2) + b"ab\xce")
-        reply = _expect_connection_close(raw, 501, 0, 0)
-        assert reply.reply_text == 'FRAME_ERROR - type 8, all octets = <<"ab">>: unknown_frame'
-
-
-def test_second_channel_open_is_504(broker_url):
-    with RawClient(broker_url) as raw:
-        raw.handshake()
-        raw.send(1, commands.Channel.Open())
-        raw.read_method(commands.Channel.OpenOk)
-        raw.send(1, commands.Channel.Open())
-        reply = _expect_connection_close(raw, 504, 20, 10)
-        assert reply.reply_text == "CHANNEL_ERROR - second 'channel.open' seen"
-
-
-def test_method_on_unopened_channel_is_504(broker_url):
-    with RawClient(broker_url) as raw:
-        raw.handshake()
-        raw.send(3, commands.Queue.Declare(queue="", exclusive=True))
-        reply = _expect_connection_close(raw, 504)
-        assert reply.reply_text == "CHANNEL_ERROR - expected 'channel.open'"
-
-
-def test_body_frame_after_publish_on_other_channel_is_505(broker_url):
-    with RawClient(broker_url) as raw:
-        raw.handshake()
-        for ch in (1, 2):
-            raw.send(ch, commands.Channel.Open())
-            raw.read_method(commands.Channel.OpenOk)
-        raw.send(1, commands.Basic.Publish(exchange="", routing_key="nowhere"))
-        raw.send(1, header.ContentHeader(0, 3, commands.Basic.Properties()))
-        raw.send(2, body.ContentBody(b"abc"))
-        _expect_connection_close(raw, 505)
 
 
 def _assert_silently_refused_before_open(raw, reply):

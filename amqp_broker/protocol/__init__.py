@@ -26,6 +26,7 @@ from .properties import (
 from .events import (
     Ack,
     ChannelClosed,
+    ChannelFailed,
     ChannelCloseRequested,
     ChannelOpened,
     ConnectionClosed,
@@ -58,6 +59,7 @@ __all__ = [
     "Reject",
     "ChannelCloseRequested",
     "ChannelClosed",
+    "ChannelFailed",
     "ConnectionCloseRequested",
     "ConnectionClosed",
     "HeartbeatTimeout",

@@ -67,3 +67,5 @@ class ProtocolConfig:
     heartbeat: int = 60
     #: Seconds from the first tick() until connection.open must have been answered.
     handshake_timeout: float = 10.0
+    #: Largest message body accepted, judged on the content header's declared size (bytes).
+    max_message_size: int = 16 * 1024 * 1024

@@ -34,6 +34,7 @@ No IO, no trio, no clock reads here.
 from __future__ import annotations
 
 import struct
+import traceback
 from typing import Callable
 
 from pamqp import commands
@@ -44,7 +45,7 @@ from . import fastpath as _fp
 from .channel import EXPECT_BODY, EXPECT_HEADER, EXPECT_METHOD, Channel
 from .config import ProtocolConfig
 from .events import (
-    Ack, ChannelClosed, ChannelCloseRequested, ChannelOpened, ConnectionClosed,
+    Ack, ChannelClosed, ChannelCloseRequested, ChannelFailed, ChannelOpened, ConnectionClosed,
     ConnectionCloseRequested, Event, MethodReceived, Nack, Reject,
 )
 from .handshake import Handshake
@@ -52,8 +53,8 @@ from .liveness import SILENT_CLOSE_DELAY as _SILENT_CLOSE_DELAY
 from .liveness import Liveness
 from .methods import SERVER_ONLY, decode_method, encode_method, method_id
 from .replies import (
-    CHANNEL_ERROR, COMMAND_INVALID, FRAME_ERROR, INTERNAL_ERROR, NOT_ALLOWED, ProtocolError,
-    UNEXPECTED_FRAME,
+    CHANNEL_ERROR, COMMAND_INVALID, FRAME_ERROR, INTERNAL_ERROR, NOT_ALLOWED, ChannelError,
+    ProtocolError, UNEXPECTED_FRAME,
 )
 from .states import (
     AWAIT_HEADER, CLOSED, CLOSING, OPEN, PAUSED_STATES, SILENT_STATES,
@@ -81,6 +82,7 @@ class ServerConnection(Handshake, Liveness):
         # Asked before each channel.open-ok: a text refuses it (530, closing the connection).
         self.channel_guard: Callable[[], str | None] | None = None
         self._ended = False  # ConnectionClosed emitted
+        self._bug = ""  # traceback of an exception caught in feed(), for ConnectionClosed
         self._init_liveness()
         self.linger = 0.0
         self.drain = 0.0
@@ -111,6 +113,10 @@ class ServerConnection(Handshake, Liveness):
         data = bytes(self._out)
         self._out.clear()
         return data
+
+    def output_size(self) -> int:
+        """Bytes queued and not yet taken by data_to_send() (the shell bounds this)."""
+        return len(self._out)
 
     def output_mark(self) -> int:
         """Where the output buffer ends now (see `take_output_since`)."""
@@ -219,7 +225,7 @@ class ServerConnection(Handshake, Liveness):
     def _finish(self, reason: str) -> None:
         if not self._ended:
             self._ended = True
-            self._events.append(ConnectionClosed(reason))
+            self._events.append(ConnectionClosed(reason, self._bug))
 
     def _set_closed(self, linger: float) -> None:
         self.state = CLOSED
@@ -256,6 +262,12 @@ class ServerConnection(Handshake, Liveness):
             # The byte stream can no longer be trusted: do not wait for close-ok.
             self._set_closed(_SILENT_CLOSE_DELAY)
 
+    def _fail_channel(self, err: ChannelError) -> None:
+        """A soft error on one channel: close it; the server drops its state at ChannelFailed."""
+        self.close_channel(err.channel, err.code, err.text, err.class_id, err.method_id)
+        self._events.append(ChannelFailed(err.channel, err.code, err.text, err.class_id,
+                                          err.method_id))
+
     # -- frame loop ----------------------------------------------------------------------------
     def _process(self) -> None:
         if self.state == AWAIT_HEADER and not self._on_protocol_header():
@@ -265,9 +277,12 @@ class ServerConnection(Handshake, Liveness):
             try:
                 self._parse()
                 break
+            except ChannelError as err:
+                self._fail_channel(err)
             except ProtocolError as err:
                 self._fail(err)
             except Exception as err:  # never let a bug in a handler escape feed()
+                self._bug = traceback.format_exc()  # reported in ConnectionClosed.bug
                 self._fail(ProtocolError(INTERNAL_ERROR, f"{type(err).__name__}: {err}"))
             if self.state == CLOSED:
                 break
@@ -291,6 +306,7 @@ class ServerConnection(Handshake, Liveness):
         channels = self._channels  # empty unless OPEN (cleared when closing)
         events = self._events
         limit = self._frame_limit
+        max_size = self._config.max_message_size
         try:
             while self.state not in PAUSED_STATES and n - pos >= 7:
                 ftype, number, size = _FRAME_HDR.unpack_from(buf, pos)
@@ -329,7 +345,7 @@ class ServerConnection(Handshake, Liveness):
                             except (ValueError, UnicodeDecodeError):
                                 pass  # the slow path below reports the error
                     if ftype == 2 and expect == EXPECT_HEADER:
-                        publish = ch.on_header(bytes(view[start:end]))
+                        publish = ch.on_header(bytes(view[start:end]), max_size)
                         if publish is not None:
                             events.append(publish)
                         continue
@@ -455,7 +471,10 @@ class ServerConnection(Handshake, Liveness):
             raise ProtocolError(CHANNEL_ERROR, "expected 'channel.open'")
         if ch.closing:
             return
-        publish = ch.on_header(payload) if ftype == 2 else ch.on_body(payload)
+        if ftype == 2:
+            publish = ch.on_header(payload, self._config.max_message_size)
+        else:
+            publish = ch.on_body(payload)
         if publish is not None:
             self._events.append(publish)
 

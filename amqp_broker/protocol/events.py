@@ -25,6 +25,7 @@ __all__ = [
     "Reject",
     "ChannelCloseRequested",
     "ChannelClosed",
+    "ChannelFailed",
     "ConnectionCloseRequested",
     "ConnectionClosed",
     "HeartbeatTimeout",
@@ -143,6 +144,20 @@ class ChannelClosed:
 
 
 @dataclass(frozen=True, slots=True)
+class ChannelFailed:
+    """The protocol layer closed this channel itself with a soft error (a content header
+    declaring a body larger than max_message_size): channel.close is queued and the rest of the
+    content is discarded as it arrives. Drop the channel's state now; ChannelClosed follows
+    when the client's close-ok comes."""
+
+    channel: int
+    reply_code: int
+    reply_text: str
+    class_id: int
+    method_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class ConnectionCloseRequested:
     """The client sent connection.close; connection.close-ok has already been queued."""
 
@@ -157,10 +172,12 @@ class ConnectionClosed:
     """The connection is over; flush data_to_send() then close the socket.
 
     `reason` is a short human-readable string (e.g. "client close", "501 FRAME_ERROR - ...",
-    "bad protocol header", "login refused", "heartbeat timeout").
+    "bad protocol header", "login refused", "heartbeat timeout"). `bug` is the traceback when
+    an exception inside the protocol layer ended the connection (541): a bug to log.
     """
 
     reason: str
+    bug: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +204,7 @@ Event = (
     | Reject
     | ChannelCloseRequested
     | ChannelClosed
+    | ChannelFailed
     | ConnectionCloseRequested
     | ConnectionClosed
     | HeartbeatTimeout

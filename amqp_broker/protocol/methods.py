@@ -1,7 +1,8 @@
 """Slow-path method codec: pamqp for every method that is not on the per-message hot path.
 
 pamqp decodes without checking that strings and tables fit in the frame (it validates only
-when building a frame), so `decode_method` first walks the argument layout with bounds checks.
+when building a frame), so `decode_method` first walks the argument layout with bounds checks,
+and every field table through `tables.check_table` (lengths inside their table, nesting depth).
 Called by connection.py.
 """
 
@@ -13,7 +14,8 @@ from pamqp import commands, frame
 
 from amqp_broker.core.fieldtypes import WIRE_INTS
 
-from .replies import FRAME_ERROR, NOT_IMPLEMENTED, ProtocolError
+from .replies import FRAME_ERROR, NOT_IMPLEMENTED, SYNTAX_ERROR, ProtocolError
+from .tables import TableTooDeep, check_table
 
 __all__ = ["decode_method", "encode_method", "method_id", "SERVER_ONLY", "cannot_decode"]
 
@@ -82,7 +84,9 @@ def _check_args(layout: tuple[str, ...], data: bytes, pos: int) -> int | None:
                 raise ValueError("truncated")
             if kind == "table":
                 table = pos
-            pos += 4 + _I.unpack_from(data, pos)[0]
+                pos = check_table(data, pos)
+            else:
+                pos += 4 + _I.unpack_from(data, pos)[0]
         else:
             pos += _FIXED[kind]
         if pos > n:
@@ -123,7 +127,8 @@ def _keep_int_types(data: bytes, table: int, arguments: dict) -> None:
 def decode_method(mid: int, payload: bytes):
     """Decode a method payload (id included) into a pamqp command object.
 
-    Unknown class/method -> 540; arguments that do not fit or do not decode -> 501.
+    Unknown class/method -> 540; arguments that do not fit or do not decode -> 501; field
+    tables nested deeper than tables.MAX_DEPTH -> 502.
     """
     cls = commands.INDEX_MAPPING.get(mid)
     if cls is None:
@@ -132,6 +137,13 @@ def decode_method(mid: int, payload: bytes):
         )
     try:
         table = _check_args(_layout(cls), payload, 4)
+    except TableTooDeep as err:
+        raise ProtocolError(SYNTAX_ERROR, str(err), mid >> 16, mid & 0xFFFF) from None
+    except Exception:  # ValueError, struct.error, IndexError: the layout does not fit
+        raise ProtocolError(
+            FRAME_ERROR, cannot_decode(payload[4:]), mid >> 16, mid & 0xFFFF
+        ) from None
+    try:
         method = cls()
         method.unmarshal(payload[4:])
         if cls is commands.Queue.Declare and table is not None and method.arguments:

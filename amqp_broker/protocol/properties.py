@@ -19,6 +19,8 @@ from pamqp import commands, decode, encode
 
 from amqp_broker.core.fieldtypes import Long
 
+from .tables import check_table
+
 __all__ = [
     "decode_properties",
     "encode_properties",
@@ -104,8 +106,9 @@ def _skip(raw: bytes, pos: int, kind: str) -> int:
 def check_properties(raw: bytes) -> None:
     """Check that the field lengths of a property section add up; ValueError if not.
 
-    Cost: one step per present field, no decoding (tables are skipped by length). Called for
-    every publish so that a malformed header is a connection error at once, not a crash later.
+    Cost: one step per present field, no decoding; the headers table is walked field by field
+    (`tables.check_table`: lengths, nesting; TableTooDeep if too deep). Called for every
+    publish so that a malformed header is a connection error at once, not a crash later.
     """
     if raw == EMPTY_PROPERTIES:
         return
@@ -122,9 +125,7 @@ def check_properties(raw: bytes) -> None:
                 raise ValueError("property truncated")
             pos += 1 + raw[pos]
         elif kind == "t":
-            if pos + 4 > n:
-                raise ValueError("property truncated")
-            pos += 4 + _I.unpack_from(raw, pos)[0]
+            pos = check_table(raw, pos)  # lengths and nesting (tables.py)
         else:
             pos += 8
     if pos != n:

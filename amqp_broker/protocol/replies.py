@@ -2,7 +2,8 @@
 
 `ProtocolError` is raised inside the connection's frame handlers and caught in one place
 (`ServerConnection.feed`), which turns it into a connection.close (or a silent close before
-the handshake has got far enough). It never escapes the protocol package.
+the handshake has got far enough). `ChannelError` is the soft kind: it closes only its channel
+(a message declared larger than max_message_size). Neither escapes the protocol package.
 
 Texts follow RabbitMQ's "NAME - detail" form, because clients show and sometimes parse them.
 """
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 __all__ = [
     "ProtocolError",
+    "ChannelError",
     "reply_text",
     "ACCESS_REFUSED",
+    "PRECONDITION_FAILED",
     "FRAME_ERROR",
     "SYNTAX_ERROR",
     "COMMAND_INVALID",
@@ -28,6 +31,7 @@ __all__ = [
 REPLY_SUCCESS = 200
 CONNECTION_FORCED = 320
 ACCESS_REFUSED = 403
+PRECONDITION_FAILED = 406
 FRAME_ERROR = 501
 SYNTAX_ERROR = 502
 COMMAND_INVALID = 503
@@ -41,6 +45,7 @@ _NAMES = {
     REPLY_SUCCESS: "OK",
     CONNECTION_FORCED: "CONNECTION_FORCED",
     ACCESS_REFUSED: "ACCESS_REFUSED",
+    PRECONDITION_FAILED: "PRECONDITION_FAILED",
     FRAME_ERROR: "FRAME_ERROR",
     SYNTAX_ERROR: "SYNTAX_ERROR",
     COMMAND_INVALID: "COMMAND_INVALID",
@@ -66,3 +71,12 @@ class ProtocolError(Exception):
         self.class_id = class_id
         self.method_id = method_id
         super().__init__(self.text)
+
+
+class ChannelError(ProtocolError):
+    """A soft error found in the input of one channel: only that channel is closed."""
+
+    def __init__(self, channel: int, code: int, detail: str, class_id: int = 0,
+                 method_id: int = 0) -> None:
+        super().__init__(code, detail, class_id, method_id)
+        self.channel = channel

@@ -406,6 +406,7 @@ class QuorumQueue:
         self._effects.new_consumer(key)  # forget its msg ids
         if consumer.exclusive:
             self._exclusive = False
+        self._effects.release_settles(gone=(key,))  # what was sent is not given back
         if channel.released:
             self.channel_down(key.pid)
         else:
@@ -418,6 +419,7 @@ class QuorumQueue:
         out = [self.consumers.pop(k) for k in gone]
         for k in gone:
             self._effects.new_consumer(k)  # forget their msg ids
+        self._effects.release_settles(gone=gone)  # what was sent is not given back
         self.channel_down(pid)
         return out
 
@@ -600,8 +602,11 @@ class QuorumQueue:
 
     # -- timers --------------------------------------------------------------------------------
     def next_deadline(self, now_ms: int) -> int | None:
+        # the batch-end hook: QueueRuntime.run always calls this (after a kick too: a
+        # connection that drained kicks its consumers' queues)
+        self._effects.release_settles()
         if self._settles:
-            self._flush_settles()  # the batch-end hook: QueueRuntime.run always calls this
+            self._flush_settles()
         return None if self._tick_inflight else self._effects.timer_at
 
     def expire(self, now_ms: int) -> bool:

@@ -20,7 +20,7 @@ run before the restart, and running them again would duplicate deliveries and de
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from amqp_broker.core.fieldtypes import Long
 from amqp_broker.protocol.properties import decode_properties, encode_properties
@@ -130,6 +130,13 @@ class EffectRunner:
         # deliveries held while the replica catches up: a later entry may take them back
         # (NodeDown, ConsumerDown); run, against the state, once it has caught up
         self._held: list[fifo.Deliver] = []
+        # Back-pressure on no-ack consumers (server/session.py output_full): deliveries written
+        # to a connection whose output is full are not settled until it drains, and the
+        # consumer is re-checked-out with a window of 1, so the fifo hands it nothing more (the
+        # messages stay ready in the queue); `release_settles` settles them and restores the
+        # unlimited window once the connection has drained.
+        self._unsettled: dict[fifo.ConsumerKey, list[int]] = {}
+        self._throttled: set[fifo.ConsumerKey] = set()
 
     def new_consumer(self, key: fifo.ConsumerKey) -> None:
         """`key` checks out afresh (its fifo msg ids start again from 0)."""
@@ -138,6 +145,27 @@ class EffectRunner:
     @property
     def holding(self) -> bool:
         return bool(self._held)
+
+    def release_settles(self, gone: Iterable[fifo.ConsumerKey] = ()) -> None:
+        """Settle the no-ack deliveries held back while their connection's output was full, for
+        every connection that has drained, and give those consumers their window back. The
+        consumers in `gone` (being cancelled, or their channel closed) are settled at once,
+        before their Cancel / ConsumerDown, so that what was sent is not given back and sent
+        again."""
+        host = self.host
+        for key in gone:
+            self._throttled.discard(key)
+            ids = self._unsettled.pop(key, None)
+            if ids:
+                host.propose(fifo.Settle(key, tuple(ids)))
+        for key in list(self._unsettled):
+            channel = host.live_channel(key.pid)
+            if channel is None or not channel.session.output_full():
+                host.propose(fifo.Settle(key, tuple(self._unsettled.pop(key))))
+                self._throttled.discard(key)
+                consumer = host.local_consumer(key)
+                if consumer is not None:
+                    host.propose(fifo.Checkout(key, 0, consumer.priority))
 
     def take_dead_letters(self) -> list[DeadLetter]:
         """At-most-once dead letters collected since the last call."""
@@ -238,7 +266,13 @@ class EffectRunner:
             channel.deliver(rt, consumer, delivery_entry(key, d, msg, host.counts_deliveries))
             sent += 1
         if consumer.no_ack:
-            batch.settle(key, msgs)
+            if channel.session.output_full():
+                self._unsettled.setdefault(key, []).extend(d.msg_id for d in msgs)
+                if key not in self._throttled:
+                    self._throttled.add(key)
+                    self.host.propose(fifo.Checkout(key, 1, consumer.priority))
+            else:
+                batch.settle(key, msgs)
         elif sent:
             # the fifo enforces prefetch; keep the channel's counters in step with its acks
             channel.count_granted(key.tag, sent)

@@ -63,6 +63,7 @@ class Broker:
             # rabbitmq.conf `handshake_timeout = infinity` arrives as None
             handshake_timeout=(settings.handshake_timeout if settings.handshake_timeout is not None
                                else float("inf")),
+            max_message_size=settings.max_message_size,
         )
         self.vhosts: dict[str, VHost] = {}
         self.sessions: set["Session"] = set()

@@ -58,7 +58,6 @@ class Channel:
         self.broker = session.broker
         self.vhost = session.vhost
         self.counters = Counters()  # this channel's message counts (counters.py)
-        self._max_size = session.settings.max_message_size
         # Shared with consumers.py (consume/get/qos/recover): tags, unacked, consumers, prefetch.
         self.next_tag = 1
         # delivery tag -> (runtime, msg_id, consumer state or None, delivered_at seconds)
@@ -84,12 +83,9 @@ class Channel:
         self._publish(ev)
 
     def _check_publish(self, ev) -> None:
+        # (max_message_size is judged by the protocol layer on the content header)
         if ev.immediate:
             raise NotImplemented_("immediate=true").with_method(*_PUBLISH)
-        if len(ev.body) > self._max_size:
-            raise PreconditionFailed(
-                f"message size {len(ev.body)} is larger than configured max size {self._max_size}"
-            ).with_method(*_PUBLISH)
 
     def _publish(self, ev) -> None:
         self._check_publish(ev)

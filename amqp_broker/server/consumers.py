@@ -43,8 +43,9 @@ def make_consumer_credit(ch: "Channel", st: ConsumerState):
     session = ch.session
 
     def take_credit() -> bool:
-        # A slow reader (writer still busy with a big batch) gets nothing more for now.
-        if session.congested:
+        # A client that does not drain its socket gets nothing more until it does: the queue
+        # keeps the messages (session.output_full, back-pressure).
+        if session.output_full():
             return False
         if st.no_ack:
             return True

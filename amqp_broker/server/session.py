@@ -8,6 +8,13 @@ calls `wake()`; the writer then drains everything queued since it last woke with
 `send_all`. Channels with pending publisher confirms register in `_flush_hooks` so that confirms
 are coalesced once per writer wake-up.
 
+Back-pressure: what the writer has not yet handed to the kernel (the send in progress and what is
+queued behind it) is bounded. Above OUTPUT_BOUND the connection's consumers get no more
+deliveries (`output_full`, checked by their `take_credit`; the queues keep the messages and their
+depth shows them) until the writer is below it again and kicks them; above READ_PAUSE_BOUND the
+reader stops reading the socket. A publisher is otherwise slowed by the reader handling each
+read completely before the next one.
+
 In a cluster, a method that changes the durable topology (a declaration, a binding) makes
 metadata proposals (`cluster_meta.PendingChange`). Its reply bytes are then taken back from the
 output and the connection's later input waits (a barrier) until the change is committed: the
@@ -31,6 +38,7 @@ from amqp_broker.protocol import (
     Ack,
     ChannelClosed,
     ChannelCloseRequested,
+    ChannelFailed,
     ChannelOpened,
     ConnectionClosed,
     ConnectionCloseRequested,
@@ -55,7 +63,17 @@ __all__ = ["Session"]
 
 _log = logging.getLogger(__name__)
 _RECV_SIZE = 256 * 1024
-_CONGESTED = 1024 * 1024  # bytes in one send_all above which deliveries pause until it is done
+# Back-pressure. Bytes written but not yet taken by the client (the send in progress plus what is
+# queued behind it) above which this connection's consumers get no more deliveries; the queues
+# keep the messages and deliver again once the writer is below the bound. One delivery may
+# overshoot it by its own size.
+OUTPUT_BOUND = 1024 * 1024
+# Above this much unsent output (replies to the client's own input: returns of mandatory
+# publishes, confirms, method replies) the reader stops reading the socket until the writer has
+# drained it, so a client that publishes without reading cannot grow it without bound. Kept well
+# above OUTPUT_BOUND: a client blocked writing to us while we are blocked writing to it is a
+# deadlock, which only a client sending this much without reading can walk into.
+READ_PAUSE_BOUND = 8 * OUTPUT_BOUND
 
 
 class _Barrier:
@@ -91,7 +109,9 @@ class Session:
         self._cancel: trio.CancelScope | None = None
         self._barrier: _Barrier | None = None  # a reply waiting for a cluster-wide commit
         self._blocked_sent = False
-        self.congested = False
+        self._in_flight = 0  # bytes of the send_all in progress
+        self._stalled = False  # a delivery was refused for output_full(): kick when drained
+        self._drained = trio.Event()  # set by the writer after each send; the reader waits on it
         self.has_published = False  # set by channels; alarms stop reading from publishers
         self.auth_mechanism = ""  # the SASL mechanism the client logged in with
         # Socket counters as RabbitMQ's connection stats: bytes and reads / writes.
@@ -111,6 +131,14 @@ class Session:
         """Run `hook` once just before the next flush (used to coalesce confirms)."""
         self._flush_hooks[key] = hook
         self._wake_event.set()
+
+    def output_full(self) -> bool:
+        """True while the client has not taken OUTPUT_BOUND bytes: no more deliveries. The
+        writer kicks this connection's consumers once it is below the bound again."""
+        if self._in_flight + self.conn.output_size() < OUTPUT_BOUND:
+            return False
+        self._stalled = True
+        return True
 
     def notify_blocked(self, reason: str) -> None:
         """A resource alarm went off (RabbitMQ tells only clients with the capability)."""
@@ -180,6 +208,14 @@ class Session:
                     await self.broker.wait_alarms_cleared()
                 finally:
                     conn.resume_monitor()
+            while self._in_flight + conn.output_size() >= READ_PAUSE_BOUND and not conn.closed:
+                # The client is not taking what we send: stop reading until it does.
+                conn.pause_monitor()
+                try:
+                    self.wake()
+                    await self._drained.wait()
+                finally:
+                    conn.resume_monitor()
             try:
                 data = await self.stream.receive_some(_RECV_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -206,8 +242,7 @@ class Session:
                     hook()
             data = conn.data_to_send()
             if data:
-                # While a big batch is on its way, queues hold further deliveries back.
-                self.congested = len(data) >= _CONGESTED
+                self._in_flight = len(data)  # counts against OUTPUT_BOUND until sent
                 self.send_oct += len(data)
                 self.send_cnt += 1
                 try:
@@ -217,11 +252,18 @@ class Session:
                     self._handle_events()
                     self._cancel_all()
                     return
-                if self.congested:
-                    self.congested = False
+                finally:
+                    self._in_flight = 0
+                self._drained.set()
+                self._drained = trio.Event()
+                if self._stalled and not self.output_full():
+                    # Back under the bound: the queues deliver again what they held back.
+                    self._stalled = False
                     for ch in self.channels.values():
                         ch.kick_consumers(include_no_ack=True)
                     self.broker.run_pending()
+                    if conn.output_size():
+                        self.wake()
             if closed:
                 self._cancel_all()
                 return
@@ -335,7 +377,7 @@ class Session:
                     ch.on_nack(ev.delivery_tag, False, ev.requeue, (60, 90))
             case ChannelOpened():
                 self.channels[ev.channel] = Channel(self, ev.channel)
-            case ChannelCloseRequested() | ChannelClosed():
+            case ChannelCloseRequested() | ChannelClosed() | ChannelFailed():
                 ch = self.channels.pop(ev.channel, None)
                 if ch is not None:
                     ch.release()
@@ -346,6 +388,9 @@ class Session:
             case ConnectionCloseRequested():
                 self._cleanup()
             case ConnectionClosed():
+                if ev.bug:
+                    _log.error("%s: internal error in the protocol layer: %s\n%s", self.name,
+                               ev.reason, ev.bug)
                 _log.debug("%s: connection over: %s", self.name, ev.reason)
                 self._cleanup()
             case Tuned():

@@ -1,7 +1,7 @@
 """A tiny blocking AMQP client on a raw socket, built on pamqp, for tests that must send bytes no
 real client library would send (bad protocol header, oversized frame) and read the exact reply.
 
-Used by compat_tests/test_raw_protocol.py.  Frames are read whole before pamqp decodes them,
+Used by compat_tests/test_raw_protocol.py, test_bad_input_table.py and tests/hardening/.  Frames are read whole before pamqp decodes them,
 because pamqp.frame.unmarshal raises on partial input.
 """
 

@@ -231,3 +231,18 @@ def test_second_error_after_a_hard_error_closes():
     conn.feed(method(0, c.Basic.Qos()) + raw_frame(9, 1, b"", end=0x00))
     assert close_of(conn).reply_code == 504
     assert conn.closed
+
+
+def test_an_exception_in_the_protocol_layer_is_541_with_its_traceback(monkeypatch):
+    from amqp_broker.protocol import channel as channel_mod
+
+    def broken(self, payload, max_size):
+        raise KeyError("a bug")
+
+    conn = _open16()
+    monkeypatch.setattr(channel_mod.Channel, "on_header", broken)
+    conn.feed(method(1, c.Basic.Publish(routing_key="q")) + content(1, b"abc"))
+    [closed] = [e for e in conn.next_events() if isinstance(e, ConnectionClosed)]
+    assert closed.reason == "541 INTERNAL_ERROR - KeyError: 'a bug'"
+    assert "Traceback" in closed.bug and "a bug" in closed.bug  # the server logs it
+    assert close_of(conn).reply_code == 541
