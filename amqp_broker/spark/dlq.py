@@ -4,7 +4,8 @@
     amqp-broker-dlq report  --archive ./dlq-archive [--bucket 1h --top 20 --format json --out ./report]
     amqp-broker-dlq run     (archive, then report; same flags)
 
-Also `python -m amqp_broker.spark.dlq`, and unchanged under `spark-submit .../dlq.py report ...`:
+Also `python -m amqp_broker.spark.dlq`, and unchanged under `spark-submit .../dlq.py report ...`
+(run as a file, it imports `amqp_broker.spark.dlq` from the path: installed, or `--py-files`);
 `--master` (default local[*]) applies only when Spark has no master configured already.
 `archive` is a streaming query with Trigger.AvailableNow (ack after commit) unless --continuous;
 `report` only reads the archive through Spark (it honours the file sink's `_spark_metadata`).
@@ -151,4 +152,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        # Run as a file (`spark-submit .../dlq.py report ...`): this module's relative imports need
+        # its package, so run the package's copy; drop this file's directory from sys.path first,
+        # or its siblings (source.py, options.py, ...) would shadow top-level modules.
+        here = str(Path(__file__).resolve().parent)
+        sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != here]
+        from amqp_broker.spark.dlq import main as package_main
+        sys.exit(package_main())
     sys.exit(main())

@@ -237,3 +237,41 @@ def test_dlq_output_rendering(tmp_path):
     assert (tmp_path / "totals.csv").read_text().splitlines()[0] == "reason,queue,dead_letters,share"
     assert len(written) == 3
     assert dlq_output.write_chart([], tmp_path / "none.png") is None
+
+
+# -- the documented cluster path (no JVM) -----------------------------------------------------
+
+def test_pyfiles_zip_is_enough_to_import_the_connector(tmp_path):
+    """Executors get only pyspark and the zip: the connector and pika must import from it alone
+    (-S: no site-packages, so neither the installed package nor pika can help)."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from amqp_broker.spark import pyfiles
+
+    zip_path = pyfiles.build(tmp_path / "dist" / "amqp_broker.zip")
+    names = set(zipfile.ZipFile(zip_path).namelist())
+    assert {"amqp_broker/__init__.py", "amqp_broker/spark/source.py", "pika/__init__.py"} <= names
+    assert not any(n.startswith(("amqp_broker/core", "amqp_broker/server")) for n in names)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "import amqp_broker.spark.consumer, amqp_broker.spark.publisher, pika; "
+            "print(amqp_broker.spark.consumer.__file__)")
+    proc = subprocess.run([sys.executable, "-S", "-c", code, str(zip_path)],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().startswith(str(zip_path))
+
+
+def test_launcher_finds_the_broker_command_beside_the_interpreter(monkeypatch):
+    """A venv's interpreter run without activating the venv: `amqp-broker` is not on PATH."""
+    import sys
+    from pathlib import Path
+
+    from compat_tests.support import launcher
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    beside = Path(sys.executable).with_name("amqp-broker")
+    if not beside.exists():
+        pytest.skip(f"no amqp-broker beside {sys.executable}")
+    assert launcher._command() == str(beside)
