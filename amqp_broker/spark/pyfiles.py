@@ -3,9 +3,9 @@
     python -m amqp_broker.spark.pyfiles [dist/amqp_broker.zip]     # prints the path it wrote
 
 Reader and writer classes are pickled by reference, so every executor must be able to import
-`amqp_broker.spark` and what it needs beyond pyspark: pika (pure Python).  The zip holds
-`amqp_broker/__init__.py`, the `amqp_broker/spark` package and `pika`, taken from the running
-interpreter; nothing of the broker itself (trio, msgspec, ...) is needed on executors.  Pass it as
+`amqp_broker.spark` and what it needs beyond pyspark: pika and pamqp (both pure Python).  The
+zip holds `amqp_broker/__init__.py`, the `amqp_broker/spark` package, `pika` and `pamqp`, taken
+from the running interpreter; nothing of the broker itself (trio, msgspec, ...) is needed on executors.  Pass it as
 `spark-submit --py-files dist/amqp_broker.zip ...` (Spark puts it first on the executors'
 PYTHONPATH).  Pure standard library; no pyspark import.
 """
@@ -28,6 +28,7 @@ def _package_files(package_dir: Path, arc_root: Path):
 
 def build(dest: Path | str = DEFAULT_PATH) -> Path:
     """Write the zip (replacing an old one) and return its path."""
+    import pamqp
     import pika
 
     import amqp_broker
@@ -35,10 +36,10 @@ def build(dest: Path | str = DEFAULT_PATH) -> Path:
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     broker_dir = Path(amqp_broker.__file__).resolve().parent
-    pika_dir = Path(pika.__file__).resolve().parent
     entries = [(broker_dir / "__init__.py", Path("amqp_broker/__init__.py")),
                *_package_files(broker_dir / "spark", Path("amqp_broker/spark")),
-               *_package_files(pika_dir, Path("pika"))]
+               *(entry for lib in (pika, pamqp)
+                 for entry in _package_files(Path(lib.__file__).resolve().parent, Path(lib.__name__)))]
     tmp = dest.with_suffix(dest.suffix + ".tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
         for source, name in entries:

@@ -9,6 +9,8 @@ import socket
 import types
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from amqp_broker.spark import ledger as L
 from amqp_broker.spark import options as O
@@ -207,9 +209,42 @@ def test_u4_reader_and_writer_pickle_without_live_state_and_do_no_io(monkeypatch
     for cls in (AmqpStreamWriter, AmqpBatchWriter):
         writer = pickle.loads(pickle.dumps(cls(sink, ["body"])))
         assert writer._opts == sink
-    parts = split_rows([(i,) for i in range(5)], 2)
-    assert [len(p.rows) for p in parts] == [3, 2]
-    assert list(copy.read(pickle.loads(pickle.dumps(parts[1])))) == [(3,), (4,)]
+    rows = [_row(i) for i in range(1, 6)]
+    parts = split_rows(rows, 2)
+    assert [p.count for p in parts] == [3, 2]
+    batches = list(copy.read(pickle.loads(pickle.dumps(parts[1]))))
+    got = [tuple(r.values()) for b in batches for r in b.to_pylist()]
+    assert [r[0] for r in got] == [4, 5] and [r[2] for r in got] == [rows[3][2], rows[4][2]]
+
+
+def _row(seq: int, headers: dict | None = None) -> tuple:
+    props = types.SimpleNamespace(message_id=f"m{seq}", delivery_mode=2, headers=headers,
+                                  timestamp=NOW.replace(tzinfo=None))
+    return R.make_row(seq=seq, queue="q", body=b"b%d" % seq, exchange="ex", routing_key="rk",
+                      redelivered=seq % 2 == 0, delivery_tag=seq, properties=props, consumed_at=NOW)
+
+
+def test_arrow_batches_carry_every_column_as_the_rows_do():
+    """The Arrow path (what read() hands Spark) against the plain row tuples, incl. dead letters."""
+    pa = pytest.importorskip("pyarrow")
+    from amqp_broker.spark import arrow_rows as A
+    death = [{"queue": "orders", "reason": "rejected", "exchange": "", "count": 3,
+              "routing-keys": ["orders"], "time": NOW.replace(tzinfo=None)}]
+    rows = [_row(1), _row(2, {"x-death": death, "x-first-death-reason": "rejected",
+                              "x-delivery-count": 4, "k": b"v"}), _row(3, {})]
+    batch = A.from_ipc(A.to_ipc(A.record_batch(rows)))[0]
+    assert batch.schema == A.ARROW_SCHEMA and batch.num_rows == 3
+    out = batch.to_pylist()
+    assert [o["body"] for o in out] == [b"b1", b"b2", b"b3"]
+    assert [o["redelivered"] for o in out] == [False, True, False]
+    assert out[1]["delivery_count"] == 4 and out[1]["x_first_death_reason"] == "rejected"
+    assert dict(out[1]["headers"])["k"] == "v"
+    assert out[1]["x_death"][0]["count"] == 3 and out[1]["x_death"][0]["routing_keys"] == ["orders"]
+    assert out[0]["x_death"] is None and out[2]["headers"] == []
+    assert out[0]["properties"]["message_id"] == "m1"
+    assert out[0]["properties"]["timestamp"] == NOW and out[0]["consumed_at"] == NOW
+    assert A.record_batch([]).num_rows == 0
+    assert isinstance(batch, pa.RecordBatch)
 
 
 # -- the dlq CLI without a JVM -----------------------------------------------------------------
@@ -252,10 +287,11 @@ def test_pyfiles_zip_is_enough_to_import_the_connector(tmp_path):
 
     zip_path = pyfiles.build(tmp_path / "dist" / "amqp_broker.zip")
     names = set(zipfile.ZipFile(zip_path).namelist())
-    assert {"amqp_broker/__init__.py", "amqp_broker/spark/source.py", "pika/__init__.py"} <= names
+    assert {"amqp_broker/__init__.py", "amqp_broker/spark/source.py", "pika/__init__.py",
+            "pamqp/__init__.py"} <= names
     assert not any(n.startswith(("amqp_broker/core", "amqp_broker/server")) for n in names)
     code = ("import sys; sys.path.insert(0, sys.argv[1]); "
-            "import amqp_broker.spark.consumer, amqp_broker.spark.publisher, pika; "
+            "import amqp_broker.spark.consumer, amqp_broker.spark.publisher, pika, pamqp; "
             "print(amqp_broker.spark.consumer.__file__)")
     proc = subprocess.run([sys.executable, "-S", "-c", code, str(zip_path)],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
@@ -275,3 +311,51 @@ def test_launcher_finds_the_broker_command_beside_the_interpreter(monkeypatch):
     if not beside.exists():
         pytest.skip(f"no amqp-broker beside {sys.executable}")
     assert launcher._command() == str(beside)
+
+
+# -- the sink's hand-built publish frames (no broker) -----------------------------------------
+
+_short = st.text(max_size=40)
+
+
+@given(props=st.fixed_dictionaries({}, optional={
+    "content_type": _short, "content_encoding": _short, "correlation_id": _short,
+    "reply_to": _short, "expiration": _short, "message_id": _short, "type": _short,
+    "user_id": _short, "app_id": _short, "delivery_mode": st.sampled_from([1, 2]),
+    "priority": st.integers(0, 9), "timestamp": st.integers(0, 2**32),
+    "headers": st.dictionaries(st.text(min_size=1, max_size=10), _short, max_size=3)}))
+def test_publish_properties_decode_as_written(props):
+    """Our hand-encoded basic.properties, read back by pamqp's decoder."""
+    import struct
+
+    from pamqp import commands
+
+    from amqp_broker.spark.publisher import encode_properties
+    raw = encode_properties(props)
+    decoded = commands.Basic.Properties()
+    decoded.unmarshal(struct.unpack(">H", raw[:2])[0], raw[2:])
+    for name, value in props.items():
+        got = getattr(decoded, {"type": "message_type"}.get(name, name))  # pamqp's name
+        if name == "timestamp":
+            got = int(got.replace(tzinfo=dt.timezone.utc).timestamp())
+        assert got == value, name
+
+
+def test_publish_frames_split_large_bodies_at_frame_max():
+    from pamqp import frame as pframe
+
+    from amqp_broker.spark.messages import Outgoing
+    from amqp_broker.spark.publisher import WirePublisher
+    pub = WirePublisher.__new__(WirePublisher)  # frame building needs no connection
+    pub.frame_max = 4096
+    body = bytes(range(256)) * 40  # 10240 bytes -> 3 body frames
+    data = pub.frames(Outgoing("ex", "rk", body, {"message_id": "m", "delivery_mode": 2}), True)
+    frames, pos = [], 0
+    while pos < len(data):
+        used, channel, value = pframe.unmarshal(data[pos:])
+        frames.append(value)
+        pos += used
+    method, header, *bodies = frames
+    assert (method.exchange, method.routing_key, method.mandatory) == ("ex", "rk", True)
+    assert header.body_size == len(body) and header.properties.message_id == "m"
+    assert b"".join(b.value for b in bodies) == body and len(bodies) == 3
