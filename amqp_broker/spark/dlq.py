@@ -3,6 +3,9 @@
     amqp-broker-dlq archive --url amqp://... --queue dlq.analytics --archive ./dlq-archive
     amqp-broker-dlq report  --archive ./dlq-archive [--bucket 1h --top 20 --format json --out ./report]
     amqp-broker-dlq run     (archive, then report; same flags)
+    amqp-broker-dlq replay  --url amqp://... --archive ./dlq-archive [--reason rejected] [--source-queue q]
+                            [--since ... --until ...] [--message-id ID ...] [--to-exchange X
+                            --to-routing-key K] [--dry-run]
 
 Also `python -m amqp_broker.spark.dlq`, and unchanged under `spark-submit .../dlq.py report ...`
 (run as a file, it imports `amqp_broker.spark.dlq` from the path: installed, or `--py-files`);
@@ -53,11 +56,26 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--format", choices=("table", "csv", "json"), default="table")
     report.add_argument("--out", help="directory for CSV/JSON files and the PNG chart")
 
+    replay = argparse.ArgumentParser(add_help=False)
+    replay.add_argument("--url", required=True, help="amqp://user:pass@host:port/vhost")
+    replay.add_argument("--reason", action="append", default=[], help="x-first-death-reason (repeatable)")
+    replay.add_argument("--source-queue", action="append", default=[],
+                        help="x-first-death-queue, the queue it died in (repeatable)")
+    replay.add_argument("--since", help="first death at or after, e.g. 2026-11-01")
+    replay.add_argument("--until", help="first death before")
+    replay.add_argument("--message-id", action="append", default=[], help="message_id (repeatable)")
+    replay.add_argument("--to-exchange", help="publish here instead of the original exchange")
+    replay.add_argument("--to-routing-key", help="with this routing key instead of the original")
+    replay.add_argument("--dry-run", action="store_true", help="print what would be replayed")
+    replay.add_argument("--format", choices=("table", "json"), default="table")
+
     parser = argparse.ArgumentParser(prog="amqp-broker-dlq", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("archive", parents=[common, archive], help="drain the DLQ into the archive")
     sub.add_parser("report", parents=[common, report], help="report on the archive")
     sub.add_parser("run", parents=[common, archive, report], help="archive, then report")
+    sub.add_parser("replay", parents=[common, replay],
+                   help="republish archived dead letters (filtered), with confirms, once each")
     return parser
 
 
@@ -135,9 +153,29 @@ def report(spark, args) -> dict:
     return result
 
 
+def replay(spark, args) -> dict:
+    import json
+
+    from . import dlq_output, dlq_replay
+
+    result = dlq_replay.replay(
+        spark, args.url, args.archive, dry_run=args.dry_run,
+        progress=lambda text: print(f"amqp-broker-dlq: {text}", file=sys.stderr, flush=True),
+        reasons=args.reason, queues=args.source_queue, since=args.since, until=args.until,
+        message_ids=args.message_id, exchange=args.to_exchange, routing_key=args.to_routing_key)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(result, default=str, indent=2) + "\n")
+    else:
+        verb = "would replay" if args.dry_run else "replayed"
+        sys.stdout.write(dlq_output.table_text(result["rows"]) + "\n")
+        sys.stdout.write(f"{verb} {result['selected'] if args.dry_run else result['replayed']} "
+                         f"dead letters ({result['replay_id']})\n")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "report" and "://" not in args.archive and not Path(args.archive).exists():
+    if args.command in ("report", "replay") and "://" not in args.archive and not Path(args.archive).exists():
         print(f"amqp-broker-dlq: archive {args.archive} does not exist", file=sys.stderr)
         return 2
     spark = spark_session(args.master, args.ui)
@@ -146,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             archive(spark, args)
         if args.command in ("report", "run"):
             report(spark, args)
+        if args.command == "replay":
+            replay(spark, args)
     finally:
         spark.stop()
     return 0

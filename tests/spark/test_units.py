@@ -359,3 +359,15 @@ def test_publish_frames_split_large_bodies_at_frame_max():
     assert (method.exchange, method.routing_key, method.mandatory) == ("ex", "rk", True)
     assert header.body_size == len(body) and header.properties.message_id == "m"
     assert b"".join(b.value for b in bodies) == body and len(bodies) == 3
+
+
+def test_dlq_replay_arguments(tmp_path, capsys):
+    from amqp_broker.spark import dlq
+    args = dlq._parser().parse_args(["replay", "--url", "amqp://h", "--archive", "a", "--reason", "rejected",
+                                     "--reason", "expired", "--message-id", "m1", "--dry-run"])
+    assert (args.reason, args.message_id, args.dry_run, args.to_exchange) == (
+        ["rejected", "expired"], ["m1"], True, None)
+    assert dlq.main(["replay", "--url", "amqp://h", "--archive", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        dlq.main(["replay", "--archive", str(tmp_path)])  # --url is required
