@@ -9,6 +9,7 @@ For each broker and queue type (1 KiB persistent messages by default):
               query start to termination, so it includes Spark's start-up and per-batch overhead
   sink        cached DataFrame (2 partitions) -> the queue through the default exchange, publisher
               confirms (`df.write.format("amqp")`)
+  queues      the parallel-reading curve: one source query over 1/2/4/8 classic queues (--queues)
   reference   the broker's own bench client (bench/broker_bench.py) on the same broker and queue
               type: `publish` (confirms, window 1000) for the sink, `e2e` (publish + consume) for
               the source; the ratio column is connector / reference
@@ -60,6 +61,25 @@ def bench_source(spark, url: str, work: Path, queue_type: str, count: int, size:
     return count / elapsed
 
 
+def bench_queues(spark, url: str, work: Path, queues: int, count: int, size: int, batch: int) -> float:
+    """One query over `queues` classic queues (a comma-separated list), count/queues in each."""
+    from amqp_broker.spark import drain_queue
+    base = f"bench.par{queues}.{time.time_ns()}"
+    names = [f"{base}-{i}" for i in range(queues)]
+    for name in names:
+        _fill(url, name, "classic", count // queues, size)
+    start = time.perf_counter()
+    result = drain_queue(spark, url, ",".join(names), str(work / f"out-{base}"),
+                         str(work / f"ckpt-{base}"), maxMessagesPerBatch=batch,
+                         prefetch=min(65535, max(batch, 2 * batch // queues)))
+    elapsed = time.perf_counter() - start
+    assert result["rows"] == count // queues * queues, result
+    for name in names:
+        broker_bench.delete_queue(url, name)
+    shutil.rmtree(work / f"out-{base}", ignore_errors=True)
+    return result["rows"] / elapsed
+
+
 def bench_sink(spark, url: str, queue_type: str, count: int, size: int) -> float:
     queue = f"bench.sink.{queue_type}.{time.time_ns()}"
     _fresh_queue(url, queue, queue_type)
@@ -104,6 +124,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=30_000, help="maxMessagesPerBatch")
     parser.add_argument("--queue-types", nargs="+", default=["classic", "quorum"],
                         choices=["classic", "quorum"])
+    parser.add_argument("--queues", nargs="*", type=int, default=[1, 2, 4, 8],
+                        help="the parallel-reading curve: classic queues per query")
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
 
@@ -133,6 +155,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     rows = []
+    curve = []
     try:
         bench_source(spark, targets[0][1], work, "classic", 2000, args.size, args.batch)  # warm-up
         for name, url in targets:
@@ -144,6 +167,10 @@ def main() -> None:
                 rows.append((name, queue_type, "dataframe -> sink", sink, ref["publish msg/s"]))
                 print(f"... {name} {queue_type}: source {source:.0f}, sink {sink:.0f} msg/s",
                       file=sys.stderr)
+            for n in args.queues:
+                rate = bench_queues(spark, url, work, n, args.messages, args.size, args.batch)
+                curve.append((name, n, rate))
+                print(f"... {name} {n} queue(s): source {rate:.0f} msg/s", file=sys.stderr)
     finally:
         spark.stop()
         if broker is not None:
@@ -152,6 +179,10 @@ def main() -> None:
     print(f"{'broker':<13}{'queue':<9}{'case':<20}{'msg/s':>9}{'reference':>11}{'ratio':>7}")
     for name, queue_type, case, rate, ref in rows:
         print(f"{name:<13}{queue_type:<9}{case:<20}{rate:>9.0f}{ref:>11.0f}{rate / ref:>7.2f}")
+    if curve:
+        print(f"\n{'broker':<13}{'queues':>7}{'source msg/s':>14}   (one query, classic queues)")
+        for name, n, rate in curve:
+            print(f"{name:<13}{n:>7}{rate:>14.0f}")
     print(f"({args.messages} messages of {args.size} B, maxMessagesPerBatch {args.batch}, "
           f"{args.master}; reference: bench/broker_bench.py e2e for the source, publish for the sink)")
 

@@ -10,10 +10,15 @@ processes and must do no I/O.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import json
 import logging
+import re
 import threading
 import time
+import urllib.parse
+import urllib.request
 
 import pika
 import pika.exceptions
@@ -44,8 +49,10 @@ def connection_parameters(url: str, heartbeat: int) -> pika.URLParameters:
 class DriverConsumer:
     """One consumer per query, in the runner process."""
 
-    def __init__(self, opts: SourceOptions, ledger: Ledger, lock: threading.Condition) -> None:
+    def __init__(self, opts: SourceOptions, ledger: Ledger, lock: threading.Condition,
+                 queues: tuple[str, ...] | None = None) -> None:
         self._opts = opts
+        self._queues = queues or opts.queues
         self._ledger = ledger
         self._cond = lock
         self._thread: threading.Thread | None = None
@@ -159,15 +166,22 @@ class DriverConsumer:
                      callback=lambda _f: self._consume(ch, session))
 
     def _consume(self, ch, session: int) -> None:
-        ch.basic_consume(
-            queue=self._opts.queue,
-            on_message_callback=lambda c, m, p, b: self._on_message(session, m, p, b),
-            auto_ack=self._opts.auto_ack,
-            exclusive=self._opts.exclusive,
-            arguments=dict(self._opts.consumer_arguments) or None,
-            callback=lambda _f: self._on_consuming())
+        """One consumer per queue, all on this channel: delivery tags grow in arrival order
+        across them, so one multiple-ack up to a batch's last tag covers every queue."""
+        waiting = set(self._queues)
+        for queue in self._queues:
+            ch.basic_consume(
+                queue=queue,
+                on_message_callback=lambda c, m, p, b, q=queue: self._on_message(session, q, m, p, b),
+                auto_ack=self._opts.auto_ack,
+                exclusive=self._opts.exclusive,
+                arguments=dict(self._opts.consumer_arguments) or None,
+                callback=lambda _f, q=queue: self._on_consuming(waiting, q))
 
-    def _on_consuming(self) -> None:
+    def _on_consuming(self, waiting: set, queue: str) -> None:
+        waiting.discard(queue)
+        if waiting:
+            return
         with self._cond:
             self._ready = True
             self._cond.notify_all()
@@ -184,8 +198,8 @@ class DriverConsumer:
         if conn is not None and conn.is_open:
             conn.close()
 
-    def _on_message(self, session: int, method, props, body: bytes) -> None:
-        row = make_row(seq=0, queue=self._opts.queue,
+    def _on_message(self, session: int, queue: str, method, props, body: bytes) -> None:
+        row = make_row(seq=0, queue=queue,
                        body=bytes(body) if self._opts.include_body else None,
                        exchange=method.exchange, routing_key=method.routing_key,
                        redelivered=method.redelivered, delivery_tag=method.delivery_tag,
@@ -194,6 +208,43 @@ class DriverConsumer:
         with self._cond:
             if self._ledger.receive(delivery):
                 self._cond.notify_all()
+
+
+def resolve_queues(opts: SourceOptions) -> tuple[str, ...]:
+    """The queues to consume: the listed ones, or those of the vhost whose whole name matches
+    `queuePattern` (from the management API, `GET /api/queues/<vhost>`), sorted."""
+    if not opts.queue_pattern:
+        return opts.queues
+    amqp = urllib.parse.urlparse(opts.urls[0])
+    mgmt = urllib.parse.urlparse(opts.management_url)
+    vhost = urllib.parse.unquote(amqp.path[1:]) if amqp.path not in ("", "/") else "/"
+    user = urllib.parse.unquote(mgmt.username or amqp.username or "guest")
+    password = urllib.parse.unquote(mgmt.password or amqp.password or "guest")
+    base = f"{mgmt.scheme}://{mgmt.hostname}:{mgmt.port or 15672}{mgmt.path.rstrip('/')}"
+    request = urllib.request.Request(
+        f"{base}/api/queues/{urllib.parse.quote(vhost, safe='')}?columns=name",
+        headers={"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            listing = json.loads(resp.read())
+    except (OSError, ValueError) as exc:
+        raise ConsumerError(f"cannot list queues at {base} for queuePattern: {exc}") from exc
+    pattern = re.compile(opts.queue_pattern)
+    names = sorted(q["name"] for q in listing if pattern.fullmatch(q.get("name", "")))
+    if not names:
+        raise ConsumerError(f"no queue in vhost {vhost!r} matches queuePattern {opts.queue_pattern!r}")
+    return tuple(names)
+
+
+def total_message_count(urls: tuple[str, ...], queues: tuple[str, ...], heartbeat: int = 30) -> int | None:
+    """Ready messages over all `queues`, or None if any of them does not exist."""
+    total = 0
+    for queue in queues:
+        count = queue_message_count(urls, queue, heartbeat)
+        if count is None:
+            return None
+        total += count
+    return total
 
 
 def queue_message_count(urls: tuple[str, ...], queue: str, heartbeat: int = 30) -> int | None:

@@ -16,7 +16,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
 
 from .arrow_rows import from_ipc, record_batch, to_ipc
-from .consumer import ConsumerError, DriverConsumer, queue_message_count
+from .consumer import ConsumerError, DriverConsumer, resolve_queues, total_message_count
 from .ledger import Ledger, offset_json, offset_seq
 from .options import SourceOptions
 
@@ -35,17 +35,31 @@ class AmqpPartition(InputPartition):
         self.count = count
 
 
-def split_rows(rows: list[tuple], parts: int) -> list[AmqpPartition]:
+def _slices(rows: list[tuple], parts: int) -> list[list[tuple]]:
     """Contiguous slices, at most `parts` of them, none empty."""
-    if not rows:
-        return []
     parts = max(1, min(parts, len(rows)))
     size, extra = divmod(len(rows), parts)
     out, pos = [], 0
     for i in range(parts):
         n = size + (1 if i < extra else 0)
-        out.append(AmqpPartition(i, to_ipc(record_batch(rows[pos:pos + n])), n))
+        out.append(rows[pos:pos + n])
         pos += n
+    return out
+
+
+def split_rows(rows: list[tuple], parts: int) -> list[AmqpPartition]:
+    """Input partitions along the queues: each queue's rows (in seq order) get a share of the
+    `parts` in proportion to their number, at least one; no partition mixes queues."""
+    if not rows:
+        return []
+    by_queue: dict[str, list[tuple]] = {}
+    for row in rows:
+        by_queue.setdefault(row[1], []).append(row)
+    out: list[AmqpPartition] = []
+    for group in by_queue.values():
+        share = max(1, round(parts * len(group) / len(rows)))
+        for piece in _slices(group, share):
+            out.append(AmqpPartition(len(out), to_ipc(record_batch(piece)), len(piece)))
     return out
 
 
@@ -55,7 +69,10 @@ class _Runtime:
     def __init__(self, opts: SourceOptions) -> None:
         self.cond = threading.Condition()
         self.ledger = Ledger()
-        self.consumer = DriverConsumer(opts, self.ledger, self.cond)
+        self.queues = resolve_queues(opts)
+        self.consumer = DriverConsumer(opts, self.ledger, self.cond, self.queues)
+        # basic.qos applies per consumer: the window is prefetch x queues
+        self.window = opts.prefetch * len(self.queues)
         self.started = False
 
 
@@ -80,7 +97,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         rt = self._runtime()
         if rt.started:
             return True
-        count = queue_message_count(self._opts.urls, self._opts.queue, self._opts.heartbeat)
+        count = total_message_count(self._opts.urls, rt.queues, self._opts.heartbeat)
         if count is None:
             if self._opts.fail_on_missing_queue:
                 raise ConsumerError(f"queue {self._opts.queue!r} does not exist "
@@ -100,7 +117,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         rt = self._runtime()
-        count = queue_message_count(self._opts.urls, self._opts.queue, self._opts.heartbeat)
+        count = total_message_count(self._opts.urls, rt.queues, self._opts.heartbeat)
         if count is None and self._opts.fail_on_missing_queue:
             raise ConsumerError(f"queue {self._opts.queue!r} does not exist")
         # Counted before consuming starts, so everything delivered later is within the count.
@@ -122,7 +139,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if rt.ledger.remaining is not None:
                 want = rt.ledger.wanted(max_rows)
                 if want is not None:  # never more than the prefetch window can hold
-                    want = min(want, self._opts.prefetch - rt.ledger.unacked())
+                    want = min(want, rt.window - rt.ledger.unacked())
                 if want:
                     # AvailableNow ends on the first empty answer: wait for the prefetch window
                     # to refill after the ack above instead of ending early.
