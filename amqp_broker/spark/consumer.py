@@ -84,11 +84,33 @@ class DriverConsumer:
         if self.fatal is not None:
             raise ConsumerError(self.fatal)
 
-    def wait_for_pending(self, count: int, idle: float) -> None:
-        """Block until `count` deliveries are pending, or none arrived for `idle` seconds.
-        Must be called with the condition held."""
+    def wait_connected(self, timeout: float) -> bool:
+        """Wait until the consumers are registered again (after a reconnect).  Must be called
+        with the condition held."""
+        deadline = time.monotonic() + timeout
+        while not self._ready and self.fatal is None and not self._stopping:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._cond.wait(min(left, 0.5))
+        return self._ready
+
+    def wait_for_pending(self, count: int, idle: float, reconnect_wait: float = 120.0) -> None:
+        """Block until `count` deliveries are pending, or none arrived for `idle` seconds while
+        connected.  While the connection is down (broker restarting), wait up to
+        `reconnect_wait` for it instead: an outage must not look like a drained queue to
+        AvailableNow.  Must be called with the condition held."""
         seen = len(self._ledger.pending)
+        down_since = None
         while len(self._ledger.pending) < count and self.fatal is None:
+            if not self._ready and not self._stopping:
+                now = time.monotonic()
+                down_since = down_since or now
+                if now - down_since > reconnect_wait:
+                    return
+                self._cond.wait(0.5)
+                continue
+            down_since = None
             if not self._cond.wait(idle):
                 return
             if len(self._ledger.pending) == seen:

@@ -134,6 +134,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not self._ensure_consuming():
             return offset_json(start_seq)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        self._recount_after_reconnect(rt)
         with rt.cond:
             rt.consumer.raise_if_failed()
             if rt.ledger.remaining is not None:
@@ -146,6 +147,23 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     rt.consumer.wait_for_pending(want, self._opts.idle_wait)
             end = rt.ledger.admit(max_rows, self._opts.max_bytes_per_batch)
         return offset_json(end)
+
+    def _recount_after_reconnect(self, rt: _Runtime) -> None:
+        """AvailableNow after a reconnect: the broker requeued what the old channel held, so the
+        target is what the queues hold now plus what is already pending (deliveries between the
+        count and the lock are counted twice: an over-count only costs one idle wait at the end,
+        an under-count would leave messages behind)."""
+        with rt.cond:
+            if not rt.ledger.needs_recount:
+                return
+            rt.consumer.wait_connected(120.0)
+            rt.consumer.raise_if_failed()
+        count = total_message_count(self._opts.urls, rt.queues, self._opts.heartbeat)
+        with rt.cond:
+            if count is not None:
+                rt.ledger.remaining = count + len(rt.ledger.pending)
+            rt.ledger.needs_recount = False
+        log.info("amqp source: reconnected; AvailableNow target now %s messages", rt.ledger.remaining)
 
     def partitions(self, start: dict, end: dict) -> list[AmqpPartition]:
         rt = self._runtime()

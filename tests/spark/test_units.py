@@ -401,3 +401,16 @@ def test_partitions_follow_the_queues():
     seqs = [r["seq"] for p in parts for b in from_ipc(p.ipc) for r in b.to_pylist()]
     assert sorted(seqs) == list(range(1, 13))
     assert [p.count for p in split_rows(rows, 1)] == [9, 3]  # at least one per queue
+
+
+def test_u1_a_new_session_asks_for_the_available_now_target_to_be_recounted():
+    led = L.Ledger()
+    s = led.new_session()
+    for tag in range(1, 6):
+        led.receive(_delivery(s, tag))
+    led.remaining = 5
+    led.admit(max_rows=3, max_bytes=None)          # seq 1-3 admitted, remaining 2
+    assert led.ack_upto(1) == 1                    # seq 1 acked: gone for good
+    assert led.remaining == 2
+    led.new_session()                              # connection lost: seq 2-3 and tags 4-5 come back
+    assert led.needs_recount and not led.buffer and not led.pending
