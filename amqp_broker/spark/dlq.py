@@ -123,11 +123,36 @@ def archive(spark, args) -> dict:
     else:
         writer = writer.trigger(availableNow=True)
     query = writer.start()
-    query.awaitTermination()
-    rows = sum(int(getattr(p, "numInputRows", 0) if not isinstance(p, dict) else p["numInputRows"])
-               for p in query.recentProgress)
+    rows = _await_with_progress(query, f"archiving {args.queue}")
     print(f"archived {rows} dead letters from {args.queue} into {args.archive}", file=sys.stderr)
     return {"rows": rows}
+
+
+def _rows(progress) -> int:
+    return int(progress["numInputRows"] if isinstance(progress, dict)
+               else getattr(progress, "numInputRows", 0))
+
+
+def _await_with_progress(query, what: str, every: float = 5.0) -> int:
+    """Wait for the query, printing rows so far on stderr when it has moved (long runs)."""
+    done = shown = 0
+    seen_batches = set()
+    while not query.awaitTermination(every):
+        for p in query.recentProgress:
+            batch = p["batchId"] if isinstance(p, dict) else p.batchId
+            if batch not in seen_batches:
+                seen_batches.add(batch)
+                done += _rows(p)
+        if done != shown:
+            print(f"amqp-broker-dlq: {what}: {done} rows in {len(seen_batches)} batches",
+                  file=sys.stderr, flush=True)
+            shown = done
+    for p in query.recentProgress:
+        batch = p["batchId"] if isinstance(p, dict) else p.batchId
+        if batch not in seen_batches:
+            seen_batches.add(batch)
+            done += _rows(p)
+    return done
 
 
 def report(spark, args) -> dict:
@@ -148,7 +173,8 @@ def report(spark, args) -> dict:
         out = Path(args.out)
         written = dlq_output.write_files(result, out, "json" if args.format == "json" else "csv")
         chart = dlq_output.write_chart(result["over_time"], out / "dead_letters_over_time.png")
-        for path in [*written, *([chart] if chart else [])]:
+        page = dlq_output.write_html(result, out / "report.html", chart)
+        for path in [*written, *([chart] if chart else []), page]:
             print(f"wrote {path}", file=sys.stderr)
     return result
 

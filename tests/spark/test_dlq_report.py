@@ -64,8 +64,13 @@ def test_s8_report_cli_json(tmp_path, how):
     assert top[0]["max_delivery_count"] == 25 and top[0]["total_deaths"] == 3
     assert top[0]["origin_queue"] == "orders" and top[0]["reason"] == "delivery_limit"
 
+    assert top[0]["body_preview"] == "payload of poison-1"  # text, not base64, when UTF-8
+
     assert json.loads((out / "totals.json").read_text())
     assert (out / "dead_letters_over_time.png").read_bytes()[:4] == b"\x89PNG"
+    page = (out / "report.html").read_text()
+    assert "data:image/png;base64," in page and page.count("<table>") == 3 and "poison-1" in page
+    assert "No Partition Defined for Window" not in proc.stderr + proc.stdout
 
 
 def test_archive_then_report_in_process(spark, broker_url, amqp, tmp_path, capsys):

@@ -272,6 +272,10 @@ def test_dlq_output_rendering(tmp_path):
     assert (tmp_path / "totals.csv").read_text().splitlines()[0] == "reason,queue,dead_letters,share"
     assert len(written) == 3
     assert dlq_output.write_chart([], tmp_path / "none.png") is None
+    report["top_poison"] = [{"message_key": "<script>", "body_preview": "a & b"}]
+    page = dlq_output.write_html(report, tmp_path / "r.html", None).read_text()
+    assert page.count("<table>") == 3 and "&lt;script&gt;" in page and "a &amp; b" in page
+    assert "<script>" not in page  # cells are escaped
 
 
 # -- the documented cluster path (no JVM) -----------------------------------------------------
