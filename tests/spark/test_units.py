@@ -418,3 +418,48 @@ def test_u1_a_new_session_asks_for_the_available_now_target_to_be_recounted():
     assert led.remaining == 2
     led.new_session()                              # connection lost: seq 2-3 and tags 4-5 come back
     assert led.needs_recount and not led.buffer and not led.pending
+
+
+@given(props=st.fixed_dictionaries({}, optional={
+    "content_type": _short, "message_id": _short, "type": _short, "app_id": _short,
+    "delivery_mode": st.sampled_from([1, 2]), "priority": st.integers(0, 9),
+    "timestamp": st.integers(0, 2**40),
+    "headers": st.dictionaries(st.text(min_size=1, max_size=10), st.one_of(_short, st.integers(0, 2**31)),
+                               max_size=3)}))
+def test_wire_properties_round_trip(props):
+    from amqp_broker.spark.wire import decode_properties, encode_properties
+    decoded = decode_properties(b"\x00\x3c\x00\x00" + bytes(8) + encode_properties(props), 12)
+    for name, value in props.items():
+        assert getattr(decoded, name) == value, name
+
+
+def test_deliveries_are_parsed_from_frames_into_rows():
+    """basic.deliver + header + two body frames, as the consumer's I/O thread sees them."""
+    import struct
+
+    from amqp_broker.spark.consumer import _DeliveryParser
+    from amqp_broker.spark.wire import encode_properties
+    body = b"x" * 10 + b"y" * 5
+    deliver = (b"\x00\x3c\x00\x3c" + b"\x05ctag1" + struct.pack(">QB", 42, 1) + b"\x02ex" + b"\x03key")
+    header = struct.pack(">HHQ", 60, 0, len(body)) + encode_properties(
+        {"message_id": "m1", "delivery_mode": 2,
+         "headers": {"x-delivery-count": 3, "x-first-death-reason": "rejected"}})
+    parser = _DeliveryParser({"ctag1": "orders"}, include_body=True)
+    parser.deliver(deliver)
+    parser.header(header)
+    assert not parser.done
+    parser.body(body[:10])
+    parser.body(body[10:])
+    assert parser.done
+    delivery = parser.take(session=7)
+    row = dict(zip(R.COLUMNS, delivery.row))
+    assert (delivery.session, delivery.tag) == (7, 42)
+    assert (row["queue"], row["exchange"], row["routing_key"], row["redelivered"]) == ("orders", "ex", "key", True)
+    assert row["body"] == body and row["delivery_count"] == 3 and row["x_first_death_reason"] == "rejected"
+    assert row["properties"][PROPERTY_INDEX["message_id"]] == "m1"
+    parser.deliver(deliver)
+    parser.header(struct.pack(">HHQ", 60, 0, 0) + encode_properties({}))
+    assert parser.done and dict(zip(R.COLUMNS, parser.take(1).row))["body"] == b""
+
+
+PROPERTY_INDEX = {name: i for i, name in enumerate(R.PROPERTY_FIELDS)}
