@@ -1,11 +1,21 @@
-"""Throughput of the Spark `amqp` connector: queue -> Parquet (source) and DataFrame -> queue (sink).
+"""Throughput of the Spark `amqp` connector, this broker and RabbitMQ in the same run.
 
-    python bench/spark_bench.py [--url amqp://guest:guest@127.0.0.1:5673/%2F] [--messages 20000]
-                                [--size 1024] [--batch 10000] [--master local[2]]
+    python bench/spark_bench.py [--ours URL] [--rabbit URL | --no-rabbit] [--messages 100000]
+                                [--size 1024] [--batch 30000] [--queue-types classic quorum]
+                                [--master local[2]]
 
-Without --url it starts this project's broker (`amqp-broker`) on a free port.  Messages per second
-include Spark's per-batch overhead (planning, commit logs), which dominates small runs; the first
-query also pays JVM/Python worker warm-up, so a warm-up run is done first.  Needs `[spark]`.
+For each broker and queue type (1 KiB persistent messages by default):
+  source      queue -> Parquet, Trigger.AvailableNow, acks after commit (`drain_queue`); msg/s from
+              query start to termination, so it includes Spark's start-up and per-batch overhead
+  sink        cached DataFrame (2 partitions) -> the queue through the default exchange, publisher
+              confirms (`df.write.format("amqp")`)
+  queues      the parallel-reading curve: one source query over 1/2/4/8 classic queues (--queues)
+  reference   the broker's own bench client (bench/broker_bench.py) on the same broker and queue
+              type: `publish` (confirms, window 1000) for the sink, `e2e` (publish + consume) for
+              the source; the ratio column is connector / reference
+Without --ours it starts this project's broker on a free port; without --rabbit it uses
+amqp://guest:guest@127.0.0.1:5673/ if something listens there (`bash .ci/rabbitmq.sh start`).
+Warm-up queries (source and sink, up to 30,000 messages) run first: JIT and Python workers.  Needs the `[spark]` extra.
 """
 
 from __future__ import annotations
@@ -13,73 +23,109 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 
-import pika
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+import broker_bench  # noqa: E402
 from compat_tests.support.launcher import Broker  # noqa: E402
 
 
-def _fill(url: str, queue: str, count: int, size: int) -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(url))
-    ch = conn.channel()
-    ch.queue_declare(queue, durable=True)
-    body = b"x" * size
-    for i in range(count):
-        ch.basic_publish("", queue, body, pika.BasicProperties(message_id=str(i), delivery_mode=2))
-    while ch.queue_declare(queue, passive=True).method.message_count < count:
-        time.sleep(0.1)
-    conn.close()
+def _fresh_queue(url: str, queue: str, queue_type: str) -> None:
+    broker_bench._declare_fresh(url, queue, broker_bench._queue_args(queue_type))
 
 
-def _purge(url: str, queue: str) -> int:
-    conn = pika.BlockingConnection(pika.URLParameters(url))
-    ch = conn.channel()
-    n = ch.queue_declare(queue, passive=True).method.message_count
-    ch.queue_delete(queue)
-    conn.close()
-    return n
+def _fill(url: str, queue: str, queue_type: str, count: int, size: int) -> None:
+    _fresh_queue(url, queue, queue_type)
+    broker_bench.publisher(url, queue, count, size, 1000)
 
 
-def bench_source(spark, url: str, work: Path, count: int, size: int, batch: int) -> float:
+def bench_source(spark, url: str, work: Path, queue_type: str, count: int, size: int,
+                 batch: int) -> float:
     from amqp_broker.spark import drain_queue
-    queue = f"bench.source.{time.time_ns()}"
-    _fill(url, queue, count, size)
-    out = work / f"out-{queue}"
+    queue = f"bench.source.{queue_type}.{time.time_ns()}"
+    _fill(url, queue, queue_type, count, size)
     start = time.perf_counter()
-    result = drain_queue(spark, url, queue, str(out), str(work / f"ckpt-{queue}"),
-                         maxMessagesPerBatch=batch)
+    result = drain_queue(spark, url, queue, str(work / f"out-{queue}"), str(work / f"ckpt-{queue}"),
+                         maxMessagesPerBatch=batch, prefetch=min(65535, 2 * batch))
     elapsed = time.perf_counter() - start
     assert result["rows"] == count, result
-    _purge(url, queue)
+    broker_bench.delete_queue(url, queue)
+    shutil.rmtree(work / f"out-{queue}", ignore_errors=True)
     return count / elapsed
 
 
-def bench_sink(spark, url: str, count: int, size: int) -> float:
-    queue = f"bench.sink.{time.time_ns()}"
-    conn = pika.BlockingConnection(pika.URLParameters(url))
-    conn.channel().queue_declare(queue, durable=True)
-    conn.close()
+def bench_queues(spark, url: str, work: Path, queues: int, count: int, size: int, batch: int) -> float:
+    """One query over `queues` classic queues (a comma-separated list), count/queues in each."""
+    from amqp_broker.spark import drain_queue
+    base = f"bench.par{queues}.{time.time_ns()}"
+    names = [f"{base}-{i}" for i in range(queues)]
+    for name in names:
+        _fill(url, name, "classic", count // queues, size)
+    start = time.perf_counter()
+    result = drain_queue(spark, url, ",".join(names), str(work / f"out-{base}"),
+                         str(work / f"ckpt-{base}"), maxMessagesPerBatch=batch,
+                         prefetch=min(65535, max(batch, 2 * batch // queues)))
+    elapsed = time.perf_counter() - start
+    assert result["rows"] == count // queues * queues, result
+    for name in names:
+        broker_bench.delete_queue(url, name)
+    shutil.rmtree(work / f"out-{base}", ignore_errors=True)
+    return result["rows"] / elapsed
+
+
+def bench_sink(spark, url: str, queue_type: str, count: int, size: int) -> float:
+    queue = f"bench.sink.{queue_type}.{time.time_ns()}"
+    _fresh_queue(url, queue, queue_type)
     df = spark.range(count).selectExpr(f"repeat('x', {size}) AS body").repartition(2).cache()
     df.count()
     start = time.perf_counter()
     df.write.format("amqp").option("url", url).option("routingKey", queue).mode("append").save()
     elapsed = time.perf_counter() - start
     df.unpersist()
-    assert _purge(url, queue) == count
+    client = broker_bench.WireClient(url)
+    client.queue_declare(queue, passive=True)
+    client.close()
+    broker_bench.delete_queue(url, queue)
     return count / elapsed
+
+
+def reference(url: str, queue_type: str, count: int, size: int) -> dict:
+    args = argparse.Namespace(queue=f"bench.ref.{queue_type}", count=count, size=size, window=1000,
+                              prefetch=500, arguments=broker_bench._queue_args(queue_type))
+    out = broker_bench.run_publish(url, args)
+    out.update(broker_bench.run_e2e(url, args))
+    broker_bench.delete_queue(url, args.queue)
+    return out
+
+
+def _listening(url: str) -> bool:
+    parts = urllib.parse.urlparse(url)
+    try:
+        socket.create_connection((parts.hostname, parts.port or 5672), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url")
-    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--ours", help="URL of this broker (default: start one)")
+    parser.add_argument("--rabbit", default="amqp://guest:guest@127.0.0.1:5673/%2F")
+    parser.add_argument("--no-rabbit", action="store_true")
+    parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--batch", type=int, default=30_000, help="maxMessagesPerBatch")
+    parser.add_argument("--queue-types", nargs="+", default=["classic", "quorum"],
+                        choices=["classic", "quorum"])
+    parser.add_argument("--queues", nargs="*", type=int, default=[1, 2, 4, 8],
+                        help="the parallel-reading curve: classic queues per query")
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
 
@@ -91,29 +137,56 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     broker = None
-    url = args.url
-    if url is None:
+    targets = []
+    if args.ours:
+        targets.append(("amqp-broker", args.ours))
+    else:
         broker = Broker(work / "broker").start()
-        url = broker.url
+        targets.append(("amqp-broker", broker.url))
+    if not args.no_rabbit:
+        if _listening(args.rabbit):
+            targets.append(("rabbitmq", args.rabbit))
+        else:
+            print(f"(no RabbitMQ at {args.rabbit}: measuring this broker only)", file=sys.stderr)
     spark = (SparkSession.builder.master(args.master).appName("amqp-spark-bench")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
+    rows = []
+    curve = []
     try:
-        bench_source(spark, url, work, min(1000, args.messages), args.size, args.batch)  # warm-up
-        source = bench_source(spark, url, work, args.messages, args.size, args.batch)
-        sink = bench_sink(spark, url, args.messages, args.size)
-        print(f"{'case':<28}{'messages':>10}{'msg/s':>12}")
-        print(f"{'source -> parquet':<28}{args.messages:>10}{source:>12.0f}")
-        print(f"{'dataframe -> amqp sink':<28}{args.messages:>10}{sink:>12.0f}")
-        print(f"(body {args.size} B, maxMessagesPerBatch {args.batch}, {args.master}, {url.split('@')[-1]})")
+        # warm-up (JVM JIT, Python workers): the first measured query was otherwise the slowest
+        bench_source(spark, targets[0][1], work, "classic", min(args.messages, 30_000), args.size, args.batch)
+        bench_sink(spark, targets[0][1], "classic", min(args.messages, 30_000), args.size)
+        for name, url in targets:
+            for queue_type in args.queue_types:
+                ref = reference(url, queue_type, min(args.messages, 50_000), args.size)
+                source = bench_source(spark, url, work, queue_type, args.messages, args.size, args.batch)
+                sink = bench_sink(spark, url, queue_type, args.messages, args.size)
+                rows.append((name, queue_type, "source -> parquet", source, ref["e2e msg/s"]))
+                rows.append((name, queue_type, "dataframe -> sink", sink, ref["publish msg/s"]))
+                print(f"... {name} {queue_type}: source {source:.0f}, sink {sink:.0f} msg/s",
+                      file=sys.stderr)
+            for n in args.queues:
+                rate = bench_queues(spark, url, work, n, args.messages, args.size, args.batch)
+                curve.append((name, n, rate))
+                print(f"... {name} {n} queue(s): source {rate:.0f} msg/s", file=sys.stderr)
     finally:
         spark.stop()
         if broker is not None:
             broker.stop()
         shutil.rmtree(work, ignore_errors=True)
+    print(f"{'broker':<13}{'queue':<9}{'case':<20}{'msg/s':>9}{'reference':>11}{'ratio':>7}")
+    for name, queue_type, case, rate, ref in rows:
+        print(f"{name:<13}{queue_type:<9}{case:<20}{rate:>9.0f}{ref:>11.0f}{rate / ref:>7.2f}")
+    if curve:
+        print(f"\n{'broker':<13}{'queues':>7}{'source msg/s':>14}   (one query, classic queues)")
+        for name, n, rate in curve:
+            print(f"{name:<13}{n:>7}{rate:>14.0f}")
+    print(f"({args.messages} messages of {args.size} B, maxMessagesPerBatch {args.batch}, "
+          f"{args.master}; reference: bench/broker_bench.py e2e for the source, publish for the sink)")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ if [ "${SKIP_RABBITMQ:-0}" != "1" ]; then
         --broker-url amqp://guest:guest@127.0.0.1:5673/ "$@" || status=$?
       # the Spark source and sink speak plain AMQP 0-9-1: same tests against RabbitMQ
       # (the crash/restart cases, marked slow, run against this broker only)
-      SPARK_BROKER_URL=amqp://guest:guest@127.0.0.1:5673/%2F python3 -m pytest tests/spark \
+      SPARK_BROKER_URL=amqp://guest:guest@127.0.0.1:5673/%2F MGMT_URL=http://127.0.0.1:15673 \
+        python3 -m pytest tests/spark \
         -q -p no:cacheprovider -m "not slow" "$@" || status=$?
       bash .ci/rabbitmq.sh stop || true
       # what clients of a cluster see: the same tests against a 3-node RabbitMQ 3.10 cluster

@@ -1,31 +1,48 @@
-"""The driver-side AMQP consumer of the streaming source: pika on a background I/O thread.
+"""The driver-side AMQP consumer of the streaming source, on a background I/O thread.
 
 Called by `source.AmqpStreamReader` in Spark's long-lived streaming-source runner process.  The
-thread owns a pika `SelectConnection`: it services heartbeats between Spark's calls (SPARK.md 3.1
-point 6), keeps up to `prefetch` deliveries in `Ledger.pending`, and reconnects with a new session
+thread owns a `wire.WireConnection` (deliveries parsed by hand: pika cost more CPU per message
+than the rest of the pipeline): it sends heartbeats between Spark's calls (SPARK.md 3.1 point 6),
+keeps up to `prefetch` deliveries per queue in `Ledger.pending`, and reconnects with a new session
 when the connection drops.  Spark's thread talks to it only through the locked `Ledger` and
-`add_callback_threadsafe`.  Nothing here starts until `start()`: reader constructors run in several
+`ack()`, which writes one multiple-ack frame.  A burst of deliveries read in one `recv` enters the
+ledger under one lock.  Nothing here starts until `start()`: reader constructors run in several
 processes and must do no I/O.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import json
 import logging
+import re
+import struct
 import threading
 import time
+import urllib.parse
+import urllib.request
 
 import pika
 import pika.exceptions
 
+from pamqp import commands
+
 from .ledger import Delivery, Ledger
 from .options import SourceOptions
 from .rows import make_row, row_bytes
+from .wire import (CHANNEL, FRAME_BODY, FRAME_HEADER, FRAME_METHOD, HEARTBEAT_FRAME, IDS,
+                   WireConnection, WireError, decode_properties, frame, method_of)
 
 log = logging.getLogger(__name__)
 
 # Channel close codes that a reconnect cannot fix: report them to Spark instead of looping.
 _FATAL_CODES = {403: "ACCESS_REFUSED", 404: "NOT_FOUND", 405: "RESOURCE_LOCKED", 406: "PRECONDITION_FAILED"}
+
+
+_ACK = struct.Struct(">HHQB")
+_DELIVER_TAG = struct.Struct(">QB")
+_HEADER_SIZE = struct.Struct(">Q")
 
 
 class ConsumerError(RuntimeError):
@@ -44,15 +61,16 @@ def connection_parameters(url: str, heartbeat: int) -> pika.URLParameters:
 class DriverConsumer:
     """One consumer per query, in the runner process."""
 
-    def __init__(self, opts: SourceOptions, ledger: Ledger, lock: threading.Condition) -> None:
+    def __init__(self, opts: SourceOptions, ledger: Ledger, lock: threading.Condition,
+                 queues: tuple[str, ...] | None = None) -> None:
         self._opts = opts
+        self._queues = queues or opts.queues
         self._ledger = ledger
         self._cond = lock
         self._thread: threading.Thread | None = None
         self._stopping = False
-        self._conn: pika.SelectConnection | None = None
-        self._channel = None
-        self._channel_session = 0
+        self._conn: WireConnection | None = None
+        self._session = 0
         self._ready = False
         self.fatal: str | None = None
         self._url_index = 0
@@ -77,11 +95,33 @@ class DriverConsumer:
         if self.fatal is not None:
             raise ConsumerError(self.fatal)
 
-    def wait_for_pending(self, count: int, idle: float) -> None:
-        """Block until `count` deliveries are pending, or none arrived for `idle` seconds.
-        Must be called with the condition held."""
+    def wait_connected(self, timeout: float) -> bool:
+        """Wait until the consumers are registered again (after a reconnect).  Must be called
+        with the condition held."""
+        deadline = time.monotonic() + timeout
+        while not self._ready and self.fatal is None and not self._stopping:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._cond.wait(min(left, 0.5))
+        return self._ready
+
+    def wait_for_pending(self, count: int, idle: float, reconnect_wait: float = 120.0) -> None:
+        """Block until `count` deliveries are pending, or none arrived for `idle` seconds while
+        connected.  While the connection is down (broker restarting), wait up to
+        `reconnect_wait` for it instead: an outage must not look like a drained queue to
+        AvailableNow.  Must be called with the condition held."""
         seen = len(self._ledger.pending)
+        down_since = None
         while len(self._ledger.pending) < count and self.fatal is None:
+            if not self._ready and not self._stopping:
+                now = time.monotonic()
+                down_since = down_since or now
+                if now - down_since > reconnect_wait:
+                    return
+                self._cond.wait(0.5)
+                continue
+            down_since = None
             if not self._cond.wait(idle):
                 return
             if len(self._ledger.pending) == seen:
@@ -90,28 +130,21 @@ class DriverConsumer:
             seen = len(self._ledger.pending)
 
     def ack(self, session: int, tag: int) -> None:
-        """Ack everything up to `tag` on `session`'s channel; a no-op if that channel is gone."""
+        """Ack everything up to `tag` on `session`'s channel; a no-op if that channel is gone
+        (the broker requeues what it held, which is safe)."""
         conn = self._conn
-        if conn is None or self._opts.auto_ack:
+        if conn is None or self._opts.auto_ack or self._session != session:
             return
-
-        def _do() -> None:
-            ch = self._channel
-            if ch is not None and ch.is_open and self._channel_session == session:
-                ch.basic_ack(delivery_tag=tag, multiple=True)
         try:
-            conn.ioloop.add_callback_threadsafe(_do)
-        except Exception:  # the loop is closing: the broker requeues, which is safe
+            conn.send(frame(FRAME_METHOD, _ACK.pack(60, 80, tag, 1)))
+        except (OSError, WireError, AttributeError):
             log.debug("ack of tag %s dropped: connection closing", tag)
 
     def stop(self) -> None:
         self._stopping = True
         conn = self._conn
         if conn is not None:
-            try:
-                conn.ioloop.add_callback_threadsafe(lambda: conn.is_open and conn.close())
-            except Exception:
-                pass
+            conn.abort()
 
     # -- the I/O thread ----------------------------------------------------------------------
 
@@ -124,14 +157,22 @@ class DriverConsumer:
                 session = self._ledger.new_session()
                 self._ready = False
             try:
-                self._conn = pika.SelectConnection(
-                    connection_parameters(url, self._opts.heartbeat),
-                    on_open_callback=lambda c, s=session: self._on_open(c, s),
-                    on_open_error_callback=self._on_open_error,
-                    on_close_callback=self._on_closed)
-                self._conn.ioloop.start()
-            except Exception as exc:  # pragma: no cover - defensive: keep the thread alive
-                log.warning("amqp source I/O loop failed: %s", exc)
+                self._conn = WireConnection(url, heartbeat=self._opts.heartbeat)
+                self._session = session
+                backoff = 0.5
+                self._consume_loop(self._conn, session)
+            except (OSError, WireError, AttributeError) as exc:  # AttributeError: stop() aborted it
+                code = getattr(exc, "code", 0)
+                if code in _FATAL_CODES and not self._stopping:
+                    with self._cond:
+                        self.fatal = (f"consuming queue {self._opts.queue!r} failed: {code} "
+                                      f"{_FATAL_CODES[code]} - {exc}")
+                elif not self._stopping:
+                    log.warning("amqp source: connection lost: %s", exc)
+            finally:
+                conn, self._conn = self._conn, None
+                if conn is not None:
+                    conn.abort()
             with self._cond:
                 self._ready = False
                 self._cond.notify_all()
@@ -140,60 +181,150 @@ class DriverConsumer:
             time.sleep(backoff)
             backoff = min(backoff * 2, 10.0)
 
-    def _on_open(self, conn, session: int) -> None:
-        conn.channel(on_open_callback=lambda ch: self._on_channel(ch, session))
-
-    def _on_open_error(self, conn, error) -> None:
-        log.warning("amqp source: connection failed: %s", error)
-        conn.ioloop.stop()
-
-    def _on_closed(self, conn, reason) -> None:
-        log.info("amqp source: connection closed: %s", reason)
-        conn.ioloop.stop()
-
-    def _on_channel(self, ch, session: int) -> None:
-        self._channel = ch
-        self._channel_session = session
-        ch.add_on_close_callback(self._on_channel_closed)
-        ch.basic_qos(prefetch_count=self._opts.prefetch,
-                     callback=lambda _f: self._consume(ch, session))
-
-    def _consume(self, ch, session: int) -> None:
-        ch.basic_consume(
-            queue=self._opts.queue,
-            on_message_callback=lambda c, m, p, b: self._on_message(session, m, p, b),
-            auto_ack=self._opts.auto_ack,
-            exclusive=self._opts.exclusive,
-            arguments=dict(self._opts.consumer_arguments) or None,
-            callback=lambda _f: self._on_consuming())
+    def _consume_loop(self, conn: WireConnection, session: int) -> None:
+        opts = self._opts
+        conn.call(commands.Basic.Qos(prefetch_count=opts.prefetch), commands.Basic.QosOk)
+        tags = {}
+        for i, queue in enumerate(self._queues):
+            tag = f"amqp-spark-{session}-{i}"
+            tags[tag] = queue
+            conn.send_method(CHANNEL, commands.Basic.Consume(
+                queue=queue, consumer_tag=tag, no_ack=opts.auto_ack, exclusive=opts.exclusive,
+                arguments=dict(opts.consumer_arguments)))
+        waiting = set(tags)
+        beat = conn.heartbeat / 2 if conn.heartbeat else 5.0
+        conn.sock.settimeout(min(beat, 1.0))
+        last_sent = last_heard = time.monotonic()
+        parser = _DeliveryParser(tags, opts.include_body)
+        while not self._stopping:
+            got = conn.recv(block=True)
+            now = time.monotonic()
+            if got:
+                last_heard = now
+            elif conn.heartbeat and now - last_heard > 2 * conn.heartbeat:
+                raise WireError(f"no traffic from the broker for {2 * conn.heartbeat}s")
+            if conn.heartbeat and now - last_sent > beat:
+                conn.send(HEARTBEAT_FRAME)
+                last_sent = now
+            arrived = []
+            while conn.frame_ready():
+                ftype, payload = conn.next_frame()
+                if ftype == FRAME_METHOD:
+                    class_id, method_id = IDS.unpack_from(payload, 0)
+                    if (class_id, method_id) == (60, 60):  # basic.deliver
+                        parser.deliver(payload)
+                    elif (class_id, method_id) == (60, 21):  # basic.consume-ok
+                        waiting.discard(method_of(payload).consumer_tag)
+                        if not waiting:
+                            self._on_consuming()
+                    elif (class_id, method_id) in ((20, 40), (10, 50)):  # channel/connection close
+                        method = method_of(payload)
+                        raise WireError(f"{method.reply_text}", method.reply_code)
+                    elif (class_id, method_id) == (60, 30):  # basic.cancel from the broker
+                        raise WireError("the broker cancelled the consumer (queue deleted?)")
+                elif ftype == FRAME_HEADER:
+                    parser.header(payload)
+                elif ftype == FRAME_BODY:
+                    parser.body(payload)
+                if parser.done:
+                    arrived.append(parser.take(session))
+            if arrived:
+                self._receive(arrived)
 
     def _on_consuming(self) -> None:
         with self._cond:
             self._ready = True
             self._cond.notify_all()
 
-    def _on_channel_closed(self, ch, reason) -> None:
-        code = getattr(reason, "reply_code", 0)
-        text = getattr(reason, "reply_text", str(reason))
-        if code in _FATAL_CODES and not self._stopping:
-            with self._cond:
-                self.fatal = (f"consuming queue {self._opts.queue!r} failed: {code} "
-                              f"{_FATAL_CODES[code]} - {text}")
-                self._cond.notify_all()
-        conn = self._conn
-        if conn is not None and conn.is_open:
-            conn.close()
-
-    def _on_message(self, session: int, method, props, body: bytes) -> None:
-        row = make_row(seq=0, queue=self._opts.queue,
-                       body=bytes(body) if self._opts.include_body else None,
-                       exchange=method.exchange, routing_key=method.routing_key,
-                       redelivered=method.redelivered, delivery_tag=method.delivery_tag,
-                       properties=props, consumed_at=dt.datetime.now(dt.timezone.utc))
-        delivery = Delivery(session, method.delivery_tag, row, row_bytes(row))
+    def _receive(self, deliveries: list[Delivery]) -> None:
         with self._cond:
-            if self._ledger.receive(delivery):
+            if any([self._ledger.receive(d) for d in deliveries]):
                 self._cond.notify_all()
+
+
+class _DeliveryParser:
+    """basic.deliver + content header + body frames -> one `Delivery` (a row)."""
+
+    def __init__(self, tags: dict[str, str], include_body: bool) -> None:
+        self._tags = tags
+        self._include_body = include_body
+        self._method = None
+        self._props = None
+        self._size = 0
+        self._parts: list[bytes] = []
+        self._have = 0
+        self.done = False
+
+    def deliver(self, payload: bytes) -> None:
+        pos = 4
+        n = payload[pos]
+        ctag = payload[pos + 1:pos + 1 + n].decode()
+        pos += 1 + n
+        tag, bits = _DELIVER_TAG.unpack_from(payload, pos)
+        pos += 9
+        n = payload[pos]
+        exchange = payload[pos + 1:pos + 1 + n].decode("utf-8", errors="replace")
+        pos += 1 + n
+        n = payload[pos]
+        routing_key = payload[pos + 1:pos + 1 + n].decode("utf-8", errors="replace")
+        self._method = (self._tags.get(ctag, ""), tag, bool(bits & 1), exchange, routing_key)
+        self._props, self._parts, self._have, self.done = None, [], 0, False
+
+    def header(self, payload: bytes) -> None:
+        self._size = _HEADER_SIZE.unpack_from(payload, 4)[0]
+        self._props = decode_properties(payload, 12)
+        self.done = self._size == 0
+
+    def body(self, payload: bytes) -> None:
+        self._parts.append(payload)
+        self._have += len(payload)
+        self.done = self._have >= self._size
+
+    def take(self, session: int) -> Delivery:
+        queue, tag, redelivered, exchange, routing_key = self._method
+        body = b"".join(self._parts) if self._include_body else None
+        row = make_row(seq=0, queue=queue, body=body, exchange=exchange, routing_key=routing_key,
+                       redelivered=redelivered, delivery_tag=tag, properties=self._props,
+                       consumed_at=dt.datetime.now(dt.timezone.utc))
+        self._method, self._props, self._parts, self.done = None, None, [], False
+        return Delivery(session, tag, row, row_bytes(row))
+
+
+def resolve_queues(opts: SourceOptions) -> tuple[str, ...]:
+    """The queues to consume: the listed ones, or those of the vhost whose whole name matches
+    `queuePattern` (from the management API, `GET /api/queues/<vhost>`), sorted."""
+    if not opts.queue_pattern:
+        return opts.queues
+    amqp = urllib.parse.urlparse(opts.urls[0])
+    mgmt = urllib.parse.urlparse(opts.management_url)
+    vhost = urllib.parse.unquote(amqp.path[1:]) if amqp.path not in ("", "/") else "/"
+    user = urllib.parse.unquote(mgmt.username or amqp.username or "guest")
+    password = urllib.parse.unquote(mgmt.password or amqp.password or "guest")
+    base = f"{mgmt.scheme}://{mgmt.hostname}:{mgmt.port or 15672}{mgmt.path.rstrip('/')}"
+    request = urllib.request.Request(
+        f"{base}/api/queues/{urllib.parse.quote(vhost, safe='')}?columns=name",
+        headers={"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            listing = json.loads(resp.read())
+    except (OSError, ValueError) as exc:
+        raise ConsumerError(f"cannot list queues at {base} for queuePattern: {exc}") from exc
+    pattern = re.compile(opts.queue_pattern)
+    names = sorted(q["name"] for q in listing if pattern.fullmatch(q.get("name", "")))
+    if not names:
+        raise ConsumerError(f"no queue in vhost {vhost!r} matches queuePattern {opts.queue_pattern!r}")
+    return tuple(names)
+
+
+def total_message_count(urls: tuple[str, ...], queues: tuple[str, ...], heartbeat: int = 30) -> int | None:
+    """Ready messages over all `queues`, or None if any of them does not exist."""
+    total = 0
+    for queue in queues:
+        count = queue_message_count(urls, queue, heartbeat)
+        if count is None:
+            return None
+        total += count
+    return total
 
 
 def queue_message_count(urls: tuple[str, ...], queue: str, heartbeat: int = 30) -> int | None:

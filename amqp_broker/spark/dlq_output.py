@@ -107,3 +107,37 @@ def write_chart(over_time: list[dict], path: Path) -> Path | None:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+_TITLES = {"over_time": "Dead letters over time", "totals": "Reason x queue totals",
+           "top_poison": "Top poison messages"}
+
+
+def write_html(report: dict, path: Path, chart: Path | None = None) -> Path:
+    """One self-contained page: the chart (embedded PNG) and the three tables."""
+    import base64
+    import html
+
+    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>Dead-letter report</title>",
+             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
+             "margin-bottom:2em}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;"
+             "font-size:13px}th{background:#f4f4f4}</style></head><body><h1>Dead-letter report</h1>"]
+    if chart is not None and chart.exists():
+        data = base64.b64encode(chart.read_bytes()).decode("ascii")
+        parts.append(f"<img alt='dead letters over time by reason' src='data:image/png;base64,{data}'>")
+    for name in TABLES:
+        rows = report[name]
+        parts.append(f"<h2>{html.escape(_TITLES.get(name, name))}</h2>")
+        if not rows:
+            parts.append("<p>(no rows)</p>")
+            continue
+        cols = list(rows[0])
+        parts.append("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr>")
+        for r in rows:
+            parts.append("<tr>" + "".join(f"<td>{html.escape(_cell(r.get(c)))}</td>" for c in cols)
+                         + "</tr>")
+        parts.append("</table>")
+    parts.append("</body></html>")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path

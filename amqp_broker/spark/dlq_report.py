@@ -7,13 +7,17 @@ DataFrame that the caller collects and renders with `dlq_output.py`.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 # The x-death entry written when the message first died: its `time` dates the dead lettering.
 _FIRST_DEATH_TIME = F.expr(
     "element_at(filter(coalesce(x_death, array()), "
     "d -> d.queue = x_first_death_queue AND d.reason = x_first_death_reason), 1).time")
+# 256 bytes of the body: as text when they are valid UTF-8, else base64 (prefixed so it shows).
+_BODY_PREVIEW = F.expr(
+    "CASE WHEN is_valid_utf8(substring(body, 1, 256)) THEN decode(substring(body, 1, 256), 'UTF-8') "
+    "ELSE concat('base64:', base64(substring(body, 1, 256))) END")
 _TOTAL_DEATHS = F.expr("aggregate(coalesce(x_death, array()), 0L, (a, d) -> a + coalesce(d.count, 0L))")
 
 
@@ -46,12 +50,15 @@ def over_time(df: DataFrame, bucket: str) -> DataFrame:
 
 def totals(df: DataFrame) -> DataFrame:
     """Reason x origin-queue totals with their share of all dead letters in the window."""
-    grand = F.sum("dead_letters").over(Window.partitionBy(F.lit(1)))  # the table is small
+    # the grand total as a one-row join, not a window over one partition (Spark warns on that)
+    grand = df.agg(F.count(F.lit(1)).alias("grand_total"))
     return (df.groupBy(F.col("x_first_death_reason").alias("reason"),
                        F.col("x_first_death_queue").alias("queue"))
             .agg(F.count(F.lit(1)).alias("dead_letters"),
                  F.countDistinct("message_key").alias("distinct_messages"))
-            .withColumn("share", F.round(F.col("dead_letters") / grand, 4))
+            .crossJoin(grand)
+            .withColumn("share", F.round(F.col("dead_letters") / F.col("grand_total"), 4))
+            .drop("grand_total")
             .orderBy(F.desc("dead_letters"), "reason", "queue"))
 
 
@@ -65,7 +72,7 @@ def top_poison(df: DataFrame, top: int) -> DataFrame:
                  F.max("event_time").alias("last_seen"),
                  F.first("x_first_death_queue", ignorenulls=True).alias("origin_queue"),
                  F.first("x_first_death_reason", ignorenulls=True).alias("reason"),
-                 F.first(F.base64(F.substring("body", 1, 256)), ignorenulls=True).alias("body_preview"))
+                 F.first(_BODY_PREVIEW, ignorenulls=True).alias("body_preview"))
             .orderBy(F.desc_nulls_last("max_delivery_count"), F.desc("total_deaths"),
                      F.desc("times_archived"), "message_key")
             .limit(top))

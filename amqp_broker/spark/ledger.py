@@ -50,10 +50,16 @@ class Ledger:
         self.pending: collections.deque[Delivery] = collections.deque()
         # AvailableNow: how many more messages this query may admit (None = unbounded).
         self.remaining: int | None = None
+        self.needs_recount = False
 
     def new_session(self) -> int:
-        """A fresh channel: everything unacked on the old one is requeued by the broker, so drop it."""
+        """A fresh channel: everything unacked on the old one is requeued by the broker, so drop it.
+        Under AvailableNow the target must then be counted again (`needs_recount`): which of the
+        last acks reached the broker before the connection died is unknown, so the rows that
+        come back cannot be counted here."""
         self.session += 1
+        if self.remaining is not None:
+            self.needs_recount = True
         self.buffer.clear()
         self.pending.clear()
         return self.session

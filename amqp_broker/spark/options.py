@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -137,19 +138,35 @@ class SourceOptions:
     fail_on_missing_queue: bool = True
     include_body: bool = True
     idle_wait: float = 2.0
+    queue_pattern: str | None = None  # a regex over queue names, resolved at query start
+    management_url: str | None = None  # where queue_pattern lists the vhost's queues
 
     @property
     def queue(self) -> str:
-        return self.queues[0]
+        """A name for messages and logs: the queue, the list, or the pattern."""
+        return self.queue_pattern or ",".join(self.queues)
 
 
 def parse_source_options(options: Mapping[str, Any]) -> SourceOptions:
     """Validate the streaming-source options of SPARK.md 5.2."""
     urls = _urls(options)
-    queues = tuple(q.strip() for q in _required(options, "queue").split(",") if q.strip())
-    if len(queues) != 1:
-        raise OptionError("option 'queue': one queue per query is supported "
-                          "(partitioned queues: run one query per member)")
+    pattern = _text(options, "queuePattern")
+    listed = _text(options, "queue")
+    if bool(pattern) == bool(listed):
+        raise OptionError("give exactly one of option 'queue' (a name or a comma-separated list) "
+                          "and option 'queuePattern' (a regex over queue names)")
+    queues = tuple(dict.fromkeys(q.strip() for q in (listed or "").split(",") if q.strip()))
+    if listed and not queues:
+        raise OptionError("option 'queue' names no queue")
+    management_url = _text(options, "managementUrl")
+    if pattern:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise OptionError(f"option 'queuePattern' is not a valid regex: {exc}") from None
+        if not management_url:
+            raise OptionError("option 'queuePattern' needs option 'managementUrl' "
+                              "(http://host:15672, to list the vhost's queues)")
     max_messages = _int(options, "maxMessagesPerBatch", DEFAULT_MAX_MESSAGES, minimum=1)
     max_bytes = _int(options, "maxBytesPerBatch", DEFAULT_MAX_BYTES, minimum=1)
     prefetch = _int(options, "prefetch", min(2 * max_messages, 65535), minimum=1)
@@ -177,6 +194,8 @@ def parse_source_options(options: Mapping[str, Any]) -> SourceOptions:
         fail_on_missing_queue=_bool(options, "failOnMissingQueue", True),
         include_body=_bool(options, "includeBody", True),
         idle_wait=_seconds(options, "availableNowIdleWait", 2.0),
+        queue_pattern=pattern or None,
+        management_url=management_url,
     )
 
 

@@ -1,29 +1,38 @@
-"""Publish a stream of messages with publisher confirms, on one pika `SelectConnection`.
+"""Publish a stream of messages with publisher confirms, pipelined, on one blocking socket.
 
-Called by the sink's `write()` in executor tasks (`sink.py`).  The task thread runs the pika I/O loop
-itself until every message is confirmed: up to `maxInFlight` unconfirmed messages, a nack, a
-`basic.return` (with mandatory, unless returns are only counted), a channel error or a confirm older
-than `confirmTimeout` raises `PublishError`, so Spark fails and retries the task (at-least-once).
+Called by the sink's `write()` in executor tasks (`sink.py`), and so by `amqp-broker-dlq replay`.
+On a `wire.WireConnection`, the frames of each `basic.publish` are built by hand and a whole
+chunk of the window goes out in one `sendall`; acks are read between chunks (non-blocking) and
+waited for only when the window of `maxInFlight` unconfirmed messages is full or the input is
+exhausted.  A nack, a `basic.return` (with mandatory, unless returns are only counted), a channel
+or connection close, or a confirm older than `confirmTimeout` raises `PublishError`, so Spark
+fails and retries the task (at-least-once).  Heartbeats are off for these short-lived
+connections: a task blocks on its input between chunks and could not answer them.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import logging
+import struct
 import time
 from collections.abc import Iterator
 
-import pika
+from pamqp import commands
 
-from .consumer import connection_parameters
 from .messages import Outgoing
+from .wire import (FRAME_BODY, FRAME_HEADER, FRAME_METHOD, IDS, WireConnection, WireError,
+                   encode_properties, frame, method_of, shortstr)
 
-log = logging.getLogger(__name__)
+_CHUNK = 256  # messages per sendall: big enough to amortise the syscall, small enough to overlap
 
 
 class PublishError(RuntimeError):
     """The broker did not take every message; the Spark task must fail."""
+
+
+class _ConnectError(PublishError):
+    """Nothing was published: the next URL may be tried."""
 
 
 @dataclasses.dataclass
@@ -32,130 +41,115 @@ class PublishResult:
     returned: int = 0
 
 
-class _ConfirmingPublisher:
-    def __init__(self, messages: Iterator[Outgoing], *, mandatory: bool, count_unroutable: bool,
-                 max_in_flight: int, confirm_timeout: float) -> None:
-        self._messages = messages
-        self._mandatory = mandatory
-        self._count_unroutable = count_unroutable
-        self._max_in_flight = max_in_flight
-        self._timeout = confirm_timeout
-        self._outstanding: collections.OrderedDict[int, float] = collections.OrderedDict()
-        self._next_tag = 0
-        self._exhausted = False
-        self._channel = None
-        self._conn = None
-        self.error: BaseException | None = None
-        self.opened = False
-        self.result = PublishResult()
+class WirePublisher:
+    """Channel 1 of a `WireConnection`, in confirm mode.  One per task; not thread-safe."""
 
-    def run(self, url: str, heartbeat: int) -> None:
-        self._conn = pika.SelectConnection(
-            connection_parameters(url, heartbeat),
-            on_open_callback=self._on_open,
-            on_open_error_callback=self._on_open_error,
-            on_close_callback=lambda c, r: c.ioloop.stop())
-        self._conn.ioloop.start()
-
-    def _fail(self, error: BaseException) -> None:
-        if self.error is None:
-            self.error = error
-        if self._conn is not None and self._conn.is_open:
-            self._conn.close()
-        elif self._conn is not None:
-            self._conn.ioloop.stop()
-
-    def _on_open_error(self, conn, error) -> None:
-        self.error = PublishError(f"cannot connect: {error}")
-        conn.ioloop.stop()
-
-    def _on_open(self, conn) -> None:
-        self.opened = True
-        conn.channel(on_open_callback=self._on_channel)
-
-    def _on_channel(self, ch) -> None:
-        self._channel = ch
-        ch.add_on_close_callback(self._on_channel_closed)
-        ch.add_on_return_callback(self._on_return)
-        ch.confirm_delivery(ack_nack_callback=self._on_confirm, callback=lambda _f: self._start())
-
-    def _start(self) -> None:
-        self._conn.ioloop.call_later(1.0, self._watchdog)
-        self._pump()
-
-    def _on_channel_closed(self, ch, reason) -> None:
-        if self.error is None and not self._done():
-            self._fail(PublishError(f"channel closed by broker: {reason}"))
-
-    def _on_return(self, ch, method, props, body) -> None:
-        self.result.returned += 1
-        if not self._count_unroutable:
-            self._fail(PublishError(
-                f"unroutable message returned: {method.reply_code} {method.reply_text} "
-                f"(exchange={method.exchange!r}, routing_key={method.routing_key!r}); "
-                "set onUnroutable=count to only count these"))
-
-    def _on_confirm(self, frame) -> None:
-        method = frame.method
-        if isinstance(method, pika.spec.Basic.Nack):
-            self._fail(PublishError(f"broker nacked publish up to tag {method.delivery_tag}"))
-            return
-        if method.multiple:
-            while self._outstanding and next(iter(self._outstanding)) <= method.delivery_tag:
-                self._outstanding.popitem(last=False)
-        else:
-            self._outstanding.pop(method.delivery_tag, None)
-        self._pump()
-
-    def _watchdog(self) -> None:
-        if self.error is not None or self._done():
-            return
-        if self._outstanding:
-            oldest = next(iter(self._outstanding.values()))
-            if time.monotonic() - oldest > self._timeout:
-                self._fail(PublishError(f"no publisher confirm within {self._timeout}s "
-                                        f"({len(self._outstanding)} unconfirmed)"))
-                return
-        self._conn.ioloop.call_later(1.0, self._watchdog)
-
-    def _done(self) -> bool:
-        return self._exhausted and not self._outstanding
-
-    def _pump(self) -> None:
-        if self.error is not None:
-            return
+    def __init__(self, url: str) -> None:
         try:
-            while not self._exhausted and len(self._outstanding) < self._max_in_flight:
-                msg = next(self._messages, None)
-                if msg is None:
-                    self._exhausted = True
-                    break
-                self._channel.basic_publish(msg.exchange, msg.routing_key, msg.body,
-                                            pika.BasicProperties(**msg.properties),
-                                            mandatory=self._mandatory)
-                self._next_tag += 1
-                self._outstanding[self._next_tag] = time.monotonic()
-                self.result.published += 1
-        except BaseException as exc:  # a bad row: fail the task with its own error
-            self._fail(exc)
-            return
-        if self._done():
-            self._conn.close()
+            self.conn = WireConnection(url)
+            self.conn.call(commands.Confirm.Select(), commands.Confirm.SelectOk)
+        except WireError as exc:
+            if getattr(self, "conn", None) is not None:
+                self.conn.abort()
+            raise _ConnectError(str(exc)) from exc
+        self.frame_max = self.conn.frame_max
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- the hot path -----------------------------------------------------------------------
+
+    def frames(self, msg: Outgoing, mandatory: bool) -> bytes:
+        """method + header + body frames of one basic.publish."""
+        method = (b"\x00\x3c\x00\x28\x00\x00" + shortstr(msg.exchange) + shortstr(msg.routing_key)
+                  + (b"\x01" if mandatory else b"\x00"))
+        body = msg.body
+        header = struct.pack(">HHQ", 60, 0, len(body)) + encode_properties(msg.properties)
+        out = [frame(FRAME_METHOD, method), frame(FRAME_HEADER, header)]
+        room = self.frame_max - 8
+        for start in range(0, len(body), room):
+            out.append(frame(FRAME_BODY, body[start:start + room]))
+        return b"".join(out)
+
+    def publish_all(self, messages: Iterator[Outgoing], *, mandatory: bool, count_unroutable: bool,
+                    max_in_flight: int, confirm_timeout: float) -> PublishResult:
+        result = PublishResult()
+        sent = confirmed = 0
+        chunks: collections.deque[tuple[int, float]] = collections.deque()  # (last tag, sent at)
+        exhausted = False
+        conn = self.conn
+        conn.sock.settimeout(min(1.0, confirm_timeout))
+        while not exhausted or confirmed < sent:
+            room = min(_CHUNK, max_in_flight - (sent - confirmed))
+            if not exhausted and room > 0:
+                out = []
+                for msg in messages:
+                    out.append(self.frames(msg, mandatory))
+                    if len(out) >= room:
+                        break
+                else:
+                    exhausted = True
+                if out:
+                    conn.send(b"".join(out))
+                    sent += len(out)
+                    result.published += len(out)
+                    chunks.append((sent, time.monotonic()))
+                window_full = sent - confirmed >= max_in_flight
+                got = conn.recv(block=window_full or exhausted)
+            else:
+                got = conn.recv(block=True)
+            confirmed = self._handle_frames(confirmed, result, count_unroutable)
+            while chunks and chunks[0][0] <= confirmed:
+                chunks.popleft()
+            if not got and chunks and time.monotonic() - chunks[0][1] > confirm_timeout:
+                raise PublishError(f"no publisher confirm within {confirm_timeout}s "
+                                   f"({sent - confirmed} unconfirmed)")
+        return result
+
+    def _handle_frames(self, confirmed: int, result: PublishResult, count_unroutable: bool) -> int:
+        while self.conn.frame_ready():
+            ftype, payload = self.conn.next_frame()
+            if ftype != FRAME_METHOD:
+                continue  # heartbeats, and the header/body frames of a basic.return
+            class_id, method_id = IDS.unpack_from(payload, 0)
+            if (class_id, method_id) == (60, 80):  # basic.ack
+                tag, bits = struct.unpack_from(">QB", payload, 4)
+                confirmed = max(confirmed, tag)
+            elif (class_id, method_id) == (60, 120):  # basic.nack
+                tag = struct.unpack_from(">Q", payload, 4)[0]
+                raise PublishError(f"broker nacked publish up to tag {tag}")
+            elif (class_id, method_id) == (60, 50):  # basic.return
+                result.returned += 1
+                if not count_unroutable:
+                    method = method_of(payload)
+                    raise PublishError(
+                        f"unroutable message returned: {method.reply_code} {method.reply_text} "
+                        f"(exchange={method.exchange!r}, routing_key={method.routing_key!r}); "
+                        "set onUnroutable=count to only count these")
+            elif (class_id, method_id) in ((20, 40), (10, 50)):  # channel.close / connection.close
+                method = method_of(payload)
+                raise PublishError(f"channel closed by broker: {method.reply_code} {method.reply_text}")
+        return confirmed
 
 
 def publish_all(urls: tuple[str, ...], messages: Iterator[Outgoing], *, mandatory: bool = True,
                 count_unroutable: bool = False, max_in_flight: int = 1000,
                 confirm_timeout: float = 30.0, heartbeat: int = 30) -> PublishResult:
     """Publish everything and wait for every confirm; raise PublishError otherwise.
-    With several URLs, the next one is tried only if the connection could not be opened."""
+    With several URLs, the next one is tried only if the connection could not be opened.
+    (`heartbeat` is accepted for the option's sake; these connections run without heartbeats.)"""
     last: BaseException | None = None
     for url in urls:
-        pub = _ConfirmingPublisher(messages, mandatory=mandatory, count_unroutable=count_unroutable,
+        try:
+            pub = WirePublisher(url)
+        except _ConnectError as exc:
+            last = exc
+            continue
+        try:
+            return pub.publish_all(messages, mandatory=mandatory, count_unroutable=count_unroutable,
                                    max_in_flight=max_in_flight, confirm_timeout=confirm_timeout)
-        pub.run(url, heartbeat)
-        if pub.error is None:
-            return pub.result
-        if pub.opened:  # some messages may be out: retrying here would hide the failure
-            raise pub.error if isinstance(pub.error, Exception) else PublishError(str(pub.error))
-        last = pub.error
+        except (OSError, WireError) as exc:
+            raise PublishError(f"connection to the broker failed while publishing: {exc}") from exc
+        finally:
+            pub.close()
     raise PublishError(f"could not publish to any of {len(urls)} broker URL(s): {last}")

@@ -75,7 +75,7 @@ def test_s6_unroutable_can_be_counted(spark, broker_url, launched_broker):
         assert _returned_total(launched_broker) - before == 5
     # The count itself: what a Spark task of this save returns to the driver's commit().
     writer = AmqpDataSource(options).writer(df.schema, False)
-    commit = writer.write(iter(df.collect()))
+    commit = writer.write(iter(df.toArrow().to_batches()))  # Spark hands writers Arrow batches
     assert (commit.published, commit.returned) == (5, 5)
 
 

@@ -9,6 +9,8 @@ import socket
 import types
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from amqp_broker.spark import ledger as L
 from amqp_broker.spark import options as O
@@ -207,9 +209,42 @@ def test_u4_reader_and_writer_pickle_without_live_state_and_do_no_io(monkeypatch
     for cls in (AmqpStreamWriter, AmqpBatchWriter):
         writer = pickle.loads(pickle.dumps(cls(sink, ["body"])))
         assert writer._opts == sink
-    parts = split_rows([(i,) for i in range(5)], 2)
-    assert [len(p.rows) for p in parts] == [3, 2]
-    assert list(copy.read(pickle.loads(pickle.dumps(parts[1])))) == [(3,), (4,)]
+    rows = [_row(i) for i in range(1, 6)]
+    parts = split_rows(rows, 2)
+    assert [p.count for p in parts] == [3, 2]
+    batches = list(copy.read(pickle.loads(pickle.dumps(parts[1]))))
+    got = [tuple(r.values()) for b in batches for r in b.to_pylist()]
+    assert [r[0] for r in got] == [4, 5] and [r[2] for r in got] == [rows[3][2], rows[4][2]]
+
+
+def _row(seq: int, headers: dict | None = None) -> tuple:
+    props = types.SimpleNamespace(message_id=f"m{seq}", delivery_mode=2, headers=headers,
+                                  timestamp=NOW.replace(tzinfo=None))
+    return R.make_row(seq=seq, queue="q", body=b"b%d" % seq, exchange="ex", routing_key="rk",
+                      redelivered=seq % 2 == 0, delivery_tag=seq, properties=props, consumed_at=NOW)
+
+
+def test_arrow_batches_carry_every_column_as_the_rows_do():
+    """The Arrow path (what read() hands Spark) against the plain row tuples, incl. dead letters."""
+    pa = pytest.importorskip("pyarrow")
+    from amqp_broker.spark import arrow_rows as A
+    death = [{"queue": "orders", "reason": "rejected", "exchange": "", "count": 3,
+              "routing-keys": ["orders"], "time": NOW.replace(tzinfo=None)}]
+    rows = [_row(1), _row(2, {"x-death": death, "x-first-death-reason": "rejected",
+                              "x-delivery-count": 4, "k": b"v"}), _row(3, {})]
+    batch = A.from_ipc(A.to_ipc(A.record_batch(rows)))[0]
+    assert batch.schema == A.ARROW_SCHEMA and batch.num_rows == 3
+    out = batch.to_pylist()
+    assert [o["body"] for o in out] == [b"b1", b"b2", b"b3"]
+    assert [o["redelivered"] for o in out] == [False, True, False]
+    assert out[1]["delivery_count"] == 4 and out[1]["x_first_death_reason"] == "rejected"
+    assert dict(out[1]["headers"])["k"] == "v"
+    assert out[1]["x_death"][0]["count"] == 3 and out[1]["x_death"][0]["routing_keys"] == ["orders"]
+    assert out[0]["x_death"] is None and out[2]["headers"] == []
+    assert out[0]["properties"]["message_id"] == "m1"
+    assert out[0]["properties"]["timestamp"] == NOW and out[0]["consumed_at"] == NOW
+    assert A.record_batch([]).num_rows == 0
+    assert isinstance(batch, pa.RecordBatch)
 
 
 # -- the dlq CLI without a JVM -----------------------------------------------------------------
@@ -237,3 +272,194 @@ def test_dlq_output_rendering(tmp_path):
     assert (tmp_path / "totals.csv").read_text().splitlines()[0] == "reason,queue,dead_letters,share"
     assert len(written) == 3
     assert dlq_output.write_chart([], tmp_path / "none.png") is None
+    report["top_poison"] = [{"message_key": "<script>", "body_preview": "a & b"}]
+    page = dlq_output.write_html(report, tmp_path / "r.html", None).read_text()
+    assert page.count("<table>") == 3 and "&lt;script&gt;" in page and "a &amp; b" in page
+    assert "<script>" not in page  # cells are escaped
+
+
+# -- the documented cluster path (no JVM) -----------------------------------------------------
+
+def test_pyfiles_zip_is_enough_to_import_the_connector(tmp_path):
+    """Executors get only pyspark and the zip: the connector and pika must import from it alone
+    (-S: no site-packages, so neither the installed package nor pika can help)."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from amqp_broker.spark import pyfiles
+
+    zip_path = pyfiles.build(tmp_path / "dist" / "amqp_broker.zip")
+    names = set(zipfile.ZipFile(zip_path).namelist())
+    assert {"amqp_broker/__init__.py", "amqp_broker/spark/source.py", "pika/__init__.py",
+            "pamqp/__init__.py"} <= names
+    assert not any(n.startswith(("amqp_broker/core", "amqp_broker/server")) for n in names)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "import amqp_broker.spark.consumer, amqp_broker.spark.publisher, pika, pamqp; "
+            "print(amqp_broker.spark.consumer.__file__)")
+    proc = subprocess.run([sys.executable, "-S", "-c", code, str(zip_path)],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().startswith(str(zip_path))
+
+
+def test_launcher_finds_the_broker_command_beside_the_interpreter(monkeypatch):
+    """A venv's interpreter run without activating the venv: `amqp-broker` is not on PATH."""
+    import sys
+    from pathlib import Path
+
+    from compat_tests.support import launcher
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    beside = Path(sys.executable).with_name("amqp-broker")
+    if not beside.exists():
+        pytest.skip(f"no amqp-broker beside {sys.executable}")
+    assert launcher._command() == str(beside)
+
+
+# -- the sink's hand-built publish frames (no broker) -----------------------------------------
+
+_short = st.text(max_size=40)
+
+
+@given(props=st.fixed_dictionaries({}, optional={
+    "content_type": _short, "content_encoding": _short, "correlation_id": _short,
+    "reply_to": _short, "expiration": _short, "message_id": _short, "type": _short,
+    "user_id": _short, "app_id": _short, "delivery_mode": st.sampled_from([1, 2]),
+    "priority": st.integers(0, 9), "timestamp": st.integers(0, 2**31 - 1),  # pamqp reads larger as ms
+    "headers": st.dictionaries(st.text(min_size=1, max_size=10), _short, max_size=3)}))
+def test_publish_properties_decode_as_written(props):
+    """Our hand-encoded basic.properties, read back by pamqp's decoder."""
+    import struct
+
+    from pamqp import commands
+
+    from amqp_broker.spark.publisher import encode_properties
+    raw = encode_properties(props)
+    decoded = commands.Basic.Properties()
+    decoded.unmarshal(struct.unpack(">H", raw[:2])[0], raw[2:])
+    for name, value in props.items():
+        got = getattr(decoded, {"type": "message_type"}.get(name, name))  # pamqp's name
+        if name == "timestamp":
+            got = int(got.replace(tzinfo=dt.timezone.utc).timestamp())
+        assert got == value, name
+
+
+def test_publish_frames_split_large_bodies_at_frame_max():
+    from pamqp import frame as pframe
+
+    from amqp_broker.spark.messages import Outgoing
+    from amqp_broker.spark.publisher import WirePublisher
+    pub = WirePublisher.__new__(WirePublisher)  # frame building needs no connection
+    pub.frame_max = 4096
+    body = bytes(range(256)) * 40  # 10240 bytes -> 3 body frames
+    data = pub.frames(Outgoing("ex", "rk", body, {"message_id": "m", "delivery_mode": 2}), True)
+    frames, pos = [], 0
+    while pos < len(data):
+        used, channel, value = pframe.unmarshal(data[pos:])
+        frames.append(value)
+        pos += used
+    method, header, *bodies = frames
+    assert (method.exchange, method.routing_key, method.mandatory) == ("ex", "rk", True)
+    assert header.body_size == len(body) and header.properties.message_id == "m"
+    assert b"".join(b.value for b in bodies) == body and len(bodies) == 3
+
+
+def test_dlq_replay_arguments(tmp_path, capsys):
+    from amqp_broker.spark import dlq
+    args = dlq._parser().parse_args(["replay", "--url", "amqp://h", "--archive", "a", "--reason", "rejected",
+                                     "--reason", "expired", "--message-id", "m1", "--dry-run"])
+    assert (args.reason, args.message_id, args.dry_run, args.to_exchange) == (
+        ["rejected", "expired"], ["m1"], True, None)
+    assert dlq.main(["replay", "--url", "amqp://h", "--archive", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        dlq.main(["replay", "--archive", str(tmp_path)])  # --url is required
+
+
+# -- parallel reading: several queues or a pattern ----------------------------------------------
+
+def test_source_options_take_a_list_or_a_pattern():
+    opts = O.parse_source_options({"url": "amqp://h", "queue": "a, b,a ,c"})
+    assert opts.queues == ("a", "b", "c") and opts.queue == "a,b,c"
+    pat = O.parse_source_options({"url": "amqp://h", "queuePattern": "orders-[0-9]+",
+                                  "managementUrl": "http://h:15672"})
+    assert pat.queue_pattern == "orders-[0-9]+" and pat.queues == ()
+    for bad in ({"url": "amqp://h"}, {"url": "amqp://h", "queue": "a", "queuePattern": "b"},
+                {"url": "amqp://h", "queuePattern": "x"},  # no managementUrl
+                {"url": "amqp://h", "queuePattern": "(", "managementUrl": "http://h"},
+                {"url": "amqp://h", "queue": " , "}):
+        with pytest.raises(O.OptionError):
+            O.parse_source_options(bad)
+
+
+def test_partitions_follow_the_queues():
+    pytest.importorskip("pyspark")
+    from amqp_broker.spark.source import split_rows
+    rows = [(i, "a" if i % 4 else "b") + _row(i)[2:] for i in range(1, 13)]  # 9 of a, 3 of b
+    parts = split_rows(rows, 4)
+    assert [p.count for p in parts] == [3, 3, 3, 3]  # a gets 3 partitions, b one
+    from amqp_broker.spark.arrow_rows import from_ipc
+    queues = [{r["queue"] for b in from_ipc(p.ipc) for r in b.to_pylist()} for p in parts]
+    assert queues == [{"a"}, {"a"}, {"a"}, {"b"}]
+    seqs = [r["seq"] for p in parts for b in from_ipc(p.ipc) for r in b.to_pylist()]
+    assert sorted(seqs) == list(range(1, 13))
+    assert [p.count for p in split_rows(rows, 1)] == [9, 3]  # at least one per queue
+
+
+def test_u1_a_new_session_asks_for_the_available_now_target_to_be_recounted():
+    led = L.Ledger()
+    s = led.new_session()
+    for tag in range(1, 6):
+        led.receive(_delivery(s, tag))
+    led.remaining = 5
+    led.admit(max_rows=3, max_bytes=None)          # seq 1-3 admitted, remaining 2
+    assert led.ack_upto(1) == 1                    # seq 1 acked: gone for good
+    assert led.remaining == 2
+    led.new_session()                              # connection lost: seq 2-3 and tags 4-5 come back
+    assert led.needs_recount and not led.buffer and not led.pending
+
+
+@given(props=st.fixed_dictionaries({}, optional={
+    "content_type": _short, "message_id": _short, "type": _short, "app_id": _short,
+    "delivery_mode": st.sampled_from([1, 2]), "priority": st.integers(0, 9),
+    "timestamp": st.integers(0, 2**40),
+    "headers": st.dictionaries(st.text(min_size=1, max_size=10), st.one_of(_short, st.integers(0, 2**31)),
+                               max_size=3)}))
+def test_wire_properties_round_trip(props):
+    from amqp_broker.spark.wire import decode_properties, encode_properties
+    decoded = decode_properties(b"\x00\x3c\x00\x00" + bytes(8) + encode_properties(props), 12)
+    for name, value in props.items():
+        assert getattr(decoded, name) == value, name
+
+
+def test_deliveries_are_parsed_from_frames_into_rows():
+    """basic.deliver + header + two body frames, as the consumer's I/O thread sees them."""
+    import struct
+
+    from amqp_broker.spark.consumer import _DeliveryParser
+    from amqp_broker.spark.wire import encode_properties
+    body = b"x" * 10 + b"y" * 5
+    deliver = (b"\x00\x3c\x00\x3c" + b"\x05ctag1" + struct.pack(">QB", 42, 1) + b"\x02ex" + b"\x03key")
+    header = struct.pack(">HHQ", 60, 0, len(body)) + encode_properties(
+        {"message_id": "m1", "delivery_mode": 2,
+         "headers": {"x-delivery-count": 3, "x-first-death-reason": "rejected"}})
+    parser = _DeliveryParser({"ctag1": "orders"}, include_body=True)
+    parser.deliver(deliver)
+    parser.header(header)
+    assert not parser.done
+    parser.body(body[:10])
+    parser.body(body[10:])
+    assert parser.done
+    delivery = parser.take(session=7)
+    row = dict(zip(R.COLUMNS, delivery.row))
+    assert (delivery.session, delivery.tag) == (7, 42)
+    assert (row["queue"], row["exchange"], row["routing_key"], row["redelivered"]) == ("orders", "ex", "key", True)
+    assert row["body"] == body and row["delivery_count"] == 3 and row["x_first_death_reason"] == "rejected"
+    assert row["properties"][PROPERTY_INDEX["message_id"]] == "m1"
+    parser.deliver(deliver)
+    parser.header(struct.pack(">HHQ", 60, 0, 0) + encode_properties({}))
+    assert parser.done and dict(zip(R.COLUMNS, parser.take(1).row))["body"] == b""
+
+
+PROPERTY_INDEX = {name: i for i, name in enumerate(R.PROPERTY_FIELDS)}

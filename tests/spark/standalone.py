@@ -1,0 +1,133 @@
+"""A Spark standalone cluster for the tests: one master and one worker from pyspark's own jars.
+
+    with StandaloneCluster(tmp_path) as cluster:
+        cluster.submit([job.py, args...], py_files=zip)   # spark-submit --master spark://...
+        cluster.applications()                            # the master's JSON view
+
+Both daemons are `spark-class org.apache.spark.deploy.master.Master` / `...worker.Worker` on
+loopback ports chosen at run time, in their own process groups (stopped by pid).  Their
+environment has no PYTHONPATH, so executors import `amqp_broker` only from what the application
+ships with `--py-files`, as the README tells users to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from compat_tests.support.launcher import free_ports
+
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def spark_home() -> Path:
+    import pyspark
+    return Path(pyspark.__file__).parent
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without PYTHONPATH (nothing of the test's own path leaks to executors)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_SUBMIT_ARGS")}
+    env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(spark_home()),
+               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **extra)
+    return env
+
+
+class StandaloneCluster:
+    def __init__(self, work_dir: Path, cores: int = 2, memory: str = "1g") -> None:
+        self.work_dir = Path(work_dir)
+        self.cores = cores
+        self.memory = memory
+        self.port, self.ui_port, self.worker_port, self.worker_ui_port = free_ports(4)
+        self.procs: list[subprocess.Popen] = []
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def _daemon(self, name: str, args: list[str]) -> subprocess.Popen:
+        log_dir = self.work_dir / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        env = clean_env(SPARK_DAEMON_JAVA_OPTS=FAST_JVM, SPARK_DAEMON_MEMORY="256m",
+                        SPARK_LOG_DIR=str(log_dir), SPARK_WORKER_DIR=str(self.work_dir / "worker"))
+        with open(log_dir / f"{name}.log", "ab") as log:
+            proc = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), *args], env=env,
+                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def log_tail(self, chars: int = 3000) -> str:
+        out = []
+        for path in sorted((self.work_dir / "logs").glob("*.log")):
+            out.append(f"--- {path.name}\n{path.read_text(errors='replace')[-chars:]}")
+        return "\n".join(out)
+
+    def start(self, timeout: float = 180.0) -> "StandaloneCluster":
+        self._daemon("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                "--port", str(self.port), "--webui-port", str(self.ui_port)])
+        self._daemon("worker", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                "--port", str(self.worker_port), "--webui-port", str(self.worker_ui_port),
+                                "--cores", str(self.cores), "--memory", self.memory,
+                                "--work-dir", str(self.work_dir / "worker"), self.master_url])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for proc in self.procs:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"a Spark daemon exited with {proc.returncode}\n{self.log_tail()}")
+            try:
+                state = self.state()
+                if any(w.get("state") == "ALIVE" for w in state.get("workers", [])):
+                    return self
+            except OSError:
+                pass
+            time.sleep(1.0)
+        raise RuntimeError(f"no ALIVE worker within {timeout}s\n{self.log_tail()}")
+
+    def state(self) -> dict:
+        """The master's JSON view (workers, activeapps, completedapps)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def submit(self, argv: list[str], *, py_files: Path, timeout: float = 400.0,
+               conf: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """spark-submit an application to this cluster (client mode) and wait for it."""
+        settings = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                    "spark.driver.memory": "512m", "spark.executor.memory": "512m",
+                    "spark.executor.cores": str(self.cores), "spark.ui.enabled": "false",
+                    "spark.sql.shuffle.partitions": "2", "spark.speculation": "false",
+                    "spark.pyspark.python": sys.executable,
+                    "spark.executor.extraJavaOptions": FAST_JVM, **(conf or {})}
+        cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", self.master_url,
+               "--driver-java-options", FAST_JVM, "--py-files", str(py_files)]
+        for key, value in settings.items():
+            cmd += ["--conf", f"{key}={value}"]
+        # Where spark-submit runs, the package is installed (the README's `python -c 'import
+        # amqp_broker...'` needs it there too); Spark's driver-side data-source processes import it
+        # from that environment, not from --py-files.  PYTHONPATH=<the zip> stands in for that
+        # install here, so the driver runs this checkout's code; executors see only --py-files.
+        return subprocess.run([*cmd, *argv], env=clean_env(PYTHONPATH=str(py_files)),
+                              capture_output=True, text=True, timeout=timeout, cwd=self.work_dir)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self.procs.clear()
+
+    def __enter__(self) -> "StandaloneCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
