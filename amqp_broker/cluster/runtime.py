@@ -96,6 +96,7 @@ class QuorumRuntime:
         self._watchers: set = set()  # clustered quorum queues told about links (`watch`)
         self._links: dict[str, bool] = {p: False for p in cluster.peers}
         self._down_since: dict[str, float] = {p: time.monotonic() for p in cluster.peers}
+        self._changing: set[str] = set()  # groups with a membership change under way
         self._pids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._pid_seq = 0
         self._nursery: trio.Nursery | None = None
@@ -164,32 +165,46 @@ class QuorumRuntime:
         its metadata record names them): remove a node that left; add a node that joined as a
         learner (the metadata group's learners become voters once caught up); promote a
         learner that should vote once it holds every committed entry; demote a voter that
-        should not (removed, it comes back as a learner on the next pass)."""
+        should not (removed, it comes back as a learner on the next pass). Looked at from
+        here; a change is made inside the driver's loop (`NodeDriver.control`)."""
         if not self.cluster.clustered:
             return
         nodes = set(self.nodes)
         for group in self.driver.groups():
             raft = self.driver.raft(group)
-            if not raft.is_leader:
+            if not raft.is_leader or group in self._changing:
                 continue
-            try:
-                if self._reconcile_group(group, raft, nodes):
-                    self.driver.wake(group)
-            except (RaftError, ValueError) as err:  # a change in flight, leadership moving
-                _log.debug("group %s: membership change deferred: %s", group, err)
+            if self._reconcile_group(group, raft, nodes, 0, apply=False):
+                self._changing.add(group)
+                self._spawn(lambda g=group: self._change(g, lambda r, now, g=g: (
+                    self._reconcile_group(g, r, set(self.nodes), now, apply=True))))
 
-    def _reconcile_group(self, group: str, raft: Any, nodes: set) -> bool:
-        config, now = raft.config, self._now_ms()
+    async def _change(self, group: str, fn: Callable[[Any, int], Any]) -> None:
+        try:
+            await self.driver.control(group, fn)
+        except (RaftError, ValueError, KeyError) as err:  # a change in flight, leader moving
+            _log.debug("group %s: membership change deferred: %s", group, err)
+        finally:
+            self._changing.discard(group)
+
+    def _reconcile_group(self, group: str, raft: Any, nodes: set, now: int,
+                         apply: bool) -> bool:
+        """Is a change due (`apply` False), or make it (True: inside the loop)?"""
+        if not raft.is_leader:
+            return False
+        config = raft.config
         voters, learners = set(config.voters), set(config.learners)
         gone = sorted((voters | learners) - nodes)
         if gone:
             if gone[0] in voters and len(voters) == 1:
                 return False  # never remove the last voter
-            raft.remove(gone[0], now)
+            if apply:
+                raft.remove(gone[0], now)
             return True
         new = sorted(nodes - voters - learners)
         if new:
-            raft.add_learner(new[0], now, auto_promote=group == META_GROUP)
+            if apply:
+                raft.add_learner(new[0], now, auto_promote=group == META_GROUP)
             return True
         wanted = self.wanted_voters(group) if self.wanted_voters is not None else None
         if not wanted:
@@ -199,27 +214,29 @@ class QuorumRuntime:
         progress = status.get("progress", {})
         for node in sorted(wanted & learners):
             if progress.get(node, {}).get("match", -1) >= status["commit"]:
-                raft.promote(node, now)  # caught up: it counts towards the quorum from now on
+                if apply:  # caught up: it counts towards the quorum from now on
+                    raft.promote(node, now)
                 return True
         extra = sorted(voters - wanted)
         if extra and len(voters) > 1:
-            raft.remove(extra[0], now)
+            if apply:
+                raft.remove(extra[0], now)
             return True
         return False
 
     def transfer_leadership(self, group: str, to: str) -> bool:
-        """Hand `group`'s leadership to voter `to` if this node leads it (rebalance)."""
-        if not self.driver.has_group(group):
+        """Hand `group`'s leadership to voter `to` if this node leads it (rebalance); done
+        inside the driver's loop."""
+        if not self.driver.has_group(group) or to == self.node:
             return False
-        raft = self.driver.raft(group)
-        if not raft.is_leader or to == self.node:
+        if not self.driver.raft(group).is_leader:
             return False
-        try:
-            raft.transfer_leadership(to)
-        except (RaftError, ValueError) as err:
-            _log.info("group %s: leadership not handed to %s: %s", group, to, err)
-            return False
-        self.driver.wake(group)
+
+        def hand_over(raft: Any, _now: int) -> None:
+            if raft.is_leader:
+                raft.transfer_leadership(to)
+
+        self._spawn(lambda: self._change(group, hand_over))
         return True
 
     @staticmethod
