@@ -180,7 +180,9 @@ class NodeDriver:
         raft = RaftNode(self.node_id, voters, rng=self._rng, persisted=persisted,
                         options=self._options, learners=learners,
                         applied=snap.meta.index if snap else 0, reader=_Reader(self.log, group))
-        self._groups[group] = _Group(group, raft, machine, state, on_effects, on_leader=on_leader)
+        self._groups[group] = g = _Group(group, raft, machine, state, on_effects,
+                                         on_leader=on_leader)
+        g.applied_to = snap.meta.index if snap else 0  # the restored state's place in the log
         self._mark(group)
         kept = self._early.pop(group, None)
         if kept is not None and time.monotonic() - kept[0] <= _EARLY_SECONDS:
@@ -564,6 +566,10 @@ class NodeDriver:
         if rd.snapshot is not None:
             token = await log.save_snapshot(g.id, _stored(rd.snapshot), discard=True)
             g.state, g.installed = install_snapshot(g.machine, rd.snapshot.data)
+            # the state is applied up to the snapshot: without this a replica that caught up
+            # through a snapshot with nothing after it stayed `behind` for good, and a quorum
+            # queue held its deliveries for as long (found by the Jepsen-style test)
+            g.applied_to = max(g.applied_to, rd.snapshot.meta.index)
         if rd.entries:
             token = log.append(g.id, [(e.index, e.term, encode_entry(e)) for e in rd.entries])
         hs = rd.hard_state

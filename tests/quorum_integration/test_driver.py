@@ -275,6 +275,45 @@ async def test_a_follower_runs_the_effects_of_a_snapshot_it_receives(tmp_path):
         nursery.cancel_scope.cancel()
 
 
+class LateSnapshotKv(InstallingKv):
+    """Compacts only once told to: the snapshot then ends the log (nothing after it)."""
+
+    allow = False
+
+    def compactable(self, state, since: int) -> bool:
+        return LateSnapshotKv.allow
+
+
+async def test_a_follower_given_a_snapshot_that_ends_the_log_is_not_left_behind(tmp_path):
+    """Regression (found by tests/cluster/test_jepsen.py): a replica that caught up through a
+    snapshot with no entry after it counted as `behind` for good (its applied mark stayed
+    before the snapshot), and a quorum queue holds its deliveries while its replica is behind:
+    the last messages of a run stayed checked out, never delivered."""
+    LateSnapshotKv.allow = False
+    async with trio.open_nursery() as nursery:
+        nodes, _ = await start(nursery, tmp_path, ["kv"], snapshot_every=10,
+                               machine=LateSnapshotKv)
+        with trio.fail_after(30):
+            await propose_anywhere(nodes, "kv", KvSet("k", "first"))
+            leader = await wait_leader(nodes, "kv")
+            lagging = nodes[next(n for n in NAMES if n != leader)]
+            lagging.isolated = True
+            others = {n: v for n, v in nodes.items() if v is not lagging}
+            for i in range(30):
+                await propose_anywhere(others, "kv", KvSet(f"k{i}", str(i)))
+            leading = nodes[await wait_leader(others, "kv")].driver
+            LateSnapshotKv.allow = True  # now compacts at its last applied entry
+            while (leading.raft("kv").snapshot_meta is None or
+                   leading.raft("kv").snapshot_meta.index < leading.status("kv").last_index):
+                await trio.sleep(0.01)
+            lagging.isolated = False
+            while lagging.driver.state("kv").get("k29") is None:
+                await trio.sleep(0.01)
+            while lagging.driver.behind("kv"):  # stayed so for good before the fix
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+
+
 class GatedKv(KvMachine):
     """Compacts only when told to."""
 
