@@ -248,6 +248,18 @@ class InstallingKv(KvMachine):
         return [KvChanged("snapshot-installed", len(state))]
 
 
+async def _one_left_behind(nodes):
+    """Isolate a follower while the others commit 30 more entries: (it, the others)."""
+    await propose_anywhere(nodes, "kv", KvSet("k", "first"))
+    leader = await wait_leader(nodes, "kv")
+    lagging = nodes[next(n for n in NAMES if n != leader)]
+    lagging.isolated = True
+    others = {n: v for n, v in nodes.items() if v is not lagging}
+    for i in range(30):
+        await propose_anywhere(others, "kv", KvSet(f"k{i}", str(i)))
+    return lagging, others
+
+
 async def test_a_follower_runs_the_effects_of_a_snapshot_it_receives(tmp_path):
     """Regression (found by the quorum queue simulation, tests/sim/queue_world.py): a follower
     that catches up through a snapshot never applies the entries it covers, so the deliveries
@@ -257,13 +269,7 @@ async def test_a_follower_runs_the_effects_of_a_snapshot_it_receives(tmp_path):
     async with trio.open_nursery() as nursery:
         nodes, _ = await start(nursery, tmp_path, ["kv"], snapshot_every=10, machine=InstallingKv)
         with trio.fail_after(30):
-            await propose_anywhere(nodes, "kv", KvSet("k", "first"))
-            leader = await wait_leader(nodes, "kv")
-            lagging = nodes[next(n for n in NAMES if n != leader)]
-            lagging.isolated = True
-            others = {n: v for n, v in nodes.items() if v is not lagging}
-            for i in range(30):
-                await propose_anywhere(others, "kv", KvSet(f"k{i}", str(i)))
+            lagging, others = await _one_left_behind(nodes)
             snap = nodes[await wait_leader(others, "kv")].driver.raft("kv").snapshot_meta
             assert snap is not None and snap.index > lagging.driver.status("kv").last_index
             lagging.isolated = False
@@ -294,13 +300,7 @@ async def test_a_follower_given_a_snapshot_that_ends_the_log_is_not_left_behind(
         nodes, _ = await start(nursery, tmp_path, ["kv"], snapshot_every=10,
                                machine=LateSnapshotKv)
         with trio.fail_after(30):
-            await propose_anywhere(nodes, "kv", KvSet("k", "first"))
-            leader = await wait_leader(nodes, "kv")
-            lagging = nodes[next(n for n in NAMES if n != leader)]
-            lagging.isolated = True
-            others = {n: v for n, v in nodes.items() if v is not lagging}
-            for i in range(30):
-                await propose_anywhere(others, "kv", KvSet(f"k{i}", str(i)))
+            lagging, others = await _one_left_behind(nodes)
             leading = nodes[await wait_leader(others, "kv")].driver
             LateSnapshotKv.allow = True  # now compacts at its last applied entry
             while (leading.raft("kv").snapshot_meta is None or
