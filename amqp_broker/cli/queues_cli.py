@@ -209,7 +209,7 @@ def _rebalance(client: ApiClient, args, out: TextIO) -> int:
     deadline = time.monotonic() + 10
     while moves and time.monotonic() < deadline and not _moved(client, moves):
         time.sleep(0.2)  # hand-overs take an election's time
-    counts, mirrored = _leaders(client, args), _masters(client, args)
+    counts, mirrored = _leaders(client, args)
     columns = ["Node name", "Number of quorum queues", "Number of replicated classic queues"]
     rows = [dict(zip(columns, (n, c, mirrored.get(n, 0)))) for n, c in counts.items()]
     kind = "all" if args.queue_type == "all" else args.queue_type
@@ -217,25 +217,23 @@ def _rebalance(client: ApiClient, args, out: TextIO) -> int:
     return 0
 
 
-def _masters(client: ApiClient, args) -> dict[str, int]:
-    """Mirrored classic queues per master node (RabbitMQ's third column)."""
+def _leaders(client: ApiClient, args) -> tuple[dict[str, int], dict[str, int]]:
+    """Per node, from one listing: quorum queues it leads, and mirrored classic queues it is
+    the master of (RabbitMQ's two count columns)."""
     vhost_re = re.compile(args.vhost_pattern)
     queue_re = re.compile(args.queue_pattern)
-    counts: dict[str, int] = {}
+    leaders = {n: 0 for n in _cluster_nodes(client)}
+    masters: dict[str, int] = {}
+    quorum = args.queue_type in ("all", "quorum")
     for q in client.get("queues"):
-        if q.get("type") == "classic" and "slave_nodes" in q and vhost_re.search(q["vhost"]) \
-                and queue_re.search(q["name"]):
-            counts[q["node"]] = counts.get(q["node"], 0) + 1
-    return counts
-
-
-def _leaders(client: ApiClient, args) -> dict[str, int]:
-    counts = {n: 0 for n in _cluster_nodes(client)}
-    if args.queue_type in ("all", "quorum"):
-        for q in _matching(client, args):
+        if not (vhost_re.search(q["vhost"]) and queue_re.search(q["name"])):
+            continue
+        if q.get("type") == "quorum" and quorum:
             leader = q.get("leader") or q.get("node")
-            counts[leader] = counts.get(leader, 0) + 1
-    return counts
+            leaders[leader] = leaders.get(leader, 0) + 1
+        elif q.get("type") == "classic" and "slave_nodes" in q:
+            masters[q["node"]] = masters.get(q["node"], 0) + 1
+    return leaders, masters
 
 
 def _moved(client: ApiClient, moves: list[dict]) -> bool:

@@ -182,8 +182,8 @@ class ReplicatedMetadata:
             record["group"] = rt.queue.group
             record["members"] = list(rt.queue.members)
             record["founders"] = list(rt.queue.members)  # the group's bootstrap membership
-            if getattr(rt.queue, "mirrored", False):
-                record["mirrored"] = True  # a classic queue under an ha-mode policy
+            if rt.queue_type == "classic":
+                record["mirrored"] = True  # replicated and classic: under an ha-mode policy
         else:  # a classic queue: its home (this node, or the one the master locator chose)
             record["node"] = where.members[0] if where is not None else self.node
         self._propose(Put(QUEUE, (vhost, name), record, if_absent=True))

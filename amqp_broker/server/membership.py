@@ -326,10 +326,7 @@ class Membership:
         runtime = self.runtime
         running = [n for n in sorted(runtime.nodes) if runtime.is_running(n)]
         records = [(key, v) for key, v in self.meta.state().items(QUEUE) if "group" in v]
-        load: dict[str, int] = {n: 0 for n in runtime.nodes}
-        for _, v in records:
-            for m in v.get("members", ()):
-                load[m] = load.get(m, 0) + 1
+        load = {n: 0 for n in runtime.nodes} | self._replica_load()
         changed = 0
         for (vhost, name), record in records:
             members = list(record.get("members", ()))

@@ -13,7 +13,8 @@ from typing import Any
 
 from amqp_broker.mgmt.client import ApiClient, ApiError, NodeDown
 
-__all__ = ["queue_on", "leader_index", "empty_everywhere", "wait_until", "counts", "caught_up"]
+__all__ = ["queue_on", "on_every_node", "leader_index", "empty_everywhere", "wait_until",
+           "counts", "caught_up"]
 
 
 def queue_on(cluster: Any, i: int, queue: str, vhost: str = "/",
@@ -25,6 +26,12 @@ def queue_on(cluster: Any, i: int, queue: str, vhost: str = "/",
             return api.get("queues", vhost, queue)
     except (NodeDown, ApiError):
         return None
+
+
+def on_every_node(cluster: Any, queue: str, timeout: float = 30.0) -> bool:
+    """Wait until every node of `cluster` lists `queue`; False if one still does not."""
+    return wait_until(lambda: all(queue_on(cluster, i, queue) is not None
+                                  for i in range(len(cluster))), timeout)
 
 
 def leader_index(cluster: Any, queue: str) -> int | None:

@@ -32,8 +32,7 @@ def test_messages_in_flight_to_a_cancelled_and_closed_consumer_return(make_clust
     pc = make_cluster(3)
     cluster = pc.cluster
     declare_queue(cluster.urls[0], QUEUE)  # client-local: rabbit1 leads
-    assert probes.wait_until(lambda: all(probes.queue_on(cluster, i, QUEUE) is not None
-                                         for i in range(3)), 30)
+    assert probes.on_every_node(cluster, QUEUE)
     far = 2
     conn = pika.BlockingConnection(pika.URLParameters(cluster.urls[far]))
     consumer = conn.channel()

@@ -43,8 +43,7 @@ def test_consumer_on_a_silent_replica_gets_its_messages_after_it_catches_up(make
     pc = make_cluster(3)
     cluster = pc.cluster
     declare_queue(cluster.urls[0], QUEUE)  # client-local: rabbit1 leads
-    assert probes.wait_until(lambda: all(probes.queue_on(cluster, i, QUEUE) is not None
-                                         for i in range(3)), 30)
+    assert probes.on_every_node(cluster, QUEUE)
     history = History()
     silent = 2
     delivered = lambda: {d.id for d in history.snapshot()[1]}  # noqa: E731

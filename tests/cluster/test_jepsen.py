@@ -58,9 +58,7 @@ def test_no_confirmed_message_is_lost(make_cluster, nodes):
     print(f"\n{banner}\nschedule:\n" + "\n".join("  " + s.describe(names) for s in steps))
 
     declare_queue(cluster.urls[0], QUEUE)
-    assert probes.wait_until(lambda: all(probes.queue_on(cluster, i, QUEUE) is not None
-                                         for i in range(nodes)), 30), \
-        f"{banner}: the queue did not reach every node"
+    assert probes.on_every_node(cluster, QUEUE), f"{banner}: the queue did not reach every node"
     history = History()
     workload = Workload([cluster.urls[i] for i in range(nodes)], names, QUEUE, history,
                         WorkloadConfig()).start()

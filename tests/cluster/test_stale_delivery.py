@@ -40,8 +40,7 @@ def test_catching_up_replica_does_not_deliver_messages_already_taken_back(make_c
     pc = make_cluster(3)
     cluster = pc.cluster
     declare_queue(cluster.urls[0], QUEUE)  # client-local: rabbit1 leads
-    assert probes.wait_until(lambda: all(probes.queue_on(cluster, i, QUEUE) is not None
-                                         for i in range(3)), 30)
+    assert probes.on_every_node(cluster, QUEUE)
     far = 2
     far_links = [name for (i, j), name in pc.links.items() if far in (i, j)]
     history = History()
@@ -89,8 +88,7 @@ def test_no_stale_delivery_when_the_take_back_comes_in_a_later_batch(make_cluste
     pc = make_cluster(3)
     cluster = pc.cluster
     declare_queue(cluster.urls[0], QUEUE)  # client-local: rabbit1 leads
-    assert probes.wait_until(lambda: all(probes.queue_on(cluster, i, QUEUE) is not None
-                                         for i in range(3)), 30)
+    assert probes.on_every_node(cluster, QUEUE)
     far = 2
     far_links = [name for (i, j), name in pc.links.items() if far in (i, j)]
     history = History()
