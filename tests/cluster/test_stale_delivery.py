@@ -51,6 +51,8 @@ def test_catching_up_replica_does_not_deliver_messages_already_taken_back(make_c
     ch.confirm_delivery()
     ch.basic_publish("", QUEUE, b"first", mandatory=True)
     assert probes.wait_until(lambda: history.snapshot()[1] != [], 10)  # A works
+    # and its ack of "first" has settled, so the cut below returns only what A holds
+    assert probes.wait_until(lambda: probes.counts(cluster, QUEUE)[0] == (0, 0), 10)
     b = ThreadConsumer(cluster.urls[0], cluster.names[0], history, QUEUE,
                        prefetch=10, priority=0, ack=False)
 
@@ -99,6 +101,8 @@ def test_no_stale_delivery_when_the_take_back_comes_in_a_later_batch(make_cluste
     ch.confirm_delivery()
     ch.basic_publish("", QUEUE, b"first", mandatory=True)
     assert probes.wait_until(lambda: history.snapshot()[1] != [], 10)  # A works
+    # and its ack of "first" has settled, so the cut below returns only what A holds
+    assert probes.wait_until(lambda: probes.counts(cluster, QUEUE)[0] == (0, 0), 10)
 
     for name in far_links:
         pc.proxy.stall(name)
