@@ -11,6 +11,7 @@ from .commands import Meta
 from .consumers import QUIESCING, SUSPECTED, UP, Consumer
 from .effects import ConsumerActive, Deliver, Delivery, ReleaseCursor, SetTimer
 from .messages import Message
+from . import partitioned
 from .state import QueueState, active_consumer
 
 __all__ = ["deliver", "enforce_limits", "over_limit", "update_publish_block", "return_msgs", "complete",
@@ -27,7 +28,11 @@ def deliver(meta: Meta, q: QueueState, effects: list) -> None:
 
     Expired messages are only found at the head, as in rabbit_fifo: cost O(1) per
     delivery.  One `Deliver` per consumer, in the order consumers were first served.
-    Called after nearly every command: the common "nothing to do" cases return early."""
+    Called after nearly every command: the common "nothing to do" cases return early.
+    A partitioned queue applies its partition rules and delivers by partition instead."""
+    if q.parts is not None:
+        partitioned.deliver(meta, q, effects)
+        return
     ready, sq = q.ready, q.sq
     head = ready.peek()
     if head is None or (head.expiry is None and not sq):
@@ -249,7 +254,8 @@ def activate_next(q: QueueState, effects: list) -> None:
 
 
 def next_timer(q: QueueState) -> int | None:
-    """Leader time at which a `Tick` is next needed (head expiry or x-expires)."""
+    """Leader time at which a `Tick` is next needed (head expiry, x-expires, or a
+    partitioned queue's rebalance or handoff deadline)."""
     head = q.ready.peek()
     at = head.expiry if head is not None else None
     cfg = q.config
@@ -257,6 +263,10 @@ def next_timer(q: QueueState) -> int | None:
         # x-expires fires when leader time is strictly past last_active + expires
         qt = q.last_active + cfg.expires + 1
         at = qt if at is None else min(at, qt)
+    if q.parts is not None:
+        pt = partitioned.next_time(q)
+        if pt is not None:
+            at = pt if at is None else min(at, pt)
     return at
 
 
