@@ -7,7 +7,8 @@ IO, no clock but `meta.timestamp`, deterministic.  See the module docstrings for
 commands.py (inputs), effects.py (outputs), state.py (state, snapshots), machine.py.
 """
 from .codec import decode_command, encode_command
-from .commands import (AT_LEAST_ONCE, AT_MOST_ONCE, DROP_HEAD, REJECT_PUBLISH,
+from .commands import (AT_LEAST_ONCE, AT_MOST_ONCE, DEFAULT_HANDOFF_TIMEOUT,
+                       DEFAULT_REBALANCE_DELAY, DROP_HEAD, REJECT_PUBLISH,
                        REJECT_PUBLISH_DLX, UNLIMITED_PREFETCH, Cancel, Checkout, Command,
                        ConsumerDown, ConsumerKey, Credit, Dequeue, Discard, DlxSettle,
                        Enqueue, Meta, NodeDown, NodeUp, Purge, QueueConfig, Requeue, Return,
@@ -30,7 +31,7 @@ __all__ = [
     "Settle", "Return", "Requeue", "Discard", "Credit", "Cancel", "ConsumerDown",
     "NodeDown", "NodeUp", "Purge", "Tick", "UpdateConfig", "DlxSettle",
     "DROP_HEAD", "REJECT_PUBLISH", "REJECT_PUBLISH_DLX", "AT_MOST_ONCE", "AT_LEAST_ONCE",
-    "UNLIMITED_PREFETCH",
+    "UNLIMITED_PREFETCH", "DEFAULT_HANDOFF_TIMEOUT", "DEFAULT_REBALANCE_DELAY",
     # effects and replies
     "Applied", "Delivery", "DeadMsg", "Deliver", "Confirm", "RejectPublish", "DeadLetter",
     "ReleaseCursor", "SetTimer", "Monitor", "ConsumerActive", "QueueExpired",
