@@ -97,10 +97,9 @@ class PartitionedQueue(QuorumQueue):
         return out
 
     def _describe(self, key: fifo.ConsumerKey) -> dict:
-        channel = self.pids.get(key.pid)
-        name = getattr(channel, "display_name", None) if channel is not None else None
-        return {"consumer_tag": key.tag, "channel_pid": key.pid, "channel": name,
-                "node": key.node}
+        """channel: the channel object when it is on this node (the caller names it)."""
+        return {"consumer_tag": key.tag, "channel_pid": key.pid, "node": key.node,
+                "channel": self.live_channel(key.pid)}
 
     def handoff_counts(self) -> dict:
         """Handoffs started / completed gracefully / forced at the deadline (replicated)."""
