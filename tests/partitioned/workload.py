@@ -138,6 +138,48 @@ def pika_join_scenario(urls: list[str], queue: str, rounds: int = 30) -> Log:
             x.close()
 
 
+def stalled_owner_scenario(urls: list[str], queue: str) -> tuple[Log, PikaConsumer]:
+    """A takes everything and never acks; B joins: the partitions that move to B wait for
+    the handoff timeout only, then B gets A's unacked messages of them, redelivered."""
+    log = Log()
+    pub = PikaPublisher(urls[0], queue)
+    a = PikaConsumer("A", urls[0], queue, log, prefetch=1000, acks_per_turn=0)
+    consumers = [a]
+    try:
+        for seq in range(3):
+            pub.round(seq)
+        n = 3 * len(KEYS)
+        assert spin(consumers, lambda: len(a.pending) == n, 30)
+        b = PikaConsumer("B", urls[-1], queue, log, prefetch=1000)
+        consumers.append(b)
+        # B gets the moved partitions once the deadline passed, though A acks nothing
+        assert spin(consumers, lambda: len(log.deliveries("B")) > 0, 60)
+        for seq in range(3, 6):
+            pub.round(seq)
+        moved = {e[2] for e in log.deliveries("B")}
+        want = 6 * len(moved)
+        assert spin(consumers, lambda: sum(1 for e in log.events
+                                           if e[0] == "ack" and e[1] == "B") >= want, 60)
+        return log, a
+    finally:
+        for x in (*consumers, pub):
+            x.close()
+
+
+def check_stalled(log: Log, a: PikaConsumer) -> set:
+    held_by_a = {(k, s) for _, k, s in a.pending}
+    moved = {e[2] for e in log.deliveries("B")}
+    assert moved and moved != set(KEYS)            # some partitions moved, not all
+    for key in moved:
+        got = [(e[3], e[4]) for e in log.deliveries("B") if e[2] == key]
+        assert [s for s, _ in got] == list(range(6)), (key, got)   # in order, all of them
+        # what A held of the key comes again, redelivered; the rest is new
+        assert all(r == ((key, s) in held_by_a) for s, r in got), (key, got)
+        # A got nothing of the key after the handoff
+        assert len([e for e in log.deliveries("A") if e[2] == key]) == 3
+    return moved
+
+
 # -- aio-pika ----------------------------------------------------------------------------------
 
 class AioConsumer:
