@@ -23,7 +23,8 @@ from typing import Any
 
 from amqp_broker.core.errors import PreconditionFailed
 from amqp_broker.core.fieldtypes import Long
-from amqp_broker.protocol.properties import decode_properties, encode_properties
+from amqp_broker.protocol.properties import (append_headers, decode_properties,
+                                             encode_properties)
 from quorum import fifo
 
 from .base import GetReply
@@ -52,7 +53,16 @@ def partition_of(key: str, partitions: int) -> int:
 
 def _stamped(msg: Message, partition: int, key: str) -> Message:
     """The message with headers x-partition and x-partition-key (a new message: the one
-    given may be shared with other queues)."""
+    given may be shared with other queues). Appended to the raw properties unless the
+    message carries an x-partition already (republished from another partitioned queue)."""
+    has = msg.headers if msg.headers_offset >= 0 else {}
+    if "x-partition" not in has:
+        add: dict = {"x-partition": Long(partition)}
+        if "x-partition-key" not in has:
+            add["x-partition-key"] = key
+        if has.get("x-partition-key", key) == key:
+            return Message.from_publish(msg.exchange, msg.routing_key,
+                                        append_headers(msg.properties, add), msg.body)
     props = decode_properties(msg.properties)
     headers = dict(props.headers or {})
     headers["x-partition"] = Long(partition)

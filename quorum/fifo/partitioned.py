@@ -117,11 +117,12 @@ def _apply_rules(meta: Meta, q, effects: list) -> None:
     a due rebalance, handoffs that are over (nothing held) or past their deadline."""
     from .delivery import return_msgs, update_or_remove   # delivery imports this module
     ps, cfg, now = q.parts, q.config, meta.timestamp
-    up = [c.key for c in sorted(q.consumers.values(), key=lambda c: c.seq) if c.status == UP]
+    # q.consumers is in attach order (a new consumer is added at the end, with a new seq)
+    up = [c.key for c in q.consumers.values() if c.status == UP]
     rules.sync(ps, up, now, cfg.handoff_timeout)
     if rules.due(ps, now, cfg.rebalance_delay):
         rules.rebalance(ps, now, cfg.handoff_timeout)
-    for i in rules.handing_off(ps):
+    for i in rules.handing_off(ps) if ps.handoffs else ():
         p = ps.parts[i]
         owner = q.consumers.get(p.owner)
         mids = held(owner, i) if owner is not None else []
@@ -144,7 +145,7 @@ def deliver(meta: Meta, q, effects: list) -> None:
         return
     sends: dict = {}
     cursors = ps.cursor
-    live = [c for c in sorted(q.consumers.values(), key=lambda c: c.seq)
+    live = [c for c in q.consumers.values()
             if c.status == UP and c.credit > 0 and rules.owned(ps, c.key)]
     while live:
         nxt = []

@@ -62,7 +62,7 @@ class Partitions:
     attach order.  rebalance_at: leader time of the pending rebalance, or None.  The counters
     are replicated so every replica reports the same numbers."""
     __slots__ = ("parts", "members", "rebalance_at", "started", "graceful", "forced",
-                 "cursor", "_owned")
+                 "cursor", "_owned", "_handing")
 
     def __init__(self, n: int) -> None:
         self.parts = [Partition() for _ in range(n)]
@@ -74,12 +74,19 @@ class Partitions:
         # per member: where its round robin over its partitions goes on (partitioned.py)
         self.cursor: dict[ConsumerKey, int] = {}
         self._owned: dict[ConsumerKey, list[int]] | None = None   # cache, not replicated
+        self._handing = False                                         # cached with _owned
 
     def __len__(self) -> int:
         return len(self.parts)
 
     def changed(self) -> None:
         self._owned = None
+
+    @property
+    def handoffs(self) -> bool:
+        """Is any partition handing off? (cached with the owner table)"""
+        owned(self, None)
+        return self._handing
 
     def to_wire(self) -> list:
         return [[p.to_wire() for p in self.parts], [list(k) for k in self.members],
@@ -104,6 +111,7 @@ def owned(ps: Partitions, key: ConsumerKey) -> list[int]:
             if p.state == ACTIVE:
                 table.setdefault(p.owner, []).append(i)
         ps._owned = table
+        ps._handing = any(p.state == HANDING_OFF for p in ps.parts)
     return ps._owned.get(key, [])
 
 
