@@ -6,6 +6,8 @@ publisher confirms (window 1000) and per-message acks; and the pause of each par
               hand-built equivalent, a consistent-hash exchange in front of 16 quorum queues
               with single-active-consumer (each consumer first subscribes to its 4 queues, then
               to the other 12 as standby), so both sides deliver each key to one consumer.
+  reference   ours: the same load into one quorum queue with 4 competing consumers (no key
+              order), to show what the partitioning costs.
   handoff     (ours only: RabbitMQ's equivalent never rebalances) a publisher paced at --rate
               msg/s; 3 consumers, a 4th joins after 2 s, the first leaves (closes its
               connection) after 5 s. For each partition whose consumer changed: the pause, from
@@ -77,6 +79,18 @@ def setup_rabbit(url: str) -> list[str]:
         ch.queue_bind(q, EXCHANGE, routing_key="1")   # equal weights
     conn.close()
     return queues
+
+
+def setup_quorum(url: str) -> list[str]:
+    """Reference only: one quorum queue with 4 competing consumers (no per-key order)."""
+    conn = _pika(url)
+    ch = conn.channel()
+    ch.queue_delete(QUEUE + ".quorum")
+    ch.exchange_declare(EXCHANGE, "fanout", durable=True)
+    ch.queue_declare(QUEUE + ".quorum", durable=True, arguments={"x-queue-type": "quorum"})
+    ch.queue_bind(QUEUE + ".quorum", EXCHANGE)
+    conn.close()
+    return [QUEUE + ".quorum"]
 
 
 def teardown(url: str, queues: list[str]) -> None:
@@ -299,6 +313,11 @@ def main() -> None:
         pauses = handoff_pauses(url, args)
         print("  ours      handoff " + _fmt(pauses), flush=True)
         teardown(url, queues)
+        reference = setup_quorum(url)
+        plain = throughput(url, reference, args)
+        print("  ours, one quorum queue, competing consumers (reference) " + _fmt(plain),
+              flush=True)
+        teardown(url, reference)
     rabbit = None
     if not args.no_rabbit:
         with _Rabbit() as url:
