@@ -34,8 +34,9 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from amqp_wire import FRAME_METHOD, WireClient, method_ids, parse_basic_ack, parse_deliver_tag  # noqa: E402
-from broker_bench import ConfirmTracker, _handle_non_ack, our_broker  # noqa: E402
+from amqp_wire import FRAME_METHOD, WireClient, method_ids, parse_deliver_tag  # noqa: E402
+from broker_bench import _handle_non_ack, our_broker  # noqa: E402
+from broker_bench import publisher as bench_publisher  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARTITIONS = 16
@@ -105,43 +106,16 @@ def teardown(url: str, queues: list[str]) -> None:
 # -- clients -----------------------------------------------------------------------------------
 
 def publisher(url: str, count: int, size: int, window: int, rate: float) -> float:
-    """Publish `count` keyed messages with confirms (paced at `rate` msg/s if > 0); seconds
-    until the last confirm."""
-    client = WireClient(url)
-    client.confirm_select()
+    """broker_bench's confirming publisher with keyed messages: routing key k0..k63 through
+    EXCHANGE, body = send time, key number, padding. Seconds until the last confirm."""
     pad = os.urandom(max(0, size - _BODY_HEAD.size))
-    tracker = ConfirmTracker()
-    confirmed = sent = 0
-    start = time.perf_counter()
-    while confirmed < count:
-        while sent < count and sent - confirmed < window:
-            if rate and start + sent / rate > time.perf_counter():
-                break
-            key = sent % KEYS
-            body = _BODY_HEAD.pack(time.monotonic_ns(), key) + pad
-            client.send_raw(client.publish_frames(EXCHANGE, f"k{key}", body))
-            sent += 1
-            tracker.sent(sent)
-        if rate and sent < count and not client.frames_available():
-            client.sock.settimeout(0.0005)
-            try:
-                client.recv_more()
-            except (BlockingIOError, socket.timeout):
-                pass
-            finally:
-                client.sock.settimeout(None)
-            if not client.frames_available():
-                continue
-        ftype, _, payload = client.read_frame()
-        if ftype != FRAME_METHOD:
-            continue
-        if method_ids(payload) == (60, 80):
-            confirmed += tracker.ack(*parse_basic_ack(payload))
-        else:
-            _handle_non_ack(payload)
-    elapsed = time.perf_counter() - start
-    client.close()
-    return elapsed
+
+    def keyed(client: WireClient, n: int) -> bytes:
+        key = n % KEYS
+        body = _BODY_HEAD.pack(time.monotonic_ns(), key) + pad
+        return client.publish_frames(EXCHANGE, f"k{key}", body)
+
+    return bench_publisher(url, "", count, size, window, rate, frames=keyed)
 
 
 def consumer(url: str, own: list[str], standby: list[str], prefetch: int, total: int,

@@ -14,7 +14,7 @@ from .messages import Message
 from . import partitioned
 from .state import QueueState, active_consumer
 
-__all__ = ["deliver", "enforce_limits", "over_limit", "update_publish_block", "return_msgs", "complete",
+__all__ = ["deliver", "hand_out", "enforce_limits", "over_limit", "update_publish_block", "return_msgs", "complete",
            "update_or_remove", "activate_next", "sort_waiting", "finish", "delivery_of",
            "is_unused", "remove_consumer", "add_waiting", "next_timer"]
 
@@ -58,19 +58,9 @@ def deliver(meta: Meta, q: QueueState, effects: list) -> None:
         c.in_sq = False
         if c.credit <= 0 or c.status != UP:
             continue
-        msg = ready.pop()
-        mid = c.next_msg_id
-        c.next_msg_id = mid + 1
-        c.checked_out[mid] = msg
-        c.credit -= 1
-        c.delivery_count += 1
-        q.checked_bytes += msg.size
         if sends is None:
             sends = {}
-        out = sends.get(key)
-        if out is None:
-            out = sends[key] = []
-        out.append(Delivery(mid, msg.index, msg.size, msg.acquired, msg.delivery_failed))
+        hand_out(q, c, ready.pop(), sends)
         if c.credit > 0:
             sq.push(c)
         head = ready.peek()
@@ -79,6 +69,20 @@ def deliver(meta: Meta, q: QueueState, effects: list) -> None:
     if sends:
         for key, out in sends.items():
             effects.append(Deliver(key, tuple(out)))
+
+
+def hand_out(q: QueueState, c: Consumer, msg: Message, sends: dict) -> None:
+    """Check `msg` out to `c` (one credit) and add its `Delivery` to `sends[c.key]`."""
+    mid = c.next_msg_id
+    c.next_msg_id = mid + 1
+    c.checked_out[mid] = msg
+    c.credit -= 1
+    c.delivery_count += 1
+    q.checked_bytes += msg.size
+    out = sends.get(c.key)
+    if out is None:
+        out = sends[c.key] = []
+    out.append(Delivery(mid, msg.index, msg.size, msg.acquired, msg.delivery_failed))
 
 
 def over_limit(q: QueueState) -> bool:

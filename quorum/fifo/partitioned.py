@@ -16,7 +16,7 @@ from collections import deque
 
 from .commands import Meta
 from .consumers import UP
-from .effects import Deliver, Delivery
+from .effects import Deliver
 from .messages import Message
 from . import partitions as rules
 
@@ -139,6 +139,7 @@ def deliver(meta: Meta, q, effects: list) -> None:
     """Apply the partition rules, then give each consumer with credit messages from its
     active partitions, one at a time round robin over consumers and, per consumer, over its
     partitions (so a prefetch window spans partitions).  One `Deliver` per consumer."""
+    from .delivery import hand_out   # delivery imports this module
     _apply_rules(meta, q, effects)
     ready, ps = q.ready, q.parts
     if not len(ready):
@@ -156,26 +157,13 @@ def deliver(meta: Meta, q, effects: list) -> None:
                 i = mine[(start + step) % len(mine)]
                 if ready.parts[i]:
                     cursors[c.key] = (start + step + 1) % len(mine)
-                    _give(q, c, ready.pop_from(i), sends)
+                    hand_out(q, c, ready.pop_from(i), sends)
                     if c.credit > 0:
                         nxt.append(c)
                     break
         live = nxt
     for key, out in sends.items():
         effects.append(Deliver(key, tuple(out)))
-
-
-def _give(q, c, msg: Message, sends: dict) -> None:
-    mid = c.next_msg_id
-    c.next_msg_id = mid + 1
-    c.checked_out[mid] = msg
-    c.credit -= 1
-    c.delivery_count += 1
-    q.checked_bytes += msg.size
-    out = sends.get(c.key)
-    if out is None:
-        out = sends[c.key] = []
-    out.append(Delivery(mid, msg.index, msg.size, msg.acquired, msg.delivery_failed))
 
 
 def next_time(q) -> int | None:

@@ -99,11 +99,15 @@ def test_partition_is_the_documented_crc32_of_the_key(broker, ch):
         assert props.headers["x-partition"] == zlib.crc32(key.encode()) % 7
 
 
+def _publish_keyed(ch, queue: str, n: int) -> None:
+    for i in range(n):
+        ch.basic_publish("", queue, b"x", pika.BasicProperties(
+            headers={"x-partition-key": f"k{i}"}))
+
+
 def test_prefetch_counts_across_partitions(broker, ch):
     declare(ch, "pq-prefetch", 8, 1000)
-    for i in range(40):
-        ch.basic_publish("", "pq-prefetch", b"x", pika.BasicProperties(
-            headers={"x-partition-key": f"k{i}"}))
+    _publish_keyed(ch, "pq-prefetch", 40)
     ch.basic_qos(prefetch_count=3)
     held = []
     ch.basic_consume("pq-prefetch", lambda c, m, p, b: held.append(p.headers["x-partition"]))
@@ -157,9 +161,7 @@ def test_policy_sets_the_partition_times(broker, ch):
 
 def test_management_cli_and_metrics_show_partitions(broker, ch):
     declare(ch, "pq-show", 4, 1000)
-    for i in range(8):
-        ch.basic_publish("", "pq-show", b"x", pika.BasicProperties(
-            headers={"x-partition-key": f"k{i}"}))
+    _publish_keyed(ch, "pq-show", 8)
     ch.basic_qos(prefetch_count=1)
     ch.basic_consume("pq-show", lambda *a: None, consumer_tag="watcher")
     ch.connection.process_data_events(0.3)
