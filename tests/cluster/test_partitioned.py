@@ -6,12 +6,14 @@ node shows the same partition map."""
 from __future__ import annotations
 
 import asyncio
-
-from tests.partitioned.workload import (aio_join_scenario, check_acks_in_key_order,
-                                        check_graceful_handoffs, check_stalled, declare,
-                                        pika_join_scenario, stalled_owner_scenario)
+import time
 
 import pika
+
+from tests.partitioned.workload import (KEYS, Log, PikaConsumer, PikaPublisher,
+                                        aio_join_scenario, check_acks_in_key_order,
+                                        check_graceful_handoffs, check_stalled, declare,
+                                        pika_join_scenario, spin, stalled_owner_scenario)
 
 from . import probes
 
@@ -78,3 +80,52 @@ def test_every_node_shows_the_same_partition_map(cluster):
     finally:
         for conn in conns:
             conn.close()
+
+
+def test_leader_killed_mid_handoff(make_cluster):
+    """The queue's leader is killed (-9) while a partition waits for its stalled owner: the
+    new leader forces the handoff at the deadline kept in the replicated state, the newcomer
+    gets the stalled owner's messages of it (redelivered, in order) and nothing is lost or
+    given to two consumers."""
+    pc = make_cluster(3, proxied=False)
+    cluster = pc.cluster
+    name = "pq-c-kill"
+    deadline = time.monotonic() + 30
+    while True:   # the cluster's metadata group may still be electing its first leader
+        try:
+            _declare(cluster, name, 3000)
+            break
+        except pika.exceptions.AMQPError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    assert probes.wait_until(lambda: probes.leader_index(cluster, name) == 0, 30)
+    log = Log()
+    pub = PikaPublisher(cluster.urls[1], name)
+    a = PikaConsumer("A", cluster.urls[1], name, log, prefetch=1000, acks_per_turn=0)
+    consumers = [a]
+    try:
+        for seq in range(3):
+            pub.round(seq)
+        assert spin(consumers, lambda: len(a.pending) == 3 * len(KEYS), 30)
+        b = PikaConsumer("B", cluster.urls[2], name, log, prefetch=1000)
+        consumers.append(b)
+
+        def handing_off():
+            parts = cluster.api(1).get("queues", "/", name)["partitions"]
+            return any(p["state"] == "handing-off" for p in parts)
+
+        assert spin(consumers, handing_off, 30)   # mid-handoff: A holds, B waits
+        cluster.kill(0)
+        assert spin(consumers, lambda: len(log.deliveries("B")) > 0, 60)
+        for seq in range(3, 6):
+            pub.round(seq)
+        moved = {e[2] for e in log.deliveries("B")}
+        assert spin(consumers, lambda: sum(1 for e in log.events if e[0] == "ack"
+                                           and e[1] == "B") >= 6 * len(moved), 60)
+        check_stalled(log, a)
+        counts = cluster.api(2).get("queues", "/", name)["partition_handoffs"]
+        assert counts["forced"] >= 1
+    finally:
+        for x in (*consumers, pub):
+            x.close()
