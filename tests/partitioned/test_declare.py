@@ -186,3 +186,14 @@ def test_management_cli_and_metrics_show_partitions(broker, ch):
     per = scrape(broker.metrics_url, "/metrics/per-object")
     assert any(k.startswith("amqp_broker_partition_handoffs_started_total{") and "pq-show" in k
                for k in per)
+
+
+def test_definitions_export_and_import_keep_a_partitioned_queue(broker, ch):
+    declare(ch, "pq-defs", 6, 1000)
+    doc = requests.get(f"{broker.mgmt_url}/api/definitions", auth=AUTH).json()
+    assert any(q["name"] == "pq-defs" for q in doc["queues"])
+    ch.queue_delete("pq-defs")
+    r = requests.post(f"{broker.mgmt_url}/api/definitions", auth=AUTH, json=doc)
+    assert r.status_code in (200, 201, 204), r.text
+    q = requests.get(f"{broker.mgmt_url}/api/queues/%2F/pq-defs", auth=AUTH).json()
+    assert q["type"] == "partitioned" and len(q["partitions"]) == 6
