@@ -139,6 +139,9 @@ class NodeStats(_Msg, tag="ns"):
     processors: int
     alarms: tuple[str, ...]
     usage: dict[str, int]  # mem_used, mem_limit, disk_free, disk_free_limit
+    # Its client connections per vhost ("vhost") and per user ("user"), and its users' open
+    # channels ("user_channels"): vhost and user limits count over the cluster.
+    tally: dict[str, dict[str, int]] = {}
 
 
 Message = (Publish | Confirmed | Consume | Cancel | Deliver | Settle | Get | GetReply

@@ -126,6 +126,12 @@ class RemoteQueues:
         self._sent_stats: dict[tuple[str, str], tuple[int, int]] = {}
         self.peer_stats: dict[str, Any] = {}  # peer -> its last w.NodeStats (management rows)
 
+    def peer_tally(self, kind: str, name: str) -> int:
+        """What the running peers last reported (every two seconds) of `kind` ("vhost",
+        "user", "user_channels", as `Broker.connection_tally`) for `name`."""
+        return sum(stats.tally.get(kind, {}).get(name, 0)
+                   for peer, stats in self.peer_stats.items() if self.runtime.is_running(peer))
+
     # -- RemoteLink (client side) ---------------------------------------------------------------
     def send(self, node: str, msg: Any) -> bool:
         if not self.runtime.is_running(node):
@@ -355,7 +361,7 @@ class RemoteQueues:
         broker = self.broker
         me = w.encode(w.NodeStats(str(os.getpid()), int((time.time() - broker.started_at) * 1000),
                                   os.cpu_count() or 1, tuple(sorted(broker.alarms)),
-                                  dict(broker.resource_usage)))
+                                  dict(broker.resource_usage), broker.connection_tally()))
         for peer in peers:
             self.runtime.send_rpc(peer, me)  # encoded once for every peer
         for vhost in self.broker.vhosts.values():
