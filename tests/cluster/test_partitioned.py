@@ -11,9 +11,10 @@ import time
 import pika
 
 from tests.partitioned.workload import (KEYS, Log, PikaConsumer, PikaPublisher,
-                                        aio_join_scenario, check_acks_in_key_order,
-                                        check_graceful_handoffs, check_stalled, declare,
-                                        pika_join_scenario, spin, stalled_owner_scenario)
+                                        aio_join_scenario, aio_stalled_owner_scenario,
+                                        check_acks_in_key_order, check_graceful_handoffs,
+                                        check_stalled, declare, pika_join_scenario, spin,
+                                        stalled_owner_scenario)
 
 from . import probes
 
@@ -56,6 +57,15 @@ def test_pika_stalled_owner_on_another_node(cluster):
     log, a = stalled_owner_scenario([cluster.urls[0], cluster.urls[2]], "pq-c-stall")
     check_stalled(log, a)
     counts = cluster.api(1).get("queues", "/", "pq-c-stall")["partition_handoffs"]
+    assert counts["forced"] >= 1
+
+
+def test_aio_pika_stalled_owner_on_another_node(cluster):
+    _declare(cluster, "pq-c-stall-aio", 1500)
+    log, a = asyncio.run(aio_stalled_owner_scenario([cluster.urls[1], cluster.urls[2]],
+                                                    "pq-c-stall-aio"))
+    check_stalled(log, a)
+    counts = cluster.api(0).get("queues", "/", "pq-c-stall-aio")["partition_handoffs"]
     assert counts["forced"] >= 1
 
 

@@ -6,8 +6,9 @@ import asyncio
 
 import requests
 
-from .workload import (aio_join_scenario, check_acks_in_key_order, check_graceful_handoffs,
-                       check_stalled, declare, pika_join_scenario, stalled_owner_scenario)
+from .workload import (aio_join_scenario, aio_stalled_owner_scenario, check_acks_in_key_order,
+                       check_graceful_handoffs, check_stalled, declare, pika_join_scenario,
+                       stalled_owner_scenario)
 
 ROUNDS = 30
 
@@ -49,3 +50,10 @@ def test_pika_stalled_owner_delays_handoff_by_the_timeout_only(broker, ch):
     check_stalled(log, a)
     counts = _handoffs(broker, "pq-stall")
     assert counts["forced"] >= 1
+
+
+def test_aio_pika_stalled_owner_delays_handoff_by_the_timeout_only(broker, ch):
+    _queue(broker, ch, "pq-stall-aio", handoff_ms=1500)
+    log, a = asyncio.run(aio_stalled_owner_scenario([broker.url], "pq-stall-aio"))
+    check_stalled(log, a)
+    assert _handoffs(broker, "pq-stall-aio")["forced"] >= 1

@@ -261,6 +261,52 @@ async def aio_join_scenario(urls: list[str], queue: str, rounds: int = 30) -> Lo
         await pub_conn.close()
 
 
+async def aio_stalled_owner_scenario(urls: list[str], queue: str) -> tuple[Log, AioConsumer]:
+    """`stalled_owner_scenario` with aio-pika."""
+    log = Log()
+    pub_conn = await aio_pika.connect(urls[0])
+    pub = await pub_conn.channel(publisher_confirms=True)
+
+    async def publish_round(seq: int) -> None:
+        for key in KEYS:
+            await pub.default_exchange.publish(
+                aio_pika.Message(f"{key}:{seq}".encode(), headers={"x-partition-key": key},
+                                 delivery_mode=aio_pika.DeliveryMode.PERSISTENT), queue)
+
+    a = AioConsumer("A", log, acks_per_turn=0)
+    await a.start(urls[0], queue, prefetch=1000)
+    consumers = [a]
+
+    async def spin_until(until, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for c in consumers:
+                await c.turn()
+            if until():
+                return True
+            await asyncio.sleep(0.002)
+        return False
+
+    try:
+        for seq in range(3):
+            await publish_round(seq)
+        assert await spin_until(lambda: len(a.pending) == 3 * len(KEYS), 30)
+        b = AioConsumer("B", log, acks_per_turn=1000)
+        await b.start(urls[-1], queue, prefetch=1000)
+        consumers.append(b)
+        assert await spin_until(lambda: len(log.deliveries("B")) > 0, 60)
+        for seq in range(3, 6):
+            await publish_round(seq)
+        moved = {e[2] for e in log.deliveries("B")}
+        assert await spin_until(lambda: sum(1 for e in log.events if e[0] == "ack"
+                                            and e[1] == "B") >= 6 * len(moved), 60)
+        return log, a
+    finally:
+        for c in consumers:
+            await c.close()
+        await pub_conn.close()
+
+
 # -- checks ------------------------------------------------------------------------------------
 
 def check_acks_in_key_order(log: Log, rounds: int) -> None:
