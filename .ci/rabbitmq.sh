@@ -249,6 +249,9 @@ case "$CMD" in
     cluster) do_cluster "$@" ;;
     # rabbitmqctl for one node of ours (e.g. `ctl 5682 stop_app`), with its env and cookie
     ctl) select_node "${2:?amqp port}" $((${2} + 10000)); node_env; shift 2; ctl "$@" ;;
+    # rabbitmq-plugins for one node (e.g. `plugins 5676 enable rabbitmq_consistent_hash_exchange`)
+    plugins) select_node "${2:?amqp port}" $((${2} + 10000)); node_env; shift 2
+             "$RMQ_BIN/rabbitmq-plugins" -n "$NODE" "$@" ;;
     queues) select_node "${2:?amqp port}" $((${2} + 10000)); node_env; shift 2
             "$RMQ_BIN/rabbitmq-queues" -n "$NODE" "$@" ;;
     *) echo "usage: $0 install|start|stop|status [amqp_port] [mgmt_port]" >&2

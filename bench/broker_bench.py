@@ -131,10 +131,13 @@ class ConfirmTracker:
         return newly
 
 
-def publisher(url: str, queue: str, count: int, size: int, window: int, rate: float = 0.0) -> float:
+def publisher(url: str, queue: str, count: int, size: int, window: int, rate: float = 0.0,
+              frames=None) -> float:
     """Publish `count` messages with confirms; return elapsed seconds until the last confirm.
 
     With `rate` > 0 the publisher paces itself and puts its send time in the first 8 body bytes.
+    `frames(client, n)`, if given, builds the n-th publish (0-based) instead (another exchange,
+    routing key or body; bench/partitioned_bench.py).
     """
     client = WireClient(url)
     client.confirm_select()
@@ -154,7 +157,10 @@ def publisher(url: str, queue: str, count: int, size: int, window: int, rate: fl
                     time.sleep(min(due - now, 0.001))
                     continue
                 struct.pack_into(">Q", body, 0, time.monotonic_ns())
-            client.send_raw(client.publish_frames("", queue, bytes(body)))
+            if frames is not None:
+                client.send_raw(frames(client, sent))
+            else:
+                client.send_raw(client.publish_frames("", queue, bytes(body)))
             sent += 1
             tracker.sent(sent)
         if rate and sent < count and not client.frames_available():

@@ -329,6 +329,31 @@ def _purge_queue(client: ApiClient, args, out: TextIO) -> int:
 
 
 @_verb
+def _list_partitions(client: ApiClient, args, out: TextIO) -> int:
+    """A partitioned queue's partitions: number, state, ready, unacked, owner (consumer tag,
+    channel, node). Ours: RabbitMQ has no partitioned queues."""
+    q = client.get("queues", args.vhost, args.name)
+    rows = q.get("partitions")
+    if rows is None:
+        print(f"Error: queue '{args.name}' in vhost '{args.vhost}' is not a partitioned queue",
+              file=sys.stderr)
+        return EX_DATAERR
+    if args.formatter == "json":
+        json.dump(rows, out)
+        print(file=out)
+        return 0
+    _say(args, out, f"Listing partitions of queue '{args.name}' in vhost '{args.vhost}' ...")
+    print("partition\tstate\tmessages_ready\tmessages_unacknowledged\towner_tag\t"
+          "owner_channel\towner_node", file=out)
+    for r in rows:
+        o = r["owner"] or {}
+        print(f"{r['partition']}\t{r['state']}\t{r['messages_ready']}\t"
+              f"{r['messages_unacknowledged']}\t{o.get('consumer_tag', '')}\t"
+              f"{o.get('channel', '')}\t{o.get('node', '')}", file=out)
+    return 0
+
+
+@_verb
 def _sync_queue(client: ApiClient, args, out: TextIO) -> int:
     """A mirrored queue's mirrors are Raft members: a new or returning one always catches up
     from the log by itself (as ha-sync-mode automatic), so there is nothing to start."""
@@ -558,6 +583,8 @@ def build_parser() -> argparse.ArgumentParser:
         ((["--description"],), {"default": None}))
     cmd("delete_vhost", "delete a vhost", ((["name"],), {}))
     cmd("purge_queue", "purge a queue", ((["name"],), {}))
+    cmd("list_partitions", "a partitioned queue's partitions, their state and owners",
+        ((["name"],), {}))
     cmd("sync_queue", "synchronise a mirrored queue's mirrors (they catch up by themselves)",
         ((["name"],), {}))
     cmd("cancel_sync_queue", "stop synchronising a mirrored queue", ((["name"],), {}))

@@ -54,15 +54,19 @@ def _quorum_queue(client: ApiClient, args) -> dict | None:
     if q.get("type") == "classic":
         _err(_CLASSIC_REFUSAL[args.verb])
         return None
-    if q.get("type") != "quorum":
+    if q.get("type") not in _REPLICATED:
         _err(f"queue '{args.queue}' in vhost '{args.vhost}' is not a quorum queue "
              f"(type {q.get('type')}) (not_quorum_queue)")
         return None
     return q
 
 
+# queue types whose replicas these verbs manage (a partitioned queue is a quorum queue inside)
+_REPLICATED = ("quorum", "partitioned")
+
+
 def _quorum_queues(client: ApiClient) -> list[dict]:
-    return [q for q in client.get("queues") if q.get("type") == "quorum"]
+    return [q for q in client.get("queues") if q.get("type") in _REPLICATED]
 
 
 def _members(q: dict) -> list[str]:
@@ -81,7 +85,7 @@ def _quorum_status(client: ApiClient, args, out: TextIO) -> int:
     the leader for every replica's match index and whether it is in sync (it holds every
     committed entry); elsewhere those cells stay empty."""
     q = client.get("queues", args.vhost, args.queue)
-    if q.get("type") != "quorum":
+    if q.get("type") not in _REPLICATED:
         _err(f"queue '{args.queue}' in vhost '{args.vhost}' is not a quorum queue "
              f"(type {q.get('type')})")
         return EX_SOFTWARE
@@ -228,7 +232,7 @@ def _leaders(client: ApiClient, args) -> tuple[dict[str, int], dict[str, int]]:
     for q in client.get("queues"):
         if not (vhost_re.search(q["vhost"]) and queue_re.search(q["name"])):
             continue
-        if q.get("type") == "quorum" and quorum:
+        if q.get("type") in _REPLICATED and quorum:
             leader = q.get("leader") or q.get("node")
             leaders[leader] = leaders.get(leader, 0) + 1
         elif q.get("type") == "classic" and "slave_nodes" in q:

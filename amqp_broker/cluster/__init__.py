@@ -2,7 +2,8 @@
 
 `install_quorum(broker, dlx_worker_factory=..., cluster=...)` is called by
 `server.node.open_broker` before durable queues are recovered: it opens ``<data_dir>/quorum``,
-registers the quorum queue type (x-queue-type=quorum -> `amqp_broker.queues.quorum.QuorumQueue`)
+registers the quorum queue type (x-queue-type=quorum -> `amqp_broker.queues.quorum.QuorumQueue`,
+x-queue-type=partitioned -> `amqp_broker.queues.partitioned.PartitionedQueue`)
 and returns the `QuorumRuntime`, whose `run` the node starts in its nursery. The dead-letter
 worker factory comes from the server (`server.dlx_port.start_dlx_worker`), so neither this
 package nor the queue layer imports the server. In a cluster (`nodes.ClusterConfig` with
@@ -29,13 +30,15 @@ def install_quorum(broker: Any, *, dlx_worker_factory: Callable[[Any], Any],
                    cluster: ClusterConfig | str = "rabbit@localhost") -> QuorumRuntime:
     """Register x-queue-type=quorum on `broker`; `dlx_worker_factory(queue)` builds a quorum
     queue's at-least-once dead-letter worker (a `dlx.DlxWorker`)."""
+    from amqp_broker.queues.partitioned import PartitionedQueue
     from amqp_broker.queues.quorum import QuorumQueue
 
     runtime = QuorumRuntime(str(broker.settings.data_dir / "quorum"), cluster,
                             log_config=_log_config(broker.settings))
 
     def factory(name: str, vhost: str, *, durable: bool, auto_delete: bool, exclusive: bool,
-                arguments: dict, now_ms: int, placement: dict | None = None) -> QuorumQueue:
+                arguments: dict, now_ms: int, placement: dict | None = None,
+                kind: type = QuorumQueue) -> QuorumQueue:
         if placement is not None:  # from the metadata group's record
             # every replica boots from the founding members (later changes are in the log)
             group = placement["group"]
@@ -43,10 +46,15 @@ def install_quorum(broker: Any, *, dlx_worker_factory: Callable[[Any], Any],
         else:  # declared here: a new group, placed by the leader locator
             group = runtime.new_group_id()
             members = choose_members(runtime, broker.settings, arguments)
-        return QuorumQueue(runtime, broker, name, vhost, arguments=arguments, now_ms=now_ms,
-                           dlx_worker_factory=dlx_worker_factory, group=group, members=members)
+        return kind(runtime, broker, name, vhost, arguments=arguments, now_ms=now_ms,
+                    dlx_worker_factory=dlx_worker_factory, group=group, members=members)
+
+    def partitioned(*args: Any, **kw: Any) -> QuorumQueue:
+        """x-queue-type partitioned: a quorum queue whose fifo is partitioned."""
+        return factory(*args, kind=PartitionedQueue, **kw)
 
     broker.queue_factories["quorum"] = factory
+    broker.queue_factories["partitioned"] = partitioned
 
     def mirrored(name: str, vhost: str, *, arguments: dict, now_ms: int,
                  placement: dict, **_flags: Any) -> QuorumQueue:

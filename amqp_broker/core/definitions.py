@@ -408,8 +408,9 @@ def _queue(r: _Reader, e: Mapping[str, Any]) -> Queue:
     qtype = e.get("type")
     if isinstance(qtype, str) and qtype and "x-queue-type" not in q.arguments and qtype != "classic":
         q = Queue(q.name, q.vhost, q.durable, q.auto_delete, {**q.arguments, "x-queue-type": qtype})
-    if q.queue_type not in ("classic", "quorum", "stream"):
-        r.fail("arguments", f"x-queue-type: expected classic, quorum or stream, got {_show(q.queue_type)}")
+    if q.queue_type not in ("classic", "quorum", "stream", "partitioned"):
+        r.fail("arguments", "x-queue-type: expected classic, quorum, stream or partitioned, got "
+               f"{_show(q.queue_type)}")
     return q
 
 

@@ -75,7 +75,8 @@ class Policy:
         elif kind == "queue":
             if self.apply_to not in ("queues", "all") and self.apply_to != _TYPE_APPLY_TO.get(queue_type or "classic"):
                 return False
-            if queue_type == "quorum" and any(k in QUORUM_NOT_APPLICABLE for k in self.definition):
+            if queue_type in ("quorum", "partitioned") and any(
+                    k in QUORUM_NOT_APPLICABLE for k in self.definition):
                 # rabbit_quorum_queue:is_policy_applicable: a policy carrying classic-only
                 # keys (ha-mode, queue-mode, ...) does not apply to a quorum queue at all.
                 return False
@@ -238,6 +239,10 @@ _RULES: dict[str, tuple[str, type, Callable[[Any, Any], Any] | None]] = {
     "dead-letter-strategy": ("dead_letter_strategy", str, _arg_wins),
     "delivery-limit": ("delivery_limit", int, _delivery_limit),
     "consumer-timeout": ("consumer_timeout", int, _lower),
+    # partitioned queues: the number is fixed at declaration; the times as consumer-timeout
+    "partitions": ("partitions", int, None),
+    "partition-handoff-timeout": ("partition_handoff_timeout", int, _lower),
+    "partition-rebalance-delay": ("partition_rebalance_delay", int, _lower),
 }
 # rabbit_amqqueue_process resolves overflow with res_arg: on a classic queue the argument wins.
 _CLASSIC_RULES: dict[str, Callable[[Any, Any], Any]] = {"overflow": _arg_wins}
@@ -264,6 +269,9 @@ class QueueSettings:
     dead_letter_strategy: str = "at-most-once"
     delivery_limit: int | None = None
     consumer_timeout: int | None = None
+    partitions: int | None = None
+    partition_handoff_timeout: int | None = None
+    partition_rebalance_delay: int | None = None
 
 
 def resolve_queue_settings(
@@ -275,7 +283,8 @@ def resolve_queue_settings(
     policy already merged by ``effective_definition``), for a queue of ``queue_type``.
 
     When both set a key: dead-letter exchange / routing key / strategy: the argument wins;
-    message-ttl, expires, max-length, max-length-bytes, consumer-timeout: the lower wins;
+    message-ttl, expires, max-length, max-length-bytes, consumer-timeout,
+    partition-handoff-timeout, partition-rebalance-delay: the lower wins;
     overflow: the policy wins on quorum (and stream) queues, the argument on classic queues;
     delivery-limit: the lower, unless either is negative (unlimited), then the higher.
     ``arguments`` are expected to be validated already (``queues.parse_queue_arguments``);

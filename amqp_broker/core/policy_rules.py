@@ -100,6 +100,9 @@ POLICY_KEYS: dict[str, Callable[[str, Any], None]] = {
     "ha-sync-batch-size": _int_at_least(1, "ha-sync-batch-size"),
     "ha-promote-on-shutdown": _one_of("when-synced", "always"),
     "ha-promote-on-failure": _one_of("when-synced", "always"),
+    # partitioned queues (ours)
+    "partition-handoff-timeout": _int_at_least(0, "partition handoff timeout"),
+    "partition-rebalance-delay": _int_at_least(0, "partition rebalance delay"),
 }
 
 OPERATOR_KEYS = frozenset(

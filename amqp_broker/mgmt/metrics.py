@@ -15,7 +15,8 @@ when the broker keeps it.
 Quorum queues add the ra_metrics family (rabbitmq_raft_*, per queue or aggregated: indexes and
 terms summed, commit latency averaged as rabbitmq_prometheus does) from
 `QuorumRuntime.raft_metrics(group)`, and the node's quorum log sizes (our own names:
-rabbitmq_raft_wal_size_bytes, rabbitmq_raft_segment_size_bytes).
+rabbitmq_raft_wal_size_bytes, rabbitmq_raft_segment_size_bytes). Partitioned queues add
+amqp_broker_partition_handoffs_{started,graceful,forced}_total.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def render_metrics(admin: Any, *, per_object: bool = False) -> str:
                   "rabbitmq_cluster_permanent_id": s.cluster_name}, 1)])
     _queue_metrics(out, queues, per_object)
     _raft_metrics(out, broker, per_object)
+    _handoff_metrics(out, broker, per_object)
     channels = sum(len(x.channels) for x in broker.sessions)
     out.family("rabbitmq_connections", "gauge", "Connections currently open",
                [({}, len(broker.sessions))])
@@ -164,6 +166,31 @@ def _quorum_groups(broker: Any) -> list[tuple[dict[str, str], dict[str, Any]]]:
                 continue
             out.append(({"vhost": vhost.name, "queue": rt.name}, runtime.raft_metrics(group)))
     return out
+
+
+# partitioned queues' handoff counters (ours): PartitionedQueue.handoff_counts key -> name, help
+_HANDOFFS = {
+    "started": ("amqp_broker_partition_handoffs_started_total",
+                "Partition handoffs started (delivery from a moving partition paused)"),
+    "graceful": ("amqp_broker_partition_handoffs_graceful_total",
+                 "Partition handoffs completed with every message of the old owner settled"),
+    "forced": ("amqp_broker_partition_handoffs_forced_total",
+               "Partition handoffs forced at the handoff timeout (unacked messages returned)"),
+}
+
+
+def _handoff_metrics(out: _Out, broker: Any, per_object: bool) -> None:
+    """Counts are replicated state, so every replica reports the same numbers; the
+    aggregate sums the partitioned queues of the node's vhosts."""
+    counts = [({"vhost": v.name, "queue": rt.name}, rt.queue.handoff_counts())
+              for v in list(broker.vhosts.values()) for rt in list(v.queues.values())
+              if rt.queue_type == "partitioned"]
+    for key, (name, help_) in _HANDOFFS.items():
+        if per_object:
+            samples = [(labels, c[key]) for labels, c in counts]
+        else:
+            samples = [({}, sum(c[key] for _, c in counts))]
+        out.family(name, "counter", help_, samples)
 
 
 def _raft_metrics(out: _Out, broker: Any, per_object: bool) -> None:

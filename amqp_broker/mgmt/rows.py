@@ -67,6 +67,21 @@ def _queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
     }
 
 
+def partition_rows(queue: Any) -> list[dict]:
+    """A partitioned queue's partitions: {partition, state (active | handing-off |
+    unassigned), messages_ready, messages_unacknowledged, owner, next_owner}; an owner is
+    {consumer_tag, channel (this node's channel name, else the channel's process id), node}."""
+    rows = queue.partition_rows()
+    for row in rows:
+        for key in ("owner", "next_owner"):
+            who = row[key]
+            if who is not None:
+                ch = who.pop("channel")
+                pid = who.pop("channel_pid")
+                who["channel"] = channel_name(ch.session, ch.number) if ch is not None else pid
+    return rows
+
+
 def exchange_row(vhost: str, x: Any, policy: Any) -> dict:
     row = {
         "name": x.name,

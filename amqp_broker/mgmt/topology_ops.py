@@ -19,7 +19,8 @@ from amqp_broker.queues import Message
 from .errors import BadRequest, NotAuthorised, NotFoundError
 from .messages import payload_from_json, payload_to_json, properties_from_json, properties_to_json
 from .rates import DEPTH_KEYS, EXCHANGE_KEYS, QUEUE_KEYS
-from .rows import binding_row, exchange_row, properties_key, queue_row, same_properties_key
+from .rows import (binding_row, exchange_row, partition_rows, properties_key, queue_row,
+                   same_properties_key)
 
 __all__ = ["TopologyOps", "amqp_errors"]
 
@@ -50,7 +51,9 @@ class TopologyOps:
     def get_queue(self, vhost: str, name: str) -> dict:
         """One queue's row; a quorum queue's also carries "raft": this node's replica of its
         Raft group (`QuorumRuntime.raft_status`), which `amqp-broker-queues quorum_status`
-        shows. Our extension: RabbitMQ's API has no such field (its CLI asks each member)."""
+        shows. Our extension: RabbitMQ's API has no such field (its CLI asks each member).
+        A partitioned queue's carries "partitions" (`rows.partition_rows`) and
+        "partition_handoffs" (started / graceful / forced), as this node's replica sees them."""
         v = self._vhost(vhost)
         rt = v.queues.get(name)
         if rt is None:
@@ -62,6 +65,9 @@ class TopologyOps:
             raft = runtime.raft_status(group)
             if raft is not None:
                 row["raft"] = raft
+        if rt.queue_type == "partitioned" and not rt.queue.deleted:
+            row["partitions"] = partition_rows(rt.queue)
+            row["partition_handoffs"] = rt.queue.handoff_counts()
         return row
 
     def _queue_row(self, v, rt) -> dict:

@@ -232,6 +232,23 @@ def encode_properties(props: _Props) -> bytes:
     return (_H.pack(flags | 0x2000) + raw[2:pos] + _encode_table(headers) + raw[pos:])
 
 
+def append_headers(raw: bytes, entries: dict) -> bytes:
+    """`raw` with `entries` added to its headers table (made if absent), without decoding
+    anything: the caller knows none of the keys is in the table already. ~2 us; used for
+    every publish to a partitioned queue (queues/partitioned.py)."""
+    data = b"".join(encode.short_string(k) + _encode_value(v) for k, v in entries.items())
+    pos = _locate(raw, "headers")
+    if pos < 0:
+        flags, pos = _flags(raw)
+        for _name, flag, kind in _FIELDS[:2]:
+            if flags & flag:
+                pos = _skip(raw, pos, kind)
+        return _H.pack(flags | 0x2000) + raw[2:pos] + _I.pack(len(data)) + data + raw[pos:]
+    size = _I.unpack_from(raw, pos)[0]
+    end = pos + 4 + size
+    return raw[:pos] + _I.pack(size + len(data)) + raw[pos + 4:end] + data + raw[end:]
+
+
 def _has_long(value: Any) -> bool:
     if type(value) is Long:
         return True

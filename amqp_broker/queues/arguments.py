@@ -1,6 +1,8 @@
 """Validation of queue.declare and basic.consume arguments.
 
-Who calls it: `ClassicQueue.__init__` and `QuorumQueue.__init__` (declare arguments),
+Who calls it: `ClassicQueue.__init__` and `QuorumQueue.__init__` (declare arguments; a
+partitioned queue is a quorum queue and is checked here too: x-partitions 1..1024 required,
+the two partition times, the quorum queue's replication, limit and dead-letter arguments),
 `ClassicQueue.add_consumer` (x-priority), the server's vhost (`check_dead_letter_exchange_type`,
 `check_declare_arguments`, `queue_type_of`).
 How valid arguments combine with a policy is `amqp_broker.core.policies.resolve_queue_settings`;
@@ -35,7 +37,8 @@ OVERFLOW_DROP_HEAD = "drop-head"
 OVERFLOW_REJECT_PUBLISH = "reject-publish"
 OVERFLOW_REJECT_PUBLISH_DLX = "reject-publish-dlx"
 _OVERFLOW_MODES = (OVERFLOW_DROP_HEAD, OVERFLOW_REJECT_PUBLISH, OVERFLOW_REJECT_PUBLISH_DLX)
-_QUEUE_TYPES = ("classic", "quorum", "stream")
+_QUEUE_TYPES = ("classic", "quorum", "stream", "partitioned")
+MAX_PARTITIONS = 1024
 _QUEUE_MODES = ("default", "lazy")
 _DEAD_LETTER_STRATEGIES = ("at-most-once", "at-least-once")
 _MAX_PRIORITY = 255
@@ -119,6 +122,15 @@ def _check_group_size(v: Any) -> str | None:
     return _check_non_neg(v)
 
 
+def _check_partitions(v: Any) -> str | None:
+    if _is_int(v) and v == 0:
+        return "{value_zero,0}"
+    err = _check_non_neg(v)
+    if err is None and v > MAX_PARTITIONS:
+        return f"{{value_too_large,{v},{MAX_PARTITIONS}}}"
+    return err
+
+
 def _check_member(v: Any, allowed: tuple[str, ...], why: str) -> str | None:
     s = _as_str(v)
     if s is None:
@@ -155,6 +167,10 @@ _VALIDATORS = (
     ("x-quorum-initial-group-size", _check_group_size),
     ("x-quorum-target-group-size", _check_group_size),
     ("x-consumer-timeout", _check_non_neg),
+    # partitioned queues (ours, seed 001)
+    ("x-partitions", _check_partitions),
+    ("x-partition-handoff-timeout", _check_expiry),
+    ("x-partition-rebalance-delay", _check_expiry),
 )
 
 # The queue_arguments capability of each RabbitMQ 4.2 queue type module: the keys a queue of
@@ -172,13 +188,21 @@ _TYPE_ARGUMENTS = {
         "x-quorum-initial-group-size", "x-quorum-target-group-size", "x-delivery-limit",
         "x-message-ttl",
         "x-queue-leader-locator", "x-consumer-timeout")),
+    # a quorum queue's replication, limits and dead lettering; no single active consumer (each
+    # partition has one already), no TTL and no priorities (they would reorder a key)
+    "partitioned": frozenset((
+        "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy",
+        "x-expires", "x-max-length", "x-max-length-bytes", "x-overflow", "x-queue-type",
+        "x-quorum-initial-group-size", "x-quorum-target-group-size", "x-delivery-limit",
+        "x-queue-leader-locator", "x-consumer-timeout", "x-partitions",
+        "x-partition-handoff-timeout", "x-partition-rebalance-delay")),
     "stream": frozenset((
         "x-max-length-bytes", "x-queue-type", "x-max-age", "x-stream-max-segment-size-bytes",
         "x-stream-filter-size-bytes", "x-initial-cluster-size", "x-queue-leader-locator")),
 }
 _KNOWN_ARGUMENTS = frozenset().union(*_TYPE_ARGUMENTS.values())
 _TYPE_MODULES = {"classic": "rabbit_classic_queue", "quorum": "rabbit_quorum_queue",
-                 "stream": "rabbit_stream_queue"}
+                 "stream": "rabbit_stream_queue", "partitioned": "partitioned_queue"}
 
 
 def _invalid(key: str, name: str, vhost: str, why: str) -> PreconditionFailed:
@@ -221,6 +245,9 @@ def check_declare_arguments(name: str, vhost: str, arguments: dict[str, Any] | N
         if key in _KNOWN_ARGUMENTS and key not in own:
             raise PreconditionFailed(f"invalid arg '{key}' for {vhost_resource('queue', name, vhost)} "
                                      f"of queue type {_TYPE_MODULES[qtype]}")
+    if qtype == "partitioned" and "x-partitions" not in args:
+        raise _invalid("x-partitions", name, vhost, "required for x-queue-type partitioned "
+                       f"(an integer from 1 to {MAX_PARTITIONS})")
 
 
 def check_server_named(arguments: dict[str, Any] | None) -> None:
@@ -228,7 +255,7 @@ def check_server_named(arguments: dict[str, Any] | None) -> None:
     (rabbit_amqqueue:is_server_named_allowed). Raises PreconditionFailed with rabbit_channel's
     text. Called by the server's queue.declare handler before anything else."""
     qtype = queue_type_of(arguments)
-    if qtype in ("quorum", "stream"):
+    if qtype in ("quorum", "stream", "partitioned"):
         raise PreconditionFailed(
             f"Cannot declare a server-named queue for type {_TYPE_MODULES[qtype]}")
 

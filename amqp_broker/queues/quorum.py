@@ -92,7 +92,7 @@ class QuorumQueue:
         self.key = queue_key(vhost, name)
         self.settings = parse_queue_arguments(name, vhost, arguments)
         self._policy: dict | None = None
-        self.config = quorum_config(name, self.settings, mirrored)
+        self.config = self._make_config()
         if self.config.overflow == OVERFLOW_REJECT_PUBLISH_DLX:
             _log.warning("quorum queue %r: overflow reject-publish-dlx is not supported, "
                          "it behaves as drop-head", name)
@@ -142,6 +142,10 @@ class QuorumQueue:
             runtime.watch(self)
 
     # -- plumbing ------------------------------------------------------------------------------
+    def _make_config(self) -> fifo.QueueConfig:
+        """The fifo configuration from the effective settings (a subclass adds its own)."""
+        return quorum_config(self.name, self.settings, self.mirrored)
+
     @property
     def state(self):
         """The applied replicated state (`quorum_machine.QState`)."""
@@ -359,10 +363,11 @@ class QuorumQueue:
         return max(0, self._proposed_enqueues - applied)
 
     # -- publishing ----------------------------------------------------------------------------
-    def _enqueue(self, msg: Message, publisher: str | None, seq: int | None) -> None:
+    def _enqueue(self, msg: Message, publisher: str | None, seq: int | None,
+                 partition: int | None = None) -> None:
         self._proposed_enqueues += 1
         cmd = fifo.Enqueue(publisher, seq, msg.size, encode_payload(msg),
-                           msg.priority or None, msg.expiration_ms, msg.persistent)
+                           msg.priority or None, msg.expiration_ms, msg.persistent, partition)
         data = encode_command(cmd)
         if seq is not None and self.clustered:
             self._unconfirmed[seq] = data
@@ -594,7 +599,7 @@ class QuorumQueue:
     def apply_policy(self, policy: dict | None) -> None:
         self._policy = policy
         self.settings = resolve_queue_settings(self.arguments, policy, self.queue_type)
-        config = quorum_config(self.name, self.settings, self.mirrored)
+        config = self._make_config()
         if config != self.config:
             self.config = config
             warn_dead_letter_strategy(config, self.name)

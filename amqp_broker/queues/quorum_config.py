@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 
 from amqp_broker.core.policies import QueueSettings
-from quorum.fifo import AT_LEAST_ONCE, AT_MOST_ONCE, QueueConfig
+from quorum.fifo import (AT_LEAST_ONCE, AT_MOST_ONCE, DEFAULT_HANDOFF_TIMEOUT,
+                         DEFAULT_REBALANCE_DELAY, QueueConfig)
 
 __all__ = ["quorum_config", "warn_dead_letter_strategy", "DEFAULT_DELIVERY_LIMIT"]
 
@@ -23,10 +24,18 @@ _log = logging.getLogger(__name__)
 DEFAULT_DELIVERY_LIMIT = 20  # RabbitMQ 4.x
 
 
-def quorum_config(name: str, settings: QueueSettings, mirrored: bool = False) -> QueueConfig:
+def quorum_config(name: str, settings: QueueSettings, mirrored: bool = False,
+                  partitioned: bool = False) -> QueueConfig:
     """The fifo configuration of quorum queue `name` with effective `settings`. A mirrored
-    classic queue has no delivery limit (classic queues have none)."""
+    classic queue has no delivery limit (classic queues have none). A partitioned queue
+    (`partitioned`) adds its partitions and times; its messages have no TTL."""
     limit = -1 if mirrored else settings.delivery_limit
+    parts: dict = {}
+    if partitioned:
+        handoff, delay = settings.partition_handoff_timeout, settings.partition_rebalance_delay
+        parts = {"partitions": settings.partitions or 1,
+                 "handoff_timeout": DEFAULT_HANDOFF_TIMEOUT if handoff is None else handoff,
+                 "rebalance_delay": DEFAULT_REBALANCE_DELAY if delay is None else delay}
     strategy = settings.dead_letter_strategy
     return QueueConfig(
         name=name,
@@ -34,12 +43,13 @@ def quorum_config(name: str, settings: QueueSettings, mirrored: bool = False) ->
         max_bytes=settings.max_length_bytes,
         overflow=settings.overflow,
         delivery_limit=DEFAULT_DELIVERY_LIMIT if limit is None else limit,
-        msg_ttl=settings.message_ttl,
+        msg_ttl=None if partitioned else settings.message_ttl,
         expires=settings.expires,
         dead_letter_exchange=settings.dead_letter_exchange,
         dead_letter_routing_key=settings.dead_letter_routing_key,
         dead_letter_strategy=AT_LEAST_ONCE if strategy == AT_LEAST_ONCE else AT_MOST_ONCE,
         single_active_consumer=settings.single_active_consumer,
+        **parts,
     ).normalise()
 
 

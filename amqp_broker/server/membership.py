@@ -306,16 +306,17 @@ class Membership:
         out: list[dict] = []
         if not self.runtime.peers:
             return None
-        kind = "classic" if mirrored else "quorum"
+        # a partitioned queue is a quorum queue underneath: critical the same way
+        kinds = ("classic",) if mirrored else ("quorum", "partitioned")
         for vhost in self.broker.vhosts.values():
             for name, rt in vhost.queues.items():
                 where = rt.queue.placement(self.node)
                 if where.group is None or not where.replicated or self.node not in where.members \
-                        or rt.queue_type != kind or (mirrored and len(where.members) < 2):
+                        or rt.queue_type not in kinds or (mirrored and len(where.members) < 2):
                     continue  # (a one-member quorum queue is lost with its node: critical)
                 online = [n for n in where.members if self.runtime.is_running(n)]
                 if len(online) - 1 < len(where.members) // 2 + 1:
-                    out.append({"name": name, "virtual_host": vhost.name, "type": kind,
+                    out.append({"name": name, "virtual_host": vhost.name, "type": rt.queue_type,
                                 "readable_name": f"queue '{name}' in vhost '{vhost.name}'"})
         return out
 
@@ -358,7 +359,8 @@ class Membership:
             return arg
         store = self.broker.admin.policies.get(vhost)
         if store is not None:
-            values = [p.definition.get("target-group-size") for p in store.for_queue(name, "quorum")
+            qtype = "partitioned" if record.get("type") == "partitioned" else "quorum"
+            values = [p.definition.get("target-group-size") for p in store.for_queue(name, qtype)
                       if p is not None]
             values = [v for v in values if isinstance(v, int)]
             if values:

@@ -40,6 +40,7 @@ _EQUIV_ARGS = (
     "x-expires", "x-message-ttl", "x-max-length", "x-max-length-bytes", "x-max-priority",
     "x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key",
     "x-single-active-consumer", "x-queue-mode", "x-queue-type",
+    "x-partitions",  # partitioned queues: the times may differ (policies change them too)
 )
 
 
@@ -134,7 +135,7 @@ class VHost:
             raise limits.vhost_queues_refused(name, self.name, full)
         check_dead_letter_exchange_type(name, self.name, arguments)
         check_declare_arguments(name, self.name, arguments)
-        if queue_type_of(arguments) == "quorum":
+        if queue_type_of(arguments) in ("quorum", "partitioned"):
             self._check_quorum_properties(name, durable, exclusive, auto_delete)
         rt = self.create_queue(name, durable=durable, exclusive=exclusive,
                                auto_delete=auto_delete, arguments=plain_arguments(arguments),
@@ -202,7 +203,7 @@ class VHost:
         """quorum_queue.property_equivalence.relaxed_checks_on_redeclaration (RabbitMQ 3.11.16+,
         opt-in): a quorum queue redeclared as classic (x-queue-type absent or "classic") is
         compared on the shared arguments only. Off (the default), x-queue-type must match."""
-        if rt.queue_type != "quorum" or arguments.get("x-queue-type", "classic") not in ("classic", b"classic"):
+        if rt.queue_type not in ("quorum", "partitioned") or arguments.get("x-queue-type", "classic") not in ("classic", b"classic"):
             return False
         quorum = getattr(self.broker.settings, "quorum_queue", None)
         return bool(getattr(quorum, "relaxed_checks_on_redeclaration", False))

@@ -7,7 +7,8 @@ IO, no clock but `meta.timestamp`, deterministic.  See the module docstrings for
 commands.py (inputs), effects.py (outputs), state.py (state, snapshots), machine.py.
 """
 from .codec import decode_command, encode_command
-from .commands import (AT_LEAST_ONCE, AT_MOST_ONCE, DROP_HEAD, REJECT_PUBLISH,
+from .commands import (AT_LEAST_ONCE, AT_MOST_ONCE, DEFAULT_HANDOFF_TIMEOUT,
+                       DEFAULT_REBALANCE_DELAY, DROP_HEAD, REJECT_PUBLISH,
                        REJECT_PUBLISH_DLX, UNLIMITED_PREFETCH, Cancel, Checkout, Command,
                        ConsumerDown, ConsumerKey, Credit, Dequeue, Discard, DlxSettle,
                        Enqueue, Meta, NodeDown, NodeUp, Purge, QueueConfig, Requeue, Return,
@@ -19,17 +20,18 @@ from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUP
                       should_run)
 from .hooks import FifoMachine, leader_effects, return_commands, snapshot_installed_effects
 from .machine import apply
-from .state import QueueState, active_consumer, digest, init, overview, restore, snapshot
+from .state import (QueueState, active_consumer, digest, handoff_counts, init, overview,
+                    partition_overview, restore, snapshot)
 
 __all__ = [
     "apply", "FifoMachine", "return_commands", "leader_effects", "snapshot_installed_effects", "should_run", "init", "snapshot", "restore", "digest", "overview",
-    "active_consumer", "QueueState", "encode_command", "decode_command",
+    "active_consumer", "partition_overview", "handoff_counts", "QueueState", "encode_command", "decode_command",
     # commands
     "Meta", "ConsumerKey", "QueueConfig", "Command", "Enqueue", "Checkout", "Dequeue",
     "Settle", "Return", "Requeue", "Discard", "Credit", "Cancel", "ConsumerDown",
     "NodeDown", "NodeUp", "Purge", "Tick", "UpdateConfig", "DlxSettle",
     "DROP_HEAD", "REJECT_PUBLISH", "REJECT_PUBLISH_DLX", "AT_MOST_ONCE", "AT_LEAST_ONCE",
-    "UNLIMITED_PREFETCH",
+    "UNLIMITED_PREFETCH", "DEFAULT_HANDOFF_TIMEOUT", "DEFAULT_REBALANCE_DELAY",
     # effects and replies
     "Applied", "Delivery", "DeadMsg", "Deliver", "Confirm", "RejectPublish", "DeadLetter",
     "ReleaseCursor", "SetTimer", "Monitor", "ConsumerActive", "QueueExpired",

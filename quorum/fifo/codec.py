@@ -49,7 +49,7 @@ def encode_command(cmd: Command) -> bytes:
     cls = type(cmd)
     if cls is Enqueue:      # hot path: no reflection
         return _enc.encode((0, cmd.publisher, cmd.seq, cmd.size, cmd.payload, cmd.priority,
-                            cmd.ttl, cmd.persistent))
+                            cmd.ttl, cmd.persistent, cmd.partition))
     return _enc.encode([_TAG_OF[cls], *(_wire(getattr(cmd, n)) for n in _FIELDS[cls])])
 
 

@@ -29,7 +29,7 @@ __all__ = [
     "Credit", "Cancel", "ConsumerDown", "NodeDown", "NodeUp", "Purge", "Tick",
     "UpdateConfig", "DlxSettle",
     "DROP_HEAD", "REJECT_PUBLISH", "REJECT_PUBLISH_DLX", "AT_MOST_ONCE", "AT_LEAST_ONCE",
-    "UNLIMITED_PREFETCH",
+    "UNLIMITED_PREFETCH", "DEFAULT_HANDOFF_TIMEOUT", "DEFAULT_REBALANCE_DELAY",
 ]
 
 DROP_HEAD = "drop-head"
@@ -40,6 +40,10 @@ AT_MOST_ONCE = "at-most-once"
 AT_LEAST_ONCE = "at-least-once"
 # basic.qos prefetch 0 means "unlimited"; like RabbitMQ we cap it at a large credit.
 UNLIMITED_PREFETCH = 2000
+# Partitioned queues: how long an owner may keep a moving partition's messages unacked, and
+# how long to wait after a consumer joins or leaves before rebalancing (a burst, one handoff).
+DEFAULT_HANDOFF_TIMEOUT = 5000
+DEFAULT_REBALANCE_DELAY = 1000
 
 
 class ConsumerKey(NamedTuple):
@@ -64,6 +68,11 @@ class QueueConfig:
     dead_letter_routing_key: str | None = None
     dead_letter_strategy: str = AT_MOST_ONCE
     single_active_consumer: bool = False
+    # partitioned queues (seed 001): partitions > 0 makes the queue partitioned (fixed at
+    # declaration); the two times are ms of leader time (`partitions.py`)
+    partitions: int = 0
+    handoff_timeout: int = DEFAULT_HANDOFF_TIMEOUT
+    rebalance_delay: int = DEFAULT_REBALANCE_DELAY
 
     def normalise(self) -> "QueueConfig":
         """Negative delivery limits mean unlimited (RabbitMQ's -1)."""
@@ -87,7 +96,8 @@ class QueueConfig:
 class Enqueue:
     """Publish one message.  `payload` is the runtime's encoding of the whole message
     (properties, routing info, body); it stays in the log and the machine never looks
-    inside.  `ttl` is the per-message expiration in ms (None if unset).
+    inside.  `ttl` is the per-message expiration in ms (None if unset).  `partition`: a
+    partitioned queue's partition of the message, chosen by the publishing node.
     Not frozen only because one is built for every publish and a frozen __init__ costs
     three times as much (~1 us): never change one after it was built."""
     publisher: str | None
@@ -97,6 +107,7 @@ class Enqueue:
     priority: int | None = None
     ttl: int | None = None
     persistent: bool = True
+    partition: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,10 @@ from .commands import Meta
 from .consumers import QUIESCING, SUSPECTED, UP, Consumer
 from .effects import ConsumerActive, Deliver, Delivery, ReleaseCursor, SetTimer
 from .messages import Message
+from . import partitioned
 from .state import QueueState, active_consumer
 
-__all__ = ["deliver", "enforce_limits", "over_limit", "update_publish_block", "return_msgs", "complete",
+__all__ = ["deliver", "hand_out", "enforce_limits", "over_limit", "update_publish_block", "return_msgs", "complete",
            "update_or_remove", "activate_next", "sort_waiting", "finish", "delivery_of",
            "is_unused", "remove_consumer", "add_waiting", "next_timer"]
 
@@ -27,7 +28,11 @@ def deliver(meta: Meta, q: QueueState, effects: list) -> None:
 
     Expired messages are only found at the head, as in rabbit_fifo: cost O(1) per
     delivery.  One `Deliver` per consumer, in the order consumers were first served.
-    Called after nearly every command: the common "nothing to do" cases return early."""
+    Called after nearly every command: the common "nothing to do" cases return early.
+    A partitioned queue applies its partition rules and delivers by partition instead."""
+    if q.parts is not None:
+        partitioned.deliver(meta, q, effects)
+        return
     ready, sq = q.ready, q.sq
     head = ready.peek()
     if head is None or (head.expiry is None and not sq):
@@ -53,19 +58,9 @@ def deliver(meta: Meta, q: QueueState, effects: list) -> None:
         c.in_sq = False
         if c.credit <= 0 or c.status != UP:
             continue
-        msg = ready.pop()
-        mid = c.next_msg_id
-        c.next_msg_id = mid + 1
-        c.checked_out[mid] = msg
-        c.credit -= 1
-        c.delivery_count += 1
-        q.checked_bytes += msg.size
         if sends is None:
             sends = {}
-        out = sends.get(key)
-        if out is None:
-            out = sends[key] = []
-        out.append(Delivery(mid, msg.index, msg.size, msg.acquired, msg.delivery_failed))
+        hand_out(q, c, ready.pop(), sends)
         if c.credit > 0:
             sq.push(c)
         head = ready.peek()
@@ -74,6 +69,20 @@ def deliver(meta: Meta, q: QueueState, effects: list) -> None:
     if sends:
         for key, out in sends.items():
             effects.append(Deliver(key, tuple(out)))
+
+
+def hand_out(q: QueueState, c: Consumer, msg: Message, sends: dict) -> None:
+    """Check `msg` out to `c` (one credit) and add its `Delivery` to `sends[c.key]`."""
+    mid = c.next_msg_id
+    c.next_msg_id = mid + 1
+    c.checked_out[mid] = msg
+    c.credit -= 1
+    c.delivery_count += 1
+    q.checked_bytes += msg.size
+    out = sends.get(c.key)
+    if out is None:
+        out = sends[c.key] = []
+    out.append(Delivery(mid, msg.index, msg.size, msg.acquired, msg.delivery_failed))
 
 
 def over_limit(q: QueueState) -> bool:
@@ -249,7 +258,8 @@ def activate_next(q: QueueState, effects: list) -> None:
 
 
 def next_timer(q: QueueState) -> int | None:
-    """Leader time at which a `Tick` is next needed (head expiry or x-expires)."""
+    """Leader time at which a `Tick` is next needed (head expiry, x-expires, or a
+    partitioned queue's rebalance or handoff deadline)."""
     head = q.ready.peek()
     at = head.expiry if head is not None else None
     cfg = q.config
@@ -257,6 +267,10 @@ def next_timer(q: QueueState) -> int | None:
         # x-expires fires when leader time is strictly past last_active + expires
         qt = q.last_active + cfg.expires + 1
         at = qt if at is None else min(at, qt)
+    if q.parts is not None:
+        pt = partitioned.next_time(q)
+        if pt is not None:
+            at = pt if at is None else min(at, pt)
     return at
 
 

@@ -62,7 +62,8 @@ def return_commands(q: QueueState, cmd: Return,
     limit the `Return` itself; unlimited, one `Requeue` per message, re-appending its
     payload so the old log entry can be truncated (repeated requeues then cannot pin
     the log).  `read_payload(index)` reads the stored payload of a log entry."""
-    if q.config.delivery_limit is not None:
+    if q.config.delivery_limit is not None or q.parts is not None:
+        # a partitioned queue keeps a returned message at its place in its partition
         return [cmd]
     c = q.consumers.get(cmd.consumer)
     if c is None:

@@ -72,7 +72,14 @@ def _enqueue(meta: Meta, cmd: Enqueue, q: QueueState) -> Applied:
         ttl = cmd.ttl if ttl is None else min(ttl, cmd.ttl)
     # TTL 0: expires unless consumed at once (within the same leader millisecond)
     expiry = None if ttl is None else meta.timestamp + max(ttl, 1)
-    q.ready.push(Message(meta.index, cmd.size, expiry, is_high(cmd.priority), cmd.persistent))
+    if q.parts is None:
+        q.ready.push(Message(meta.index, cmd.size, expiry, is_high(cmd.priority),
+                             cmd.persistent))
+    else:
+        # a key keeps its order: no priority, no expiry (an expired head would reorder)
+        part = cmd.partition if cmd.partition is not None else 0
+        q.ready.push(Message(meta.index, cmd.size, None, False, cmd.persistent,
+                             part=part % len(q.parts)))
     q.live.add(meta.index)
     deliver(meta, q, effects)
     if limited:  # the common unlimited queue skips the call
@@ -122,7 +129,8 @@ def _checkout(meta: Meta, cmd: Checkout, q: QueueState) -> Applied:
 
 
 def _dequeue(meta: Meta, cmd: Dequeue, q: QueueState) -> Applied:
-    if q.config.single_active_consumer:
+    # a get would bypass partition ownership
+    if q.config.single_active_consumer or q.parts is not None:
         return Applied(UNSUPPORTED, [])
     effects: list = []
     q.last_active = meta.timestamp          # a get keeps the queue from expiring
@@ -183,7 +191,7 @@ def _requeue(meta: Meta, cmd: Requeue, q: QueueState) -> Applied:
     effects: list = []
     # swap the message for a copy living at this log index, then return it to the tail
     m = Message(meta.index, old.size, old.expiry, False, old.persistent, old.acquired,
-                old.delivery_failed)
+                old.delivery_failed, old.part)
     c.checked_out[cmd.msg_id] = m
     q.live.remove(old.index)
     q.live.add(meta.index)
@@ -331,7 +339,8 @@ def _tick(meta: Meta, cmd: Tick, q: QueueState) -> Applied:
 
 def _update_config(meta: Meta, cmd: UpdateConfig, q: QueueState) -> Applied:
     old = q.config
-    new = replace(cmd.config.normalise(), single_active_consumer=old.single_active_consumer)
+    new = replace(cmd.config.normalise(), single_active_consumer=old.single_active_consumer,
+                  partitions=old.partitions)
     if old.at_least_once and not new.at_least_once:
         q.dlx.drop_all(q.live)       # the documented effect of leaving at-least-once
     q.config = new

@@ -22,13 +22,16 @@ _WEIGHT = 2
 class Message:
     """Header of one message.  Mutable: `acquired` / `delivery_failed` grow on returns.
 
+    part: the partition of a partitioned queue's message (None in other queues).
     acquired: deliveries that were returned (x-delivery-count, delivery-limit check).
     delivery_failed: returns that counted as failed (consumer down, reject).
     expiry: absolute leader time (ms) after which it is dead at the head, or None."""
-    __slots__ = ("index", "size", "expiry", "hi", "persistent", "acquired", "delivery_failed")
+    __slots__ = ("index", "size", "expiry", "hi", "persistent", "acquired", "delivery_failed",
+                 "part")
 
     def __init__(self, index: int, size: int, expiry: int | None = None, hi: bool = False,
-                 persistent: bool = True, acquired: int = 0, delivery_failed: int = 0):
+                 persistent: bool = True, acquired: int = 0, delivery_failed: int = 0,
+                 part: int | None = None):
         self.index = index
         self.size = size
         self.expiry = expiry
@@ -36,10 +39,14 @@ class Message:
         self.persistent = persistent
         self.acquired = acquired
         self.delivery_failed = delivery_failed
+        self.part = part      # partitioned queues: the partition; None elsewhere
 
     def to_wire(self) -> list:
-        return [self.index, self.size, self.expiry, self.hi, self.persistent,
-                self.acquired, self.delivery_failed]
+        w = [self.index, self.size, self.expiry, self.hi, self.persistent,
+             self.acquired, self.delivery_failed]
+        if self.part is not None:
+            w.append(self.part)
+        return w
 
     @classmethod
     def from_wire(cls, w: list) -> "Message":

@@ -15,9 +15,11 @@ from .commands import ConsumerKey, QueueConfig
 from .consumers import SUSPECTED, UP, QUIESCING, Consumer, Enqueuer, ServiceQueue
 from .dlx import DlxState
 from .messages import LiveIndexes, ReadyQueue
+from .partitioned import PartitionedReady
+from .partitions import Partitions
 
 __all__ = ["QueueState", "init", "snapshot", "restore", "digest", "overview",
-           "active_consumer"]
+           "active_consumer", "partition_overview", "handoff_counts"]
 
 _SNAPSHOT_VERSION = 1
 
@@ -28,11 +30,14 @@ class QueueState:
     `live` holds exactly their log indexes; checked_bytes sums checked-out sizes."""
     __slots__ = ("config", "ready", "consumers", "waiting", "sq", "enqueuers", "dlx",
                  "live", "checked_bytes", "last_active", "timer_at", "released",
-                 "publish_blocked")
+                 "publish_blocked", "parts")
 
     def __init__(self, config: QueueConfig, created_ms: int | None = None) -> None:
         self.config = config.normalise()
-        self.ready = ReadyQueue()
+        n = self.config.partitions
+        # a partitioned queue: ready messages per partition and the partition map
+        self.ready = PartitionedReady(n) if n else ReadyQueue()
+        self.parts: Partitions | None = Partitions(n) if n else None
         # competing: all consumers; SAC: the active one plus cancelled ones with unacked
         self.consumers: dict[ConsumerKey, Consumer] = {}
         # SAC only: sorted by (up first, priority desc, credit desc, attach order)
@@ -88,7 +93,8 @@ _dec = msgspec.msgpack.Decoder()
 def _config_to_wire(cfg: QueueConfig) -> list:
     return [cfg.name, cfg.max_length, cfg.max_bytes, cfg.overflow, cfg.delivery_limit,
             cfg.msg_ttl, cfg.expires, cfg.dead_letter_exchange, cfg.dead_letter_routing_key,
-            cfg.dead_letter_strategy, cfg.single_active_consumer]
+            cfg.dead_letter_strategy, cfg.single_active_consumer, cfg.partitions,
+            cfg.handoff_timeout, cfg.rebalance_delay]
 
 
 def _config_from_wire(w: list) -> QueueConfig:
@@ -109,6 +115,7 @@ def snapshot(q: QueueState) -> bytes:
         q.live.live(),
         q.checked_bytes, q.last_active, q.timer_at, q.released,
         q.publish_blocked,
+        None if q.parts is None else q.parts.to_wire(),
     ])
 
 
@@ -117,7 +124,8 @@ def restore(data: bytes) -> QueueState:
     if w[0] != _SNAPSHOT_VERSION:
         raise ValueError(f"unknown fifo snapshot version {w[0]!r}")
     q = QueueState(_config_from_wire(w[1]))
-    q.ready = ReadyQueue.from_wire(w[2])
+    q.ready = (PartitionedReady.from_wire(w[2]) if q.config.partitions
+               else ReadyQueue.from_wire(w[2]))
     q.consumers = {}
     for cw in w[3]:
         c = Consumer.from_wire(cw)
@@ -129,6 +137,7 @@ def restore(data: bytes) -> QueueState:
     q.live = LiveIndexes(w[8])
     q.checked_bytes, q.last_active, q.timer_at, q.released = w[9:13]
     q.publish_blocked = bool(w[13]) if len(w) > 13 else False  # absent in older snapshots
+    q.parts = Partitions.from_wire(w[14]) if len(w) > 14 and w[14] is not None else None
     return q
 
 
@@ -159,3 +168,25 @@ def overview(q: QueueState) -> dict:
         "publishers": len(q.enqueuers),
         "delivery_limit": cfg.delivery_limit,
     }
+
+
+def partition_overview(q: QueueState) -> list[dict] | None:
+    """A partitioned queue's partitions for management: owner (a ConsumerKey or None),
+    state, ready depth, unacked; and None for other queues."""
+    if q.parts is None:
+        return None
+    unacked = [0] * len(q.parts)
+    for c in q.consumers.values():
+        for m in c.checked_out.values():
+            unacked[m.part] += 1
+    return [{"partition": i, "owner": p.owner, "next_owner": p.target, "state": p.state,
+             "messages_ready": q.ready.depth(i), "messages_unacknowledged": unacked[i]}
+            for i, p in enumerate(q.parts.parts)]
+
+
+def handoff_counts(q: QueueState) -> dict | None:
+    """Replicated handoff counters of a partitioned queue (None for other queues)."""
+    ps = q.parts
+    if ps is None:
+        return None
+    return {"started": ps.started, "graceful": ps.graceful, "forced": ps.forced}

@@ -164,7 +164,7 @@ def test_every_problem_is_reported_with_its_place():
         "policies[0]: apply-to 'everything' unrecognised; should be one of: 'all', 'queues', 'exchanges', "
         "'classic_queues', 'quorum_queues', 'streams'",
         "queues[0].durable: expected true or false, got 'yes'",
-        "queues[1].arguments: x-queue-type: expected classic, quorum or stream, got 'lazy'",
+        "queues[1].arguments: x-queue-type: expected classic, quorum, stream or partitioned, got 'lazy'",
         "exchanges[0].type: unknown exchange type 'fanciful'",
         "bindings[0].destination_type: expected queue or exchange, got 'topic'",
     ]
@@ -216,3 +216,12 @@ def test_initial_definitions_from_settings_fields():
     assert d.permissions == (Permission("guest", "/", ".*", ".*", ".*"),)
     doc = export_definitions(d, product_name="amqp-broker", product_version="4.2.0")
     assert parse_definitions(doc).users == d.users
+
+
+def test_a_partitioned_queue_round_trips():
+    doc = {"queues": [{"name": "orders", "vhost": "/", "durable": True, "auto_delete": False,
+                       "arguments": {"x-queue-type": "partitioned", "x-partitions": 16}}]}
+    defs = parse_definitions(doc)
+    assert defs.queues[0].queue_type == "partitioned"
+    again = parse_definitions(export_definitions(defs, product_name="p", product_version="1"))
+    assert again.queues == defs.queues
