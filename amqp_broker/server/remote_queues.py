@@ -151,6 +151,11 @@ class RemoteQueues:
     def forget(self, ident: int) -> None:
         self._routes.pop(ident, None)
 
+    @staticmethod
+    def is_stand_in(channel: Any) -> bool:
+        """Is `channel` another node's channel, as this node's queues see it?"""
+        return isinstance(channel, _RemoteChannel)
+
     def runtime_of(self, queue: RemoteQueue) -> "QueueRuntime | None":
         v = self.broker.vhosts.get(queue.vhost)
         rt = v.queues.get(queue.name) if v is not None else None

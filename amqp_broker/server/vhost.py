@@ -267,6 +267,18 @@ class VHost:
             self._store("queue_deleted", self.name, rt.name)
         return count
 
+    def replace_queue(self, rt: QueueRuntime, placement: dict) -> QueueRuntime:
+        """The queue `rt` is now served as `placement` (its metadata record) says, e.g. a
+        classic queue of another node that became mirrored: its bindings stay, its consumers
+        get basic.cancel."""
+        if self.queues.get(rt.name) is rt:
+            del self.queues[rt.name]
+        rt.delete()
+        return self.create_queue(rt.name, durable=True, exclusive=False,
+                                 auto_delete=placement["auto_delete"],
+                                 arguments=placement["arguments"], owner=None, persist=False,
+                                 placement=placement)
+
     def purge_queue(self, session: "Session", name: str) -> int:
         return self.get_queue(name, session).purge()
 

@@ -6,11 +6,14 @@ and joining. Real `amqp-broker` processes, pika as the client."""
 
 from __future__ import annotations
 
+import signal
 import time
 
 import httpx
 import pika
+import pytest
 
+from amqp_broker.server.mirror_convert import FAILPOINT_ENV
 from compat_tests.support.cluster import LocalCluster
 
 from .conftest import wait_until
@@ -91,3 +94,89 @@ def test_ha_mode_all_follows_nodes_leaving_and_joining(tmp_path):
         # a policy change changes the mirrors at once: no policy, no mirrors
         httpx.delete(f"{mgmt[0]}/api/policies/%2F/ha-all", auth=("guest", "guest"), timeout=10)
         wait_until(lambda: mirrors() == [], 20, "hb.q unmirrored once the policy is gone")
+
+
+def _publish(url: str, bodies: list[bytes], key: str, exchange: str = "") -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    for body in bodies:
+        ch.basic_publish(exchange, key, body, pika.BasicProperties(delivery_mode=2))
+    conn.close()
+
+
+def _mirrored_with(mgmt_url: str, name: str, nodes: list[str]) -> dict:
+    def row() -> dict | None:
+        r = queue_row(mgmt_url, name)
+        return r if sorted(r.get("slave_nodes") or []) == nodes else None
+    return wait_until(row, 30, f"{name} mirrored on {nodes}")
+
+
+def test_an_existing_classic_queue_becomes_mirrored_when_a_policy_covers_it(tmp_path):
+    """A classic queue with messages, a binding and a consumer holding unacked messages: the
+    ha policy converts it (after the consumer acks), nothing is lost or repeated, the binding
+    stays, and it survives its master's node killed with -9."""
+    with LocalCluster(tmp_path / "c", 3) as cluster:
+        urls, mgmt, names = cluster.urls, cluster.mgmt_urls, cluster.names
+        conn = pika.BlockingConnection(pika.URLParameters(urls[0]))
+        ch = conn.channel()
+        ch.queue_declare("conv.q", durable=True)
+        ch.queue_bind("conv.q", "amq.direct", "k")
+        bodies = [b"c%d" % i for i in range(600)]
+        _publish(urls[0], bodies[:500], "conv.q")
+        assert queue_row(mgmt[0], "conv.q").get("slave_nodes") in (None, [])
+
+        # a consumer holds 5 messages unacked while the policy arrives
+        ch.basic_qos(prefetch_count=5)
+        held: list = []
+        ch.basic_consume("conv.q", lambda c, m, p, b: held.append((m.delivery_tag, b)))
+        while len(held) < 5:
+            conn.process_data_events(0.1)
+        set_policy(mgmt[0], "ha-conv", r"^conv\.", {"ha-mode": "all"})
+        time.sleep(1.0)  # the conversion waits for the unacked ones
+        assert queue_row(mgmt[0], "conv.q").get("slave_nodes") in (None, [])
+        acked = {b for _, b in held}
+        for tag, _ in held:
+            ch.basic_ack(tag)
+        conn.process_data_events(0.5)
+        conn.close()  # its consumer goes; the queue keeps what it had not delivered
+
+        row = _mirrored_with(mgmt[0], "conv.q", names[1:])
+        assert row["type"] == "classic" and row["node"] == names[0]
+        # the binding was kept on every node: publish through it from the third node
+        _publish(urls[2], bodies[500:], "k", "amq.direct")
+        expected = [b for b in bodies if b not in acked]
+        wait_until(lambda: queue_row(mgmt[1], "conv.q").get("messages") == len(expected), 30,
+                   f"{len(expected)} messages counted on node 2 "
+                   f"({[queue_row(m, 'conv.q').get('messages') for m in mgmt]})")
+
+        cluster.kill(0)  # the master's node
+        assert consume(urls[1], "conv.q", len(expected)) == expected
+
+
+@pytest.mark.parametrize("step", ["copied", "switched"])
+def test_a_conversion_killed_midway_loses_and_repeats_nothing(tmp_path, step):
+    """kill -9 of the home node (a failpoint) after every message is in the staging group but
+    before the switch, and after the switch before the journal is dropped: after the restart
+    the queue is mirrored and holds each message exactly once, in order."""
+    with LocalCluster(tmp_path / "c", 3) as cluster:
+        urls, mgmt, names = cluster.urls, cluster.mgmt_urls, cluster.names
+        conn = pika.BlockingConnection(pika.URLParameters(urls[0]))
+        conn.channel().queue_declare("crash.q", durable=True)
+        conn.close()
+        bodies = [b"k%d" % i for i in range(300)]
+        _publish(urls[0], bodies, "crash.q")
+
+        cluster.brokers[0].env[FAILPOINT_ENV] = f"mirror-convert:{step}"
+        cluster.restart(0)  # the failpoint is armed on the home node only
+        set_policy(mgmt[1], "ha-crash", r"^crash\.", {"ha-mode": "exactly", "ha-params": 3})
+        proc = cluster.brokers[0].proc
+        wait_until(lambda: proc.poll() is not None, 30, "the home node killed at the failpoint")
+        assert proc.returncode == -signal.SIGKILL
+
+        del cluster.brokers[0].env[FAILPOINT_ENV]
+        cluster.restart(0)
+        _mirrored_with(mgmt[0], "crash.q", names[1:])
+        wait_until(lambda: queue_row(mgmt[0], "crash.q").get("messages") == len(bodies), 30,
+                   "every message counted after the restart")
+        assert consume(urls[2], "crash.q", len(bodies) + 1) == bodies  # one more: none left
