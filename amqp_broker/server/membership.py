@@ -183,11 +183,12 @@ class Membership:
         if mode == "all":
             return current[:1] + sorted(n for n in runtime.nodes if n != current[0])
         if mode == "exactly":
+            # a mirror whose node is down is replaced by a running node, as RabbitMQ adds a
+            # mirror elsewhere; when the node returns it is not taken back (the set is full)
             count = max(1, int(ha.get("ha-params", 1)))
-            load = self._replica_load()
-            spares = sorted((n for n in runtime.nodes if n not in current
-                             and runtime.is_running(n)), key=lambda n: (load.get(n, 0), n))
-            return (current + spares)[:count]
+            up = [n for n in current if self._up(n)]
+            down = [n for n in current if not self._up(n)]
+            return (up + self._spares(current) + down)[:count]
         if mode == "nodes":
             listed = [n for n in ha.get("ha-params", ()) if n in runtime.nodes]
             if not listed:
@@ -202,11 +203,19 @@ class Membership:
         that it keeps a master when one node is lost, as RabbitMQ's master and mirror do."""
         if len(members) % 2 or len(members) >= len(self.runtime.nodes):
             return members
-        load = self._replica_load()
-        spares = [n for n in current if n not in members] or sorted(
-            (n for n in self.runtime.nodes if n not in members and self.runtime.is_running(n)),
-            key=lambda n: (load.get(n, 0), n))
+        kept = [n for n in current if n not in members]  # a voter already: no copy to make
+        spares = [n for n in kept if self._up(n)] + self._spares(members + kept) + \
+            [n for n in kept if not self._up(n)]
         return members + spares[:1]
+
+    def _up(self, node: str) -> bool:
+        return node == self.node or self.runtime.is_running(node)
+
+    def _spares(self, taken: list[str]) -> list[str]:
+        """Running nodes not in `taken`, those holding the fewest replicas first."""
+        load = self._replica_load()
+        return sorted((n for n in self.runtime.nodes if n not in taken and self._up(n)),
+                      key=lambda n: (load.get(n, 0), n))
 
     def _replica_load(self) -> dict[str, int]:
         load: dict[str, int] = {}

@@ -17,7 +17,7 @@ from amqp_broker.server.mirror_convert import FAILPOINT_ENV
 from compat_tests.support.cluster import LocalCluster
 
 from .conftest import wait_until
-from .test_membership import consume, ctl, queue_row, queues_cli
+from .test_membership import consume, ctl, queue_row, queues_cli, running_nodes
 
 
 def set_policy(mgmt_url: str, name: str, pattern: str, definition: dict) -> None:
@@ -180,3 +180,36 @@ def test_a_conversion_killed_midway_loses_and_repeats_nothing(tmp_path, step):
         wait_until(lambda: queue_row(mgmt[0], "crash.q").get("messages") == len(bodies), 30,
                    "every message counted after the restart")
         assert consume(urls[2], "crash.q", len(bodies) + 1) == bodies  # one more: none left
+
+
+def test_ha_exactly_replaces_a_mirror_whose_node_is_down(tmp_path):
+    """ha-mode exactly 2 on 4 nodes (3 voters: master, mirror and the third voter a set of 2
+    gets): a voter's node killed -9 is replaced by the spare node; the returning node is not
+    taken back, the set stays at its size; every confirmed message is still there."""
+    with LocalCluster(tmp_path / "c", 4) as cluster:
+        urls, mgmt, names = cluster.urls, cluster.mgmt_urls, cluster.names
+        set_policy(mgmt[0], "ha-ex", r"^ex\.", {"ha-mode": "exactly", "ha-params": 2})
+        conn = pika.BlockingConnection(pika.URLParameters(urls[0]))
+        conn.channel().queue_declare("ex.q", durable=True)
+        conn.close()
+
+        def voters(i: int) -> list[str]:
+            row = queue_row(mgmt[i], "ex.q")
+            return sorted([row["node"], *row.get("slave_nodes", ())]) if row else []
+
+        first = wait_until(lambda: len(voters(0)) == 3 and voters(0), 30, "3 voters")
+        assert names[0] in first
+        spare = next(n for n in names if n not in first)
+        lost = next(n for n in first if n != names[0])
+        bodies = [b"x%d" % i for i in range(200)]
+        _publish(urls[0], bodies, "ex.q")
+
+        cluster.kill(names.index(lost))
+        replaced = sorted(n for n in first if n != lost) + [spare]
+        wait_until(lambda: voters(0) == sorted(replaced), 30, f"{lost} replaced by {spare}")
+        cluster.restart(names.index(lost))
+        wait_until(lambda: lost in running_nodes(mgmt[0]), 30, f"{lost} back")
+        wait_until(lambda: voters(names.index(lost)) == sorted(replaced), 30,
+                   f"{lost} sees the set without itself")
+        assert voters(0) == sorted(replaced)
+        assert consume(urls[names.index(lost)], "ex.q", len(bodies)) == bodies
