@@ -152,8 +152,44 @@ class Membership:
             return record.get("members")
         raft = self.runtime.driver.raft(group)
         current = sorted(raft.config.voters, key=lambda n: (n != raft.leader, n))
-        return self._with_witness(self._ha_members(self._ha_policy(vhost, name), current),
-                                  current)
+        ha = self._ha_policy(vhost, name)
+        wanted = self._with_witness(self._ha_members(ha, current), current)
+        if (ha or {}).get("ha-sync-mode") == "manual":  # new mirrors wait for sync_queue
+            synced = record.get("synced", ())
+            wanted = [n for n in wanted if n in current or n in synced]
+        return wanted
+
+    def unsynced_mirrors(self, vhost: str, name: str) -> list[str]:
+        """Mirrors the policy wants that are not voters yet: catching up (automatic) or
+        waiting for sync_queue (manual); listed in slave_nodes, not in
+        synchronised_slave_nodes."""
+        record = self.meta.record(QUEUE, (vhost, name))
+        ha = self._ha_policy(vhost, name)
+        if not record or not record.get("mirrored") or ha is None:
+            return []
+        driver = self.runtime.driver
+        if not driver.has_group(record["group"]):
+            return []
+        raft = driver.raft(record["group"])
+        current = sorted(raft.config.voters, key=lambda n: (n != raft.leader, n))
+        wanted = self._with_witness(self._ha_members(ha, current), current)
+        return [n for n in wanted if n not in current]
+
+    def sync_queue(self, vhost: str, name: str, sync: bool = True) -> None:
+        """sync_queue: the mirrors the policy wants now may vote (a learner holds the whole
+        log: promoted, it is in sync); cancel_sync_queue: those not promoted yet wait again."""
+        record = self.meta.record(QUEUE, (vhost, name))
+        if record is None:
+            raise MemberError("not_found", f"queue '{name}' in vhost '{vhost}' not found")
+        if not record.get("mirrored"):
+            return
+        value = dict(record)
+        if sync:
+            value["synced"] = sorted(set(record.get("synced", ()))
+                                     | set(self.unsynced_mirrors(vhost, name)))
+        else:
+            value.pop("synced", None)
+        self.meta.put_record(QUEUE, (vhost, name), value)
 
     # -- mirrored classic queues (ha-mode policies) -----------------------------------------
     def _ha_policy(self, vhost: str, name: str) -> dict | None:
