@@ -405,6 +405,34 @@ def test_ha_sync_mode_manual_leaves_a_new_mirror_unsynchronised_until_sync_queue
            what="the second node in sync after sync_queue")
 
 
+def test_master_locator_min_masters_places_a_mirrored_queues_master(cluster):
+    """x-queue-master-locator min-masters on a queue an ha policy mirrors: its master goes to
+    a node with fewer masters than the declaring one, and it has a mirror."""
+    _policy(cluster, "compat-loc", r"^compat-loc\.",
+            {"ha-mode": "exactly", "ha-params": 2, "ha-sync-mode": "automatic"})
+    conn = _conn(cluster.urls[0])
+    ch = conn.channel()
+    homes = _classic_homes(cluster)
+    k = 0  # node 0 is master of more queues than any other node
+    while homes[cluster.names[0]] <= max(v for n, v in homes.items() if n != cluster.names[0]):
+        ch.queue_declare(f"compat-loc.local.{k}", durable=True,
+                         arguments={"x-queue-master-locator": "client-local"})
+        homes[cluster.names[0]] += 1
+        k += 1
+    ch.queue_declare("compat-loc.spread", durable=True,
+                     arguments={"x-queue-master-locator": "min-masters"})
+    row = _until(lambda: _row(cluster, 0, "compat-loc.spread").get("slave_nodes")
+                 and _row(cluster, 0, "compat-loc.spread"), what="compat-loc.spread mirrored")
+    assert row["node"] in cluster.names[1:], (row["node"], homes)
+    assert row["node"] not in row["slave_nodes"]
+    ch.confirm_delivery()
+    ch.basic_publish("", "compat-loc.spread", b"here", pika.BasicProperties(delivery_mode=2))
+    body = _until(lambda: ch.basic_get("compat-loc.spread", auto_ack=True)[2],
+                  what="the message back")
+    assert body == b"here"
+    conn.close()
+
+
 def test_the_queues_tool_changes_members_and_prints_what_rabbitmq_queues_prints(cluster):
     """add_member, delete_member, grow, shrink and the critical checks: exit codes and output
     lines as rabbitmq-queues 3.10 prints them (ours: amqp-broker-queues)."""

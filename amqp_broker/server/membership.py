@@ -199,13 +199,18 @@ class Membership:
             return None
         return dict(policy.definition)
 
-    def mirror_placement(self, vhost: str, name: str) -> dict | None:
-        """A new durable classic queue under an ha-mode policy: its group and members (this
-        node first: it starts the first election, so the declaring node is the master)."""
+    def mirror_placement(self, vhost: str, name: str, arguments: dict | None = None,
+                         master: str | None = None) -> dict | None:
+        """A durable classic queue under an ha-mode policy: its group and members, the
+        master first (it starts the first election): `master`, else where the master locator
+        (x-queue-master-locator, the queue-master-locator policy key, the config) puts it."""
         ha = self._ha_policy(vhost, name)
         if ha is None:
             return None
-        members = self._with_witness(self._ha_members(ha, [self.node]), [])
+        if master is None:
+            remote = self.broker.remote_queues
+            master = remote.home_for(vhost, name, arguments or {}) if remote else self.node
+        members = self._with_witness(self._ha_members(ha, [master]), [])
         return {"group": self.runtime.new_group_id(), "members": members,
                 "founders": members, "mirrored": True}
 

@@ -145,7 +145,9 @@ class MirrorConversions:
                 await trio.sleep(_POLL)
                 if not self._still_wanted(vhost, rt):
                     raise _Abandon("the queue or its policy went")
-            placement = broker.membership.mirror_placement(vhost, rt.name)
+            # the master stays where the queue is, as RabbitMQ's does
+            placement = broker.membership.mirror_placement(vhost, rt.name,
+                                                           master=broker.membership.node)
             if placement is None:
                 raise _Abandon("no ha policy")
             group = placement["group"]

@@ -162,7 +162,8 @@ class RemoteQueues:
         return rt if rt is not None and rt.queue is queue else None
 
     def home_for(self, vhost: str, name: str, arguments: dict) -> str:
-        """The home node of a new durable classic queue: x-queue-master-locator, else the
+        """The home node of a new durable classic queue (the master of a mirrored one; masters
+        count as homes): x-queue-master-locator, else the
         queue-master-locator policy key, else queue_master_locator (`cluster/placement.py`)."""
         locator = arguments.get("x-queue-master-locator")
         if isinstance(locator, bytes):
@@ -175,9 +176,13 @@ class RemoteQueues:
         if locator is None:
             locator = getattr(self.broker.settings, "queue_master_locator", "client-local")
         homes: dict[str, int] = {}
+        driver = self.runtime.driver
         for _key, record in self.broker.cluster_meta.state().items("queue"):
-            if "node" in record:
-                homes[record["node"]] = homes.get(record["node"], 0) + 1
+            home = record.get("node")
+            if record.get("mirrored") and driver.has_group(record["group"]):
+                home = driver.status(record["group"]).leader  # a mirrored queue's master
+            if home is not None:
+                homes[home] = homes.get(home, 0) + 1
         return choose_home(self.runtime, locator, homes)
 
     def make_queue(self, name: str, vhost: str, home: str, *, arguments: dict,

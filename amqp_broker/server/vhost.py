@@ -156,7 +156,7 @@ class VHost:
         new_durable_classic = (placement is None and remote is not None and factory is None
                                and durable and not exclusive and persist)
         if new_durable_classic and not auto_delete:  # under an ha-mode policy: mirrored
-            placement = self.broker.membership.mirror_placement(self.name, name)
+            placement = self.broker.membership.mirror_placement(self.name, name, arguments)
         if new_durable_classic and placement is None:  # x-queue-master-locator
             home = remote.home_for(self.name, name, arguments)
         if placement is not None and placement.get("mirrored"):
