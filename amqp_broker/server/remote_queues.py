@@ -125,6 +125,7 @@ class RemoteQueues:
         self._stand_ins: dict[tuple[str, int], _RemoteChannel] = {}  # (peer, chan) -> stand-in
         self._sent_stats: dict[tuple[str, str], tuple[int, int]] = {}
         self.peer_stats: dict[str, Any] = {}  # peer -> its last w.NodeStats (management rows)
+        self._retired: set[RemoteQueue] = set()  # replaced proxies with confirms to come
 
     # -- RemoteLink (client side) ---------------------------------------------------------------
     def send(self, node: str, msg: Any) -> bool:
@@ -150,6 +151,13 @@ class RemoteQueues:
 
     def forget(self, ident: int) -> None:
         self._routes.pop(ident, None)
+
+    def retire(self, queue: RemoteQueue) -> None:
+        """`queue`'s proxy is replaced by a replica (`VHost.replace_queue`)."""
+        queue.retire()
+        if queue.confirms_pending:
+            self._retired = {q for q in self._retired if q.confirms_pending}
+            self._retired.add(queue)
 
     @staticmethod
     def is_stand_in(channel: Any) -> bool:
@@ -354,6 +362,9 @@ class RemoteQueues:
                 q = rt.queue
                 if isinstance(q, RemoteQueue) and q.home == node:
                     q.home_down()
+        for q in [q for q in self._retired if q.home == node or not q.confirms_pending]:
+            self._retired.discard(q)
+            q.home_down()
         self.broker.run_pending()
 
     def audit(self) -> None:

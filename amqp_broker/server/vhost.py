@@ -273,6 +273,8 @@ class VHost:
         get basic.cancel."""
         if self.queues.get(rt.name) is rt:
             del self.queues[rt.name]
+        if rt.queue.placement(self.broker.node_name).members[0] != self.broker.node_name:
+            self.broker.remote_queues.retire(rt.queue)  # a proxy: its confirms still come
         rt.delete()
         return self.create_queue(rt.name, durable=True, exclusive=False,
                                  auto_delete=placement["auto_delete"],
