@@ -433,6 +433,26 @@ def test_master_locator_min_masters_places_a_mirrored_queues_master(cluster):
     conn.close()
 
 
+def test_a_mirrored_queue_keeps_strict_priorities_beyond_two_levels(cluster):
+    """x-max-priority 10 on a mirrored classic queue: consumed from another node, higher
+    priorities first (each level its own, capped at the maximum), FIFO within a level."""
+    _policy(cluster, "compat-prio", r"^compat-prio\.", {"ha-mode": "all"})
+    conn = _conn(cluster.urls[0])
+    ch = conn.channel()
+    ch.queue_declare("compat-prio.q", durable=True, arguments={"x-max-priority": 10})
+    _until(lambda: _row(cluster, 0, "compat-prio.q").get("slave_nodes"),
+           what="compat-prio.q mirrored")
+    ch.confirm_delivery()
+    sent = [(i, p) for i, p in enumerate([1, 5, 9, 5, 0, 9, 3, 2, 7, 12, 4, 6, 8, 1])]
+    for i, p in sent:
+        ch.basic_publish("", "compat-prio.q", b"%d" % i,
+                         pika.BasicProperties(delivery_mode=2, priority=p))
+    conn.close()
+    expected = [b"%d" % i for i, p in sorted(sent, key=lambda s: (-min(s[1], 10), s[0]))]
+    got = _consume(cluster.urls[2], "compat-prio.q", len(sent))
+    assert [b for b, _ in got] == expected
+
+
 def test_the_queues_tool_changes_members_and_prints_what_rabbitmq_queues_prints(cluster):
     """add_member, delete_member, grow, shrink and the critical checks: exit codes and output
     lines as rabbitmq-queues 3.10 prints them (ours: amqp-broker-queues)."""

@@ -25,7 +25,8 @@ DEFAULT_DELIVERY_LIMIT = 20  # RabbitMQ 4.x
 
 def quorum_config(name: str, settings: QueueSettings, mirrored: bool = False) -> QueueConfig:
     """The fifo configuration of quorum queue `name` with effective `settings`. A mirrored
-    classic queue has no delivery limit (classic queues have none)."""
+    classic queue has no delivery limit (classic queues have none) and, with x-max-priority,
+    strict priority levels."""
     limit = -1 if mirrored else settings.delivery_limit
     strategy = settings.dead_letter_strategy
     return QueueConfig(
@@ -40,6 +41,8 @@ def quorum_config(name: str, settings: QueueSettings, mirrored: bool = False) ->
         dead_letter_routing_key=settings.dead_letter_routing_key,
         dead_letter_strategy=AT_LEAST_ONCE if strategy == AT_LEAST_ONCE else AT_MOST_ONCE,
         single_active_consumer=settings.single_active_consumer,
+        # a mirrored classic queue keeps a classic queue's strict priority levels
+        max_priority=settings.max_priority if mirrored else None,
     ).normalise()
 
 

@@ -64,6 +64,9 @@ class QueueConfig:
     dead_letter_routing_key: str | None = None
     dead_letter_strategy: str = AT_MOST_ONCE
     single_active_consumer: bool = False
+    # strict priority levels 0..N, as a classic queue's x-max-priority (a mirrored classic
+    # queue); None: the quorum queue's two levels served 2:1
+    max_priority: int | None = None
 
     def normalise(self) -> "QueueConfig":
         """Negative delivery limits mean unlimited (RabbitMQ's -1)."""
