@@ -107,10 +107,12 @@ def _publish(url: str, bodies: list[bytes], key: str, exchange: str = "") -> Non
 
 
 def _mirrored_with(mgmt_url: str, name: str, nodes: list[str]) -> dict:
+    """Until `name`'s mirrors are `nodes`, each one synchronised (a voter)."""
     def row() -> dict | None:
         r = queue_row(mgmt_url, name)
-        return r if sorted(r.get("slave_nodes") or []) == nodes else None
-    return wait_until(row, 30, f"{name} mirrored on {nodes}")
+        return r if sorted(r.get("slave_nodes") or []) == nodes == \
+            sorted(r.get("synchronised_slave_nodes") or []) else None
+    return wait_until(row, 30, f"{name} mirrored on {nodes}, in sync")
 
 
 def test_an_existing_classic_queue_becomes_mirrored_when_a_policy_covers_it(tmp_path):
