@@ -47,6 +47,11 @@ class Settings:
     consumer_timeout: float | None = 30 * 60.0  # seconds; None disables the check
     handshake_timeout: float | None = 10.0  # seconds; None = infinity
     connection_max: int | None = None
+    # Per-connection rate limits (operations a second, bursts of one second's worth; None: no
+    # limit). A client going faster is slowed down: its socket is not read until it is back
+    # under the rate (core/ratelimit.py). Ours: RabbitMQ has no such limits.
+    channel_open_rate: float | None = 2000.0
+    queue_declare_rate: float | None = 2000.0
     product: str = "amqp-broker"  # see protocol/config.py: not "RabbitMQ" on purpose (kombu qos)
     version: str = "4.2.0"  # the RabbitMQ behaviour we follow; clients compare it with 3.x
     platform: str = "Python/trio"
@@ -54,5 +59,7 @@ class Settings:
     # Resource alarms (connection.blocked): a fraction of RAM (<= 1) or bytes (> 1), and bytes.
     memory_high_watermark: float = 0.4
     disk_free_limit: int = 50 * 1024 * 1024
+    # disk_free_limit.relative: the limit as a multiple of physical memory (wins when set).
+    disk_free_limit_relative: float | None = None
     # Milliseconds between samples of the management API's message rates (mgmt/rates.py).
     collect_statistics_interval: int = 5000

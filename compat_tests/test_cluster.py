@@ -506,3 +506,34 @@ def test_the_queues_tool_changes_members_and_prints_what_rabbitmq_queues_prints(
     conn = _conn(cluster.urls[0])
     conn.channel().queue_delete("compat-qm")
     conn.close()
+
+
+def _refused(url: str) -> bool:
+    """Whether a connection to `url` is refused at connection.open (else it is closed again)."""
+    try:
+        conn = _conn(url)
+    except (pika.exceptions.ProbableAccessDeniedError, pika.exceptions.ConnectionClosedByBroker):
+        return True
+    conn.close()
+    return False
+
+
+def test_a_vhost_connection_limit_counts_the_connections_of_every_node(cluster):
+    import httpx
+    auth = ("guest", "guest")
+    api = cluster.mgmt[0] + "/api"
+    assert httpx.put(api + "/vhosts/climit", auth=auth, json={}).status_code in (201, 204)
+    try:
+        assert httpx.put(api + "/permissions/climit/guest", auth=auth,
+                         json={"configure": ".*", "write": ".*", "read": ".*"}).status_code in (201, 204)
+        assert httpx.put(api + "/vhost-limits/climit/max-connections", auth=auth,
+                         json={"value": 2}).status_code == 204
+        urls = [u.rsplit("/", 1)[0] + "/climit" for u in cluster.urls]
+        _until(lambda: not _refused(urls[2]), what="the vhost on the third node")
+        a, b = _conn(urls[0]), _conn(urls[1])  # one on each of two nodes: the limit is reached
+        _until(lambda: _refused(urls[2]), what="the third node to refuse a third connection")
+        a.close()
+        _until(lambda: not _refused(urls[2]), what="a place freed on another node to count")
+        b.close()
+    finally:
+        httpx.delete(api + "/vhosts/climit", auth=auth)

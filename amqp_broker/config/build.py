@@ -55,6 +55,9 @@ _DIRECT = {
     "vm_memory_high_watermark.relative": "memory_high_watermark",
     "vm_memory_high_watermark.absolute": "memory_high_watermark",
     "disk_free_limit.absolute": "disk_free_limit",
+    "disk_free_limit.relative": "disk_free_limit_relative",
+    "connection_limits.channel_opens_per_second": "channel_open_rate",
+    "connection_limits.queue_declares_per_second": "queue_declare_rate",
     "collect_statistics_interval": "collect_statistics_interval",
 }
 
@@ -69,6 +72,10 @@ def build(seen: Seen, file: str, problems: list[ConfigProblem], base: BrokerSett
         problems.append(ConfigProblem(file, seen.line("vm_memory_high_watermark.absolute"),
                                       "vm_memory_high_watermark.absolute",
                                       "set either vm_memory_high_watermark.relative or .absolute, not both"))
+    if {"disk_free_limit.relative", "disk_free_limit.absolute"} <= seen.exact.keys():
+        problems.append(ConfigProblem(file, seen.line("disk_free_limit.relative"),
+                                      "disk_free_limit.relative",
+                                      "set either disk_free_limit.relative or .absolute, not both"))
     changes.update(_version(seen, base))
     changes.update(_listeners(seen, file, problems, base))
     changes.update(_loopback(seen, base))

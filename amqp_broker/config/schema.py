@@ -98,6 +98,22 @@ _PORT = v.integer(0, 65535)
 _POS = v.integer(1)
 _MS = _seconds(True, 0)
 
+
+def _rate(raw: str) -> float | None:
+    """Operations a second, or `infinity` for no limit."""
+    return None if raw == "infinity" else float(v.integer(1)(raw))
+
+
+def _disk_ratio(raw: str) -> float:
+    """disk_free_limit.relative: a multiple of physical memory, e.g. 1.0 or 1.5."""
+    try:
+        ratio = float(raw)
+    except ValueError:
+        raise v.BadValue("a non-negative number") from None
+    if not 0 <= ratio < float("inf"):
+        raise v.BadValue("a non-negative number")
+    return ratio
+
 # key pattern -> converter. Order only matters for the documentation.
 KEYS: dict[str, v.Converter] = {
     "listeners.tcp": _none,
@@ -131,8 +147,11 @@ KEYS: dict[str, v.Converter] = {
     "vm_memory_high_watermark.relative": v.fraction,
     "vm_memory_high_watermark.absolute": v.information_unit,
     "disk_free_limit.absolute": v.information_unit,
+    "disk_free_limit.relative": _disk_ratio,
     "collect_statistics_interval": v.integer(100, 3_600_000, "milliseconds"),
     "connection_max": lambda raw: None if raw == "infinity" else v.integer(0)(raw),
+    "connection_limits.channel_opens_per_second": _rate,
+    "connection_limits.queue_declares_per_second": _rate,
     "log.file": _log_file,
     "log.file.level": _LEVEL,
     "log.console": v.boolean,
@@ -167,7 +186,10 @@ KEYS: dict[str, v.Converter] = {
     "inter_node_tls": v.boolean,
 }
 # connection_max's text when it fails (the lambda above cannot say it).
-_EXPECTED = {"connection_max": "a non-negative integer or 'infinity'"}
+_EXPECTED = {"connection_max": "a non-negative integer or 'infinity'",
+             "connection_limits.channel_opens_per_second": "a positive integer or 'infinity'",
+             "connection_limits.queue_declares_per_second": "a positive integer or 'infinity'",
+             "disk_free_limit.relative": "a non-negative number (a multiple of total RAM)"}
 
 _PATTERNS = [tuple(k.split(".")) for k in KEYS]
 

@@ -9,7 +9,8 @@ back: `confirmed`, `deliver`, `got`, `stats`, `consumer_gone`).
 
 What completes later: confirms (the home queue's own, e.g. after its journal fsync), deliveries
 (the home queue enforces each consumer's prefetch; this side counts them with
-`channel.count_granted`, as for quorum queues), basic.get replies. Counts (declare-ok,
+`channel.count_granted`, as for quorum queues, and credits the link window back as the
+consumer's connection takes them), basic.get replies. Counts (declare-ok,
 listings) are the home node's last reported ones. While the home node is down the queue is
 unavailable as RabbitMQ's is (`unavailable_error`: 404 "home node ... is down or
 inaccessible"); a confirmed publish routed to it is nacked; consumers are cancelled.
@@ -81,6 +82,11 @@ class RemoteQueue:
         self.consumers: dict[int, Consumer] = {}  # cid -> local consumer
         self._confirms: dict[int, Confirm] = {}  # corr -> the publish's confirm
         self._gets: dict[int, tuple[Any, GetReply]] = {}  # corr -> (channel, reply)
+        # the link window (remote_wire.WINDOW_*): per cid, [deliveries, bytes] passed to the
+        # consumer's connection and not yet credited back to the home node; cids whose credit
+        # waits for their connection to drain
+        self._owed: dict[int, list[int]] = {}
+        self._held: set[int] = set()
 
     # -- availability ---------------------------------------------------------------------------
     def unavailable_error(self) -> AMQPError | None:
@@ -166,13 +172,18 @@ class RemoteQueue:
         if cid is None:
             return None
         self.link.send(self.home, w.Cancel(cid))
-        self.link.forget(cid)
+        self._forget(cid)
         return self.consumers.pop(cid)
+
+    def _forget(self, cid: int) -> None:
+        self.link.forget(cid)
+        self._owed.pop(cid, None)
+        self._held.discard(cid)
 
     def remove_channel(self, channel: Any, now_ms: int) -> list[Consumer]:
         gone = [cid for cid, c in self.consumers.items() if c.channel is channel]
         for cid in gone:
-            self.link.forget(cid)
+            self._forget(cid)
         self.link.send(self.home, w.ChannelDown(self.link.channel_id(channel)))
         return [self.consumers.pop(cid) for cid in gone]
 
@@ -192,11 +203,28 @@ class RemoteQueue:
         if not consumer.no_ack:
             channel.count_granted(consumer.tag, 1)
         channel.session.wake()
+        owed = self._owed.setdefault(msg.cid, [0, 0])
+        owed[0] += 1
+        owed[1] += len(msg.body)
+        if owed[0] >= w.WINDOW_MESSAGES // 4 or owed[1] >= w.WINDOW_BYTES // 4:
+            self._credit(msg.cid, consumer)
+
+    def _credit(self, cid: int, consumer: Consumer) -> None:
+        """Give the home node the window back for what this consumer's connection took; held
+        while the connection is not taking what it is sent (then `dispatch`, run when it
+        drains, gives it)."""
+        if consumer.channel.session.output_full():
+            self._held.add(cid)
+            return
+        self._held.discard(cid)
+        count, size = self._owed.pop(cid, (0, 0))
+        if count:
+            self.link.send(self.home, w.Credit(cid, count, size))
 
     def consumer_gone(self, cid: int) -> None:
         """The home queue dropped the consumer (deleted, or its node restarted)."""
         consumer = self.consumers.pop(cid, None)
-        self.link.forget(cid)
+        self._forget(cid)
         if consumer is not None and not consumer.channel.released:
             rt = self.link.runtime_of(self)
             if rt is not None:
@@ -213,7 +241,16 @@ class RemoteQueue:
             self.consumer_gone(cid)
 
     def dispatch(self, now_ms: int) -> list[Delivery]:
-        return []  # deliveries arrive from the home node (`deliver`)
+        # Deliveries arrive from the home node (`deliver`). Run when a consumer's connection
+        # drained (it kicks its consumers' queues): give back the window held meanwhile.
+        for cid in list(self._held):
+            consumer = self.consumers.get(cid)
+            if consumer is None:
+                self._held.discard(cid)
+                self._owed.pop(cid, None)
+            else:
+                self._credit(cid, consumer)
+        return []
 
     # -- get ------------------------------------------------------------------------------------
     def basic_get(self, channel: Any, no_ack: bool, now_ms: int, reply: GetReply) -> None:

@@ -17,7 +17,7 @@ import msgspec
 
 __all__ = ["Publish", "Confirmed", "Consume", "Cancel", "Deliver", "Settle", "Get", "GetReply",
            "ChannelDown", "Purge", "Stats", "ConsumerGone", "MetaApplied", "Transfer", "NodeStats",
-           "encode",
+           "Credit", "WINDOW_MESSAGES", "WINDOW_BYTES", "encode",
            "decode",
            "RPC_GROUP"]
 
@@ -70,6 +70,23 @@ class Deliver(_Msg, tag="dlv"):
     routing_key: str
     properties: bytes
     body: bytes
+
+
+class Credit(_Msg, tag="cr"):
+    """The client node handed `count` more deliveries of consumer `cid` (`size` body bytes) to
+    a connection that is taking them: the home node may send that much more (the link window,
+    which keeps a consumer whose client does not read from filling the client node's memory)."""
+    cid: int
+    count: int
+    size: int
+
+
+# The link window per remote consumer: the home node stops delivering to a consumer of another
+# node once this many deliveries, or this many body bytes, are not yet credited back; the client
+# node credits them back in quarters, and only while the consumer's connection is taking what it
+# is sent (`Session.output_full`). Acked or not: prefetch is counted separately.
+WINDOW_MESSAGES = 256
+WINDOW_BYTES = 4 * 1024 * 1024
 
 
 class Settle(_Msg, tag="st"):
@@ -139,9 +156,13 @@ class NodeStats(_Msg, tag="ns"):
     processors: int
     alarms: tuple[str, ...]
     usage: dict[str, int]  # mem_used, mem_limit, disk_free, disk_free_limit
+    # Its client connections per vhost ("vhost") and per user ("user"), and its users' open
+    # channels ("user_channels"): vhost and user limits count over the cluster.
+    tally: dict[str, dict[str, int]] = {}
 
 
 Message = (Publish | Confirmed | Consume | Cancel | Deliver | Settle | Get | GetReply
-           | ChannelDown | Purge | Stats | ConsumerGone | MetaApplied | Transfer | NodeStats)
+           | ChannelDown | Purge | Stats | ConsumerGone | MetaApplied | Transfer | NodeStats
+           | Credit)
 encode = msgspec.msgpack.Encoder().encode
 decode = msgspec.msgpack.Decoder(Message).decode

@@ -27,7 +27,7 @@ import trio
 if TYPE_CHECKING:
     from .broker import Broker
 
-__all__ = ["run_alarms", "memory_limit_bytes", "rss_bytes"]
+__all__ = ["run_alarms", "disk_limit_bytes", "memory_limit_bytes", "rss_bytes"]
 
 _log = logging.getLogger(__name__)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -80,8 +80,17 @@ def _disk_free(path) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
+def disk_limit_bytes(settings) -> int:
+    """disk_free_limit in bytes: `.relative` (a multiple of physical memory) when set, else
+    `.absolute`."""
+    if settings.disk_free_limit_relative is not None:
+        return int(_total_memory() * settings.disk_free_limit_relative)
+    return settings.disk_free_limit
+
+
 def check_alarms(broker: "Broker") -> set[str]:
     s = broker.settings
+    disk_limit = disk_limit_bytes(s)
     active: set[str] = set()
     limit = memory_limit_bytes(s.memory_high_watermark)
     if "memory" in broker.alarms:
@@ -90,12 +99,12 @@ def check_alarms(broker: "Broker") -> set[str]:
     if limit and used > limit:
         active.add("memory")
     free = _disk_free(s.data_dir)
-    if free is not None and free < s.disk_free_limit:
+    if free is not None and free < disk_limit:
         active.add("disk")
     # the readings, as RabbitMQ's node fields, for the management API's /api/nodes
     broker.resource_usage = {"mem_used": used, "mem_limit": limit,
                              "disk_free": free if free is not None else 0,
-                             "disk_free_limit": s.disk_free_limit}
+                             "disk_free_limit": disk_limit}
     return active
 
 

@@ -139,13 +139,15 @@ class Broker:
         vhost = self.vhosts[name]
         vhost_limits = self.admin.vhost_limits.get(name)
         if vhost_limits:
-            opened = sum(1 for s in self.sessions if s.vhost is vhost)
+            opened = (sum(1 for s in self.sessions if s.vhost is vhost)
+                      + self._peer_tally("vhost", name))
             full = limits.reached(vhost_limits, "max-connections", opened)
             if full is not None:
                 raise limits.vhost_connections_refused(name, username, full)
         user = self.admin.users.get(username)
         if user is not None and user.limits:
-            opened = sum(1 for s in self.sessions if s.user == username)
+            opened = (sum(1 for s in self.sessions if s.user == username)
+                      + self._peer_tally("user", username))
             full = limits.reached(user.limits, "max-connections", opened)
             if full is not None:
                 raise limits.user_connections_refused(username, full)
@@ -160,9 +162,30 @@ class Broker:
         user = self.admin.users.get(username)
         if user is None or user.limits.get("max-channels", -1) < 0:
             return None
-        opened = sum(len(s.channels) for s in self.sessions if s.user == username)
+        opened = (sum(len(s.channels) for s in self.sessions if s.user == username)
+                  + self._peer_tally("user_channels", username))
         full = limits.reached(user.limits, "max-channels", opened)
         return None if full is None else limits.user_channels_refused(username, full)
+
+    def connection_tally(self) -> dict[str, dict[str, int]]:
+        """This node's client connections per vhost and per user, and its users' channels:
+        what it reports to its peers, which add it when they check vhost and user limits."""
+        vhosts: dict[str, int] = {}
+        users: dict[str, int] = {}
+        channels: dict[str, int] = {}
+        for s in self.sessions:
+            if s.vhost is None or s.user is None:
+                continue
+            vhosts[s.vhost.name] = vhosts.get(s.vhost.name, 0) + 1
+            users[s.user] = users.get(s.user, 0) + 1
+            channels[s.user] = channels.get(s.user, 0) + len(s.channels)
+        return {"vhost": vhosts, "user": users, "user_channels": channels}
+
+    def _peer_tally(self, kind: str, name: str) -> int:
+        """The other nodes' count (their last report, at most two seconds old; RabbitMQ's
+        connection tracking is eventually consistent across the cluster too)."""
+        remote = self.remote_queues
+        return 0 if remote is None else remote.peer_tally(kind, name)
 
     def add_vhost(self, name: str) -> VHost:
         vhost = self.vhosts.get(name)

@@ -10,7 +10,9 @@ sending, routing the home nodes' answers back to the proxy that asked).
 Home side: it serves other nodes' channels on this node's classic queues. Each remote channel
 is a `_RemoteChannel` stand-in, what the queue runtime sees as the consumer's channel: its
 `deliver` sends the message over the link and remembers it as unacked until the client node
-settles it; its consumers' `take_credit` enforces their prefetch here. When a client node's
+settles it; its consumers' `take_credit` enforces their prefetch here, and the link window
+(`remote_wire.WINDOW_*`: deliveries the client node has not yet handed to a connection that takes
+them; it credits them back with `Credit`). When a client node's
 link drops, its stand-ins go as a closed channel does: unacked messages are requeued (with
 redelivered set), consumers removed.
 """
@@ -21,6 +23,7 @@ import logging
 import os
 import time
 import weakref
+from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
 from amqp_broker.cluster.placement import choose_home
@@ -61,6 +64,8 @@ class _RemoteChannel:
         self.cid_of: dict[str, int] = {}  # consumer tag -> cid
         self.unacked: dict[tuple[int, int], int] = {}  # (id(rt), msg_id) -> cid (0: a get)
         self.outstanding: dict[int, int] = {}  # cid -> deliveries not yet settled
+        self.in_window: dict[int, deque[int]] = {}  # cid -> sizes of deliveries not credited back
+        self.window_bytes: dict[int, int] = {}
         self.runtimes: dict[int, "QueueRuntime"] = {}  # id(rt) -> rt
 
     def deliver(self, rt: "QueueRuntime", consumer: Consumer, entry: Any) -> None:
@@ -69,18 +74,38 @@ class _RemoteChannel:
         if not consumer.no_ack:
             self.unacked[(id(rt), entry.msg_id)] = cid
             self.runtimes[id(rt)] = rt
+        if cid:
+            self.in_window.setdefault(cid, deque()).append(len(m.body))
+            self.window_bytes[cid] = self.window_bytes.get(cid, 0) + len(m.body)
         self.owner.send(self.peer, w.Deliver(cid, entry.msg_id, entry.redelivered,
                                              entry.delivery_count, m.exchange, m.routing_key,
                                              m.properties, m.body))
 
     def credit(self, cid: int, prefetch: int) -> Callable[[], bool]:
         def take_credit() -> bool:
+            window = self.in_window.get(cid)
+            if window and (len(window) >= w.WINDOW_MESSAGES
+                           or self.window_bytes.get(cid, 0) >= w.WINDOW_BYTES):
+                return False  # the client node has not passed on what it got: wait for Credit
             n = self.outstanding.get(cid, 0)
             if prefetch and n >= prefetch:
                 return False
             self.outstanding[cid] = n + 1
             return True
         return take_credit
+
+    def credited(self, cid: int, count: int) -> None:
+        """The client node passed `count` deliveries on: the window has room again."""
+        window = self.in_window.get(cid)
+        if not window:
+            return
+        size = 0
+        for _ in range(min(count, len(window))):
+            size += window.popleft()
+        self.window_bytes[cid] = max(0, self.window_bytes.get(cid, 0) - size)
+        found = self.consumers.get(cid)
+        if found is not None:
+            found[0].kick()
 
     def settled(self, rt: "QueueRuntime", msg_ids: tuple) -> None:
         key = id(rt)
@@ -126,6 +151,12 @@ class RemoteQueues:
         self._sent_stats: dict[tuple[str, str], tuple[int, int]] = {}
         self.peer_stats: dict[str, Any] = {}  # peer -> its last w.NodeStats (management rows)
         self._retired: set[RemoteQueue] = set()  # replaced proxies with confirms to come
+
+    def peer_tally(self, kind: str, name: str) -> int:
+        """What the running peers last reported (every two seconds) of `kind` ("vhost",
+        "user", "user_channels", as `Broker.connection_tally`) for `name`."""
+        return sum(stats.tally.get(kind, {}).get(name, 0)
+                   for peer, stats in self.peer_stats.items() if self.runtime.is_running(peer))
 
     # -- RemoteLink (client side) ---------------------------------------------------------------
     def send(self, node: str, msg: Any) -> bool:
@@ -245,9 +276,15 @@ class RemoteQueues:
                 if s.peer == peer and msg.cid in s.consumers:
                     rt, consumer = s.consumers.pop(msg.cid)
                     s.cid_of.pop(consumer.tag, None)
+                    s.in_window.pop(msg.cid, None)
+                    s.window_bytes.pop(msg.cid, None)
                     rt.remove_consumer(s, consumer.tag)
         elif t is w.Settle:
             self._settle(peer, msg)
+        elif t is w.Credit:
+            for s in self._stand_ins.values():
+                if s.peer == peer and msg.cid in s.consumers:
+                    s.credited(msg.cid, msg.count)
         elif t is w.Get:
             self._get(peer, msg)
         elif t is w.ChannelDown:
@@ -376,7 +413,7 @@ class RemoteQueues:
         broker = self.broker
         me = w.encode(w.NodeStats(str(os.getpid()), int((time.time() - broker.started_at) * 1000),
                                   os.cpu_count() or 1, tuple(sorted(broker.alarms)),
-                                  dict(broker.resource_usage)))
+                                  dict(broker.resource_usage), broker.connection_tally()))
         for peer in peers:
             self.runtime.send_rpc(peer, me)  # encoded once for every peer
         for vhost in self.broker.vhosts.values():

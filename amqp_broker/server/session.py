@@ -13,7 +13,9 @@ queued behind it) is bounded. Above OUTPUT_BOUND the connection's consumers get 
 deliveries (`output_full`, checked by their `take_credit`; the queues keep the messages and their
 depth shows them) until the writer is below it again and kicks them; above READ_PAUSE_BOUND the
 reader stops reading the socket. A publisher is otherwise slowed by the reader handling each
-read completely before the next one.
+read completely before the next one. A client that opens channels or declares queues faster than
+its per-connection rate (`connection_limits.*`) is slowed the same way: the reader waits out the
+debt of its token bucket before the next read (state "flow" in the listings meanwhile).
 
 In a cluster, a method that changes the durable topology (a declaration, a binding) makes
 metadata proposals (`cluster_meta.PendingChange`). Its reply bytes are then taken back from the
@@ -33,6 +35,7 @@ from pamqp import commands as C
 
 from amqp_broker.core.errors import AMQPError, InternalError
 from amqp_broker.core.permissions import AccessChecker
+from amqp_broker.core.ratelimit import TokenBucket
 from amqp_broker.protocol.states import OPEN
 from amqp_broker.protocol import (
     Ack,
@@ -117,6 +120,11 @@ class Session:
         # Socket counters as RabbitMQ's connection stats: bytes and reads / writes.
         self.recv_oct = self.recv_cnt = self.send_oct = self.send_cnt = 0
         self.retired_counters = Counters()  # counts of this connection's closed channels
+        s = self.settings  # buckets start full whatever the clock reads: no `now` needed
+        self._open_rate = None if s.channel_open_rate is None else TokenBucket(s.channel_open_rate)
+        self._declare_rate = (None if s.queue_declare_rate is None
+                              else TokenBucket(s.queue_declare_rate))
+        self._throttled = False  # waiting out a rate limit's debt
 
     def counter_totals(self) -> Counters:
         """This connection's message totals: its closed channels' and its open ones'."""
@@ -163,7 +171,8 @@ class Session:
         return {"name": self.name, "peer_host": self.peer[0], "peer_port": self.peer[1],
                 "user": self.user, "vhost": self.vhost.name if self.vhost else None,
                 "channels": len(self.channels), "client_properties": self.client_properties,
-                "state": "blocked" if self._blocked_sent else "running"}
+                "state": ("blocked" if self._blocked_sent else
+                          "flow" if self._throttled else "running")}
 
     # -- task bodies ---------------------------------------------------------------------------
     async def run(self) -> None:
@@ -208,6 +217,7 @@ class Session:
                     await self.broker.wait_alarms_cleared()
                 finally:
                     conn.resume_monitor()
+            await self._wait_out_rate_limits()
             while self._in_flight + conn.output_size() >= READ_PAUSE_BOUND and not conn.closed:
                 # The client is not taking what we send: stop reading until it does.
                 conn.pause_monitor()
@@ -228,6 +238,24 @@ class Session:
                 self.wake()  # what came before the barrier goes out meanwhile
                 await self._pass_barrier()
             self.wake()
+
+    async def _wait_out_rate_limits(self) -> None:
+        """Before reading more: wait until this client is back under its channel-open and
+        queue-declare rates (the replies to what it sent already go out meanwhile)."""
+        buckets = [b for b in (self._open_rate, self._declare_rate) if b is not None]
+        if not buckets:
+            return
+        delay = max(b.wait_time(trio.current_time()) for b in buckets)
+        if delay <= 0:
+            return
+        self._throttled = True
+        self.conn.pause_monitor()  # unread heartbeats must not count as missed
+        try:
+            self.wake()
+            await trio.sleep(delay)
+        finally:
+            self.conn.resume_monitor()
+            self._throttled = False
 
     async def _writer(self) -> None:
         conn = self.conn
@@ -364,6 +392,8 @@ class Session:
             case MethodReceived():
                 ch = self.channels.get(ev.channel)
                 if ch is not None:
+                    if self._declare_rate is not None and type(ev.method) is C.Queue.Declare:
+                        self._declare_rate.take(trio.current_time())
                     ch.on_method(ev.method)
                 elif ev.channel == 0:
                     self._on_update_secret()
@@ -377,6 +407,8 @@ class Session:
                     ch.on_nack(ev.delivery_tag, False, ev.requeue, (60, 90))
             case ChannelOpened():
                 self.channels[ev.channel] = Channel(self, ev.channel)
+                if self._open_rate is not None:
+                    self._open_rate.take(trio.current_time())
             case ChannelCloseRequested() | ChannelClosed() | ChannelFailed():
                 ch = self.channels.pop(ev.channel, None)
                 if ch is not None:

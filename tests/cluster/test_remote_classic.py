@@ -111,6 +111,55 @@ def test_unacked_of_a_killed_client_node_go_back_to_the_queue(cluster):
     pub.close()
 
 
+def test_a_remote_consumer_that_does_not_read_leaves_the_messages_in_the_home_queue(cluster):
+    """A no-ack consumer on node 1 of a queue homed on node 0, whose client never reads its
+    socket: node 1 does not buffer what is published (the link window and the connection's
+    output bound stop the home node), the home queue keeps the messages, and they all arrive
+    once the consumer reads."""
+    from compat_tests.support.raw import RawClient
+    from pamqp import commands as C
+    from tests.hardening.probes import rss_bytes
+    _declare_on(cluster, 0, "rc.slow")
+    body = b"s" * 65536
+    count = 2048  # 128 MiB
+    client_pid = cluster.node(1).pid
+    with RawClient(cluster.urls[1], timeout=60) as raw:
+        raw.handshake()
+        raw.open_channel(1)
+        raw.send(1, C.Basic.Consume(queue="rc.slow", consumer_tag="slow", no_ack=True))
+        raw.read_method(C.Basic.ConsumeOk)
+        base = rss_bytes(client_pid)
+        peak = base
+        pub = _conn(cluster.urls[0])
+        ch = pub.channel()
+        ch.confirm_delivery()
+        for i in range(count):
+            ch.basic_publish("", "rc.slow", body)
+            if i % 64 == 0:
+                peak = max(peak, rss_bytes(client_pid))
+        pub.close()
+        time.sleep(1.0)  # what was sent on has reached node 1 by now
+        peak = max(peak, rss_bytes(client_pid))
+        ready = wait_until(lambda: _ready_on(cluster, 0, "rc.slow"), what="a count of rc.slow")
+        assert peak - base < 48 * 1024 * 1024, f"node 1 grew by {(peak - base) >> 20} MiB"
+        assert ready[0] > count // 2, f"the home queue let go of {count - ready[0]} messages"
+        got = 0
+        raw.sock.settimeout(60)
+        while got < count:  # now the client reads: everything arrives
+            kind, _channel, _payload = raw.read_raw_frame()
+            if kind == 3:
+                got += 1  # one body frame per message (64 KiB < frame_max)
+    conn = _conn(cluster.urls[0])
+    conn.channel().queue_delete("rc.slow")
+    conn.close()
+
+
+def _ready_on(cluster, i: int, name: str) -> tuple[int] | None:
+    with cluster.api(i) as api:
+        q = api.get("queues", "/", name)
+    return (q["messages_ready"],) if "messages_ready" in q else None
+
+
 def test_a_queue_whose_home_node_is_down_is_unavailable_until_it_returns(cluster):
     _declare_on(cluster, 1, "rc.home")
     cluster.kill(1)

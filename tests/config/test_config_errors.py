@@ -110,3 +110,6 @@ def test_cross_key_errors():
     assert "rabbitmq.conf:2: cluster_formation.classic_config.nodes.2: node rabbit@h1 is listed twice" in _error(
         "cluster_formation.classic_config.nodes.1 = rabbit@h1\ncluster_formation.classic_config.nodes.2 = rabbit@h1\n")
     assert "not both" in _error("vm_memory_high_watermark.relative = 0.5\nvm_memory_high_watermark.absolute = 1GB\n")
+    assert "not both" in _error("disk_free_limit.relative = 1.0\ndisk_free_limit.absolute = 1GB\n")
+    assert "a positive integer or 'infinity'" in _error("connection_limits.channel_opens_per_second = 0\n")
+    assert "a non-negative number" in _error("disk_free_limit.relative = -1\n")

@@ -51,6 +51,7 @@ def test_every_documented_line_parses(key, value):
 def test_the_example_with_only_defaults_uncommented_equals_the_defaults():
     not_defaults = {"listeners.tcp.local", "listeners.tcp.local_v6", "loopback_users", "data_dir",
                     "vm_memory_high_watermark.absolute", "disk_free_limit.absolute",
+                    "disk_free_limit.relative",  # the alternative to .absolute
                     "node_name", "distribution.listener.port_range.min",  # computed defaults
                     "quorum_queue.continuous_membership_reconciliation.target_group_size"}  # unset
     lines = [f"{k} = {v}" for k, v in _documented()

@@ -220,6 +220,13 @@ def test_resource_alarm_keys():
     assert parse_text("vm_memory_high_watermark.absolute = 2GB\n").memory_high_watermark == 2 * 10**9
     assert parse_text("disk_free_limit.absolute = 1000000\n").disk_free_limit == 1000000
     assert parse_text("disk_free_limit.absolute = 50MiB\n").disk_free_limit == 50 * 1024**2
+    assert parse_text("disk_free_limit.relative = 1.5\n").disk_free_limit_relative == 1.5
+
+
+def test_connection_rate_limit_keys():
+    s = parse_text("connection_limits.channel_opens_per_second = 50\n"
+                   "connection_limits.queue_declares_per_second = infinity\n")
+    assert (s.channel_open_rate, s.queue_declare_rate) == (50.0, None)
 
 
 def test_settings_are_frozen_and_replace_keeps_type():

@@ -13,7 +13,8 @@ from tests.protocol.peer import HEADER, method, parse, start_ok
 
 class _FakeBroker:
     def __init__(self) -> None:
-        self.settings = SimpleNamespace(consumer_timeout=None)
+        self.settings = SimpleNamespace(consumer_timeout=None, channel_open_rate=None,
+                                        queue_declare_rate=None)
         self.protocol_config = ProtocolConfig()
         self.admin = SimpleNamespace(permissions=PermissionStore([Permission("guest", "/")]))
         self.registered = []
