@@ -235,6 +235,9 @@ class RemoteQueue:
         """The link to the home node dropped: nack confirms in flight, empty gets, cancel
         consumers (the home node requeues what they held)."""
         self.confirmed(list(self._confirms), False)
+        self._end_gets_and_consumers()
+
+    def _end_gets_and_consumers(self) -> None:
         for corr in list(self._gets):
             self.got(w.GetReply(corr, 0))
         for cid in list(self.consumers):
@@ -324,10 +327,7 @@ class RemoteQueue:
         (it put them into the queue); `home_down` nacks them if the link drops first."""
         n = self.message_count
         self.deleted = True
-        for corr in list(self._gets):
-            self.got(w.GetReply(corr, 0))
-        for cid in list(self.consumers):
-            self.consumer_gone(cid)
+        self._end_gets_and_consumers()
         return n
 
     @property
