@@ -152,7 +152,7 @@ class Membership:
             return record.get("members")
         raft = self.runtime.driver.raft(group)
         current = sorted(raft.config.voters, key=lambda n: (n != raft.leader, n))
-        ha = self._ha_policy(vhost, name)
+        ha = self.ha_policy(vhost, name)
         wanted = self._with_witness(self._ha_members(ha, current), current)
         if (ha or {}).get("ha-sync-mode") == "manual":  # new mirrors wait for sync_queue
             synced = record.get("synced", ())
@@ -164,7 +164,7 @@ class Membership:
         waiting for sync_queue (manual); listed in slave_nodes, not in
         synchronised_slave_nodes."""
         record = self.meta.record(QUEUE, (vhost, name))
-        ha = self._ha_policy(vhost, name)
+        ha = self.ha_policy(vhost, name)
         if not record or not record.get("mirrored") or ha is None:
             return []
         driver = self.runtime.driver
@@ -192,7 +192,7 @@ class Membership:
         self.meta.put_record(QUEUE, (vhost, name), value)
 
     # -- mirrored classic queues (ha-mode policies) -----------------------------------------
-    def _ha_policy(self, vhost: str, name: str) -> dict | None:
+    def ha_policy(self, vhost: str, name: str) -> dict | None:
         store = self.broker.admin.policies.get(vhost)
         policy = store.for_queue(name, "classic")[0] if store is not None else None
         if policy is None or "ha-mode" not in policy.definition:
@@ -204,7 +204,7 @@ class Membership:
         """A durable classic queue under an ha-mode policy: its group and members, the
         master first (it starts the first election): `master`, else where the master locator
         (x-queue-master-locator, the queue-master-locator policy key, the config) puts it."""
-        ha = self._ha_policy(vhost, name)
+        ha = self.ha_policy(vhost, name)
         if ha is None:
             return None
         if master is None:

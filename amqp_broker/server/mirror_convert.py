@@ -101,7 +101,7 @@ class MirrorConversions:
         if it is a durable classic queue of this node that an ha-mode policy now covers."""
         if (isinstance(rt.queue, ClassicQueue) and rt.durable and not rt.exclusive
                 and not rt.auto_delete and self.broker.remote_queues is not None
-                and self.broker.membership._ha_policy(vhost, rt.name) is not None):
+                and self.broker.membership.ha_policy(vhost, rt.name) is not None):
             self._wanted[(vhost, rt.name)] = None
             self._wake.set()
 
@@ -109,11 +109,14 @@ class MirrorConversions:
         v = self.broker.vhosts.get(vhost)
         return (v is not None and v.queues.get(rt.name) is rt and not rt.deleted
                 and isinstance(rt.queue, ClassicQueue)
-                and self.broker.membership._ha_policy(vhost, rt.name) is not None)
+                and self.broker.membership.ha_policy(vhost, rt.name) is not None)
 
     async def run(self) -> None:
         """The node's conversion task: one queue at a time, again later if one gives up."""
-        await self._drop_abandoned()
+        try:
+            await self._drop_abandoned()
+        except Exception:  # never take the node down with it
+            _log.exception("could not delete the staging groups of interrupted conversions")
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
@@ -127,9 +130,13 @@ class MirrorConversions:
                     continue
                 try:
                     await self.convert(vhost, rt)
-                except _Abandon as why:
-                    _log.info("queue %r in vhost %r: conversion to mirrored postponed: %s",
-                              name, vhost, why)
+                except Exception as why:  # _Abandon, or a bug: never take the node down
+                    if isinstance(why, _Abandon):
+                        _log.info("queue %r in vhost %r: conversion to mirrored postponed: %s",
+                                  name, vhost, why)
+                    else:
+                        _log.exception("queue %r in vhost %r: conversion to mirrored failed",
+                                       name, vhost)
                     await trio.sleep(1.0)
                     if self._still_wanted(vhost, rt):
                         self._wanted[key] = None

@@ -183,6 +183,8 @@ def test_a_conversion_killed_midway_loses_and_repeats_nothing(tmp_path, step):
         wait_until(lambda: queue_row(mgmt[0], "crash.q").get("messages") == len(bodies), 30,
                    "every message counted after the restart")
         assert consume(urls[2], "crash.q", len(bodies) + 1) == bodies  # one more: none left
+        if step == "copied":  # the abandoned staging group was deleted with its files
+            assert "deleted the staging group" in cluster.plan[0].log_path.read_text()
 
 
 def test_ha_exactly_replaces_a_mirror_whose_node_is_down(tmp_path):
