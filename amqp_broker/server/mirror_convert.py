@@ -6,7 +6,8 @@ runs on the queue's home node, one queue at a time (`MirrorConversions.run`, a t
 node), in steps chosen so that a kill -9 at any point loses and duplicates nothing:
 
 1. pause: the classic queue delivers nothing more; wait until its unacked messages are settled
-   (consumers ack, or their channels close and the messages come back as ready);
+   (consumers ack, or their channels close and the messages come back as ready); if some are
+   still held after `UNACKED_PATIENCE`, deliveries resume and the conversion is tried again;
 2. a staging group with this node as its only voter (no record names it yet, so no other
    node hosts it); hold new publishes (kept in memory, their confirms unsettled);
 3. copy the ready messages, in delivery order, into the group and wait for every confirm;
@@ -58,6 +59,9 @@ _log = logging.getLogger(__name__)
 FAILPOINT_ENV = "AMQP_BROKER_FAILPOINT"
 STAGING_FILE = "mirror_staging.json"
 _POLL = 0.05
+# How long deliveries stay paused waiting for unacked messages before the conversion gives up
+# for a while (deliveries resume): a consumer that holds messages must not stall the queue.
+UNACKED_PATIENCE = 30.0
 
 
 def _failpoint(name: str) -> None:
@@ -93,6 +97,7 @@ class MirrorConversions:
         self._wanted: dict[tuple[str, str], None] = {}
         self._wake = trio.Event()
         self.switching: dict[tuple[str, str], str] = {}  # (vhost, name) -> its new group
+        self._backoff: dict[tuple[str, str], float] = {}  # seconds before the next attempt
         self._staging = Path(broker.settings.data_dir) / STAGING_FILE
 
     # -- who is converted --------------------------------------------------------------------
@@ -112,34 +117,47 @@ class MirrorConversions:
                 and self.broker.membership.ha_policy(vhost, rt.name) is not None)
 
     async def run(self) -> None:
-        """The node's conversion task: one queue at a time, again later if one gives up."""
+        """The node's conversion task: one queue at a time; one that gives up is tried again
+        later, waiting longer each time (up to a minute)."""
         try:
             await self._drop_abandoned()
         except Exception:  # never take the node down with it
             _log.exception("could not delete the staging groups of interrupted conversions")
-        while True:
-            await self._wake.wait()
-            self._wake = trio.Event()
-            while self._wanted:
-                key = next(iter(self._wanted))
-                del self._wanted[key]
-                vhost, name = key
-                v = self.broker.vhosts.get(vhost)
-                rt = v.queues.get(name) if v is not None else None
-                if rt is None or not self._still_wanted(vhost, rt):
-                    continue
-                try:
-                    await self.convert(vhost, rt)
-                except Exception as why:  # _Abandon, or a bug: never take the node down
-                    if isinstance(why, _Abandon):
-                        _log.info("queue %r in vhost %r: conversion to mirrored postponed: %s",
-                                  name, vhost, why)
-                    else:
-                        _log.exception("queue %r in vhost %r: conversion to mirrored failed",
-                                       name, vhost)
-                    await trio.sleep(1.0)
-                    if self._still_wanted(vhost, rt):
-                        self._wanted[key] = None
+        async with trio.open_nursery() as retries:
+            while True:
+                await self._wake.wait()
+                self._wake = trio.Event()
+                while self._wanted:
+                    key = next(iter(self._wanted))
+                    del self._wanted[key]
+                    if not await self._convert_one(*key):
+                        delay = self._backoff[key] = min(60.0, 2 * self._backoff.get(key, 0.5))
+                        retries.start_soon(self._retry_later, key, delay)
+
+    async def _convert_one(self, vhost: str, name: str) -> bool:
+        """Convert queue `name` if it still wants it: False if it gave up for now."""
+        v = self.broker.vhosts.get(vhost)
+        rt = v.queues.get(name) if v is not None else None
+        if rt is None or not self._still_wanted(vhost, rt):
+            self._backoff.pop((vhost, name), None)
+            return True
+        try:
+            await self.convert(vhost, rt)
+        except Exception as why:  # _Abandon, or a bug: never take the node down
+            if isinstance(why, _Abandon):
+                _log.info("queue %r in vhost %r: conversion to mirrored postponed: %s",
+                          name, vhost, why)
+            else:
+                _log.exception("queue %r in vhost %r: conversion to mirrored failed",
+                               name, vhost)
+            return False
+        self._backoff.pop((vhost, name), None)
+        return True
+
+    async def _retry_later(self, key: tuple[str, str], delay: float) -> None:
+        await trio.sleep(delay)
+        self._wanted[key] = None
+        self._wake.set()
 
     # -- one conversion ----------------------------------------------------------------------
     async def convert(self, vhost: str, rt: "QueueRuntime") -> None:
@@ -148,10 +166,14 @@ class MirrorConversions:
         q.paused = True
         target = None
         try:
-            while q.unacked_count:  # step 1: what consumers hold comes back or is acked
-                await trio.sleep(_POLL)
-                if not self._still_wanted(vhost, rt):
-                    raise _Abandon("the queue or its policy went")
+            with trio.move_on_after(UNACKED_PATIENCE):
+                while q.unacked_count:  # step 1: what consumers hold comes back or is acked
+                    await trio.sleep(_POLL)
+                    if not self._still_wanted(vhost, rt):
+                        raise _Abandon("the queue or its policy went")
+            if q.unacked_count:
+                raise _Abandon(f"{q.unacked_count} messages still unacked after "
+                               f"{UNACKED_PATIENCE:.0f} s")
             # the master stays where the queue is, as RabbitMQ's does
             placement = broker.membership.mirror_placement(vhost, rt.name,
                                                            master=broker.membership.node)
