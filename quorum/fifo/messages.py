@@ -5,8 +5,9 @@ in the Raft log.  `ReadyQueue` holds the messages waiting for a consumer in deli
 order: returned messages first (delivery limit set: "near the head"), then two priority
 levels served 2:1 like rabbit_fifo_q; or, for a mirrored classic queue (`QueueConfig.
 max_priority`), strict levels as a classic queue's: a message's `hi` is then its level (an
-int; level 0 shares the normal deque) and higher levels always go first.  `LiveIndexes` tracks the smallest log index still
-referenced, for `ReleaseCursor`.  Used only by the other modules of this package.
+int; level 0 shares the normal deque) and higher levels always go first.  `LiveIndexes`
+tracks the smallest log index still referenced, for `ReleaseCursor`.  Used only by the other
+modules of this package.
 """
 from __future__ import annotations
 
