@@ -45,6 +45,12 @@ class _Ours:
     def up(self, i: int) -> None:
         self.c.restart(i)
 
+    def ctl(self, i: int, *args: str) -> subprocess.CompletedProcess:
+        """amqp-brokerctl ARGS against node i."""
+        import sys
+        return subprocess.run([sys.executable, "-m", "amqp_broker.cli.ctl", "--url",
+                               self.mgmt[i], *args], capture_output=True, text=True, timeout=120)
+
     def close(self) -> None:
         self.c.close()
 
@@ -63,6 +69,11 @@ class _Rabbit:
     def _ctl(self, i: int, *args: str) -> None:
         subprocess.run(["bash", str(ROOT / ".ci/rabbitmq.sh"), "ctl", str(self.ports[i]), *args],
                        check=True, capture_output=True, timeout=120)
+
+    def ctl(self, i: int, *args: str) -> subprocess.CompletedProcess:
+        """rabbitmqctl ARGS against node i."""
+        return subprocess.run(["bash", str(ROOT / ".ci/rabbitmq.sh"), "ctl", str(self.ports[i]),
+                               *args], capture_output=True, text=True, timeout=120)
 
     def down(self, i: int) -> None:
         self._ctl(i, "stop_app")
@@ -315,6 +326,131 @@ def test_a_mirrored_queue_survives_its_master_and_cancels_failover_consumers(clu
         assert [b for b, _ in got] == bodies
     finally:
         cluster.up(master)
+
+
+def _policy(cluster, name: str, pattern: str, definition: dict) -> None:
+    import httpx
+    r = httpx.put(f"{cluster.mgmt[0]}/api/policies/%2F/{name}", auth=("guest", "guest"),
+                  timeout=10, json={"pattern": pattern, "apply-to": "queues",
+                                    "definition": definition})
+    assert r.status_code in (201, 204), r.text
+
+
+def _row(cluster, i: int, name: str) -> dict:
+    import httpx
+    got = httpx.get(f"{cluster.mgmt[i]}/api/queues/%2F/{name}", auth=("guest", "guest"),
+                    timeout=10)
+    return got.json() if got.status_code == 200 else {}
+
+
+def _publish(url: str, queue: str, bodies: list[bytes]) -> None:
+    conn = _conn(url)
+    ch = conn.channel()
+    ch.confirm_delivery()
+    for body in bodies:
+        ch.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
+    conn.close()
+
+
+def test_an_ha_policy_mirrors_a_classic_queue_that_already_has_messages(cluster):
+    """A policy added to an existing classic queue mirrors it at once (with ha-sync-mode
+    automatic its messages are copied to the mirror); its master's node going down loses
+    nothing."""
+    conn = _conn(cluster.urls[0])
+    conn.channel().queue_declare("compat-conv.q", durable=True)
+    conn.close()
+    bodies = [b"conv%d" % i for i in range(100)]
+    _publish(cluster.urls[0], "compat-conv.q", bodies)
+    assert not _row(cluster, 0, "compat-conv.q").get("slave_nodes")
+
+    _policy(cluster, "compat-conv", r"^compat-conv\.",
+            {"ha-mode": "exactly", "ha-params": 2, "ha-sync-mode": "automatic"})
+
+    def in_sync() -> dict:
+        row = _row(cluster, 0, "compat-conv.q")
+        mirrors = row.get("slave_nodes")
+        return (mirrors and sorted(mirrors) == sorted(row.get("synchronised_slave_nodes"))
+                and row.get("messages") == 100 and row)  # RabbitMQ's counts come later
+
+    row = _until(in_sync, what="compat-conv.q mirrored, every mirror in sync")
+    assert row["node"] == cluster.names[0]
+    cluster.down(0)
+    try:
+        got = _consume(cluster.urls[1], "compat-conv.q", 100)
+        assert [b for b, _ in got] == bodies
+    finally:
+        cluster.up(0)
+
+
+def test_ha_sync_mode_manual_leaves_a_new_mirror_unsynchronised_until_sync_queue(cluster):
+    """A mirror added by a policy change to a queue with messages: with ha-sync-mode manual
+    it is listed in slave_nodes but not in synchronised_slave_nodes until sync_queue."""
+    names = cluster.names
+    _policy(cluster, "compat-sync", r"^compat-sync\.", {"ha-mode": "nodes", "ha-params": names[:1]})
+    conn = _conn(cluster.urls[0])
+    conn.channel().queue_declare("compat-sync.q", durable=True)
+    conn.close()
+    _publish(cluster.urls[0], "compat-sync.q", [b"s%d" % i for i in range(20)])
+    _policy(cluster, "compat-sync", r"^compat-sync\.",
+            {"ha-mode": "nodes", "ha-params": names[:2], "ha-sync-mode": "manual"})
+    row = _until(lambda: names[1] in (_row(cluster, 0, "compat-sync.q").get("slave_nodes") or ())
+                 and _row(cluster, 0, "compat-sync.q"), what="a mirror on the second node")
+    assert row["node"] == names[0]
+    assert names[1] not in row["synchronised_slave_nodes"]
+
+    done = cluster.ctl(0, "sync_queue", "compat-sync.q")
+    assert done.returncode == 0, done.stderr
+    _until(lambda: names[1] in (_row(cluster, 0, "compat-sync.q")
+                                .get("synchronised_slave_nodes") or ()),
+           what="the second node in sync after sync_queue")
+
+
+def test_master_locator_min_masters_places_a_mirrored_queues_master(cluster):
+    """x-queue-master-locator min-masters on a queue an ha policy mirrors: its master goes to
+    a node with fewer masters than the declaring one, and it has a mirror."""
+    _policy(cluster, "compat-loc", r"^compat-loc\.",
+            {"ha-mode": "exactly", "ha-params": 2, "ha-sync-mode": "automatic"})
+    conn = _conn(cluster.urls[0])
+    ch = conn.channel()
+    homes = _classic_homes(cluster)
+    k = 0  # node 0 is master of more queues than any other node
+    while homes[cluster.names[0]] <= max(v for n, v in homes.items() if n != cluster.names[0]):
+        ch.queue_declare(f"compat-loc.local.{k}", durable=True,
+                         arguments={"x-queue-master-locator": "client-local"})
+        homes[cluster.names[0]] += 1
+        k += 1
+    ch.queue_declare("compat-loc.spread", durable=True,
+                     arguments={"x-queue-master-locator": "min-masters"})
+    row = _until(lambda: _row(cluster, 0, "compat-loc.spread").get("slave_nodes")
+                 and _row(cluster, 0, "compat-loc.spread"), what="compat-loc.spread mirrored")
+    assert row["node"] in cluster.names[1:], (row["node"], homes)
+    assert row["node"] not in row["slave_nodes"]
+    ch.confirm_delivery()
+    ch.basic_publish("", "compat-loc.spread", b"here", pika.BasicProperties(delivery_mode=2))
+    body = _until(lambda: ch.basic_get("compat-loc.spread", auto_ack=True)[2],
+                  what="the message back")
+    assert body == b"here"
+    conn.close()
+
+
+def test_a_mirrored_queue_keeps_strict_priorities_beyond_two_levels(cluster):
+    """x-max-priority 10 on a mirrored classic queue: consumed from another node, higher
+    priorities first (each level its own, capped at the maximum), FIFO within a level."""
+    _policy(cluster, "compat-prio", r"^compat-prio\.", {"ha-mode": "all"})
+    conn = _conn(cluster.urls[0])
+    ch = conn.channel()
+    ch.queue_declare("compat-prio.q", durable=True, arguments={"x-max-priority": 10})
+    _until(lambda: _row(cluster, 0, "compat-prio.q").get("slave_nodes"),
+           what="compat-prio.q mirrored")
+    ch.confirm_delivery()
+    sent = [(i, p) for i, p in enumerate([1, 5, 9, 5, 0, 9, 3, 2, 7, 12, 4, 6, 8, 1])]
+    for i, p in sent:
+        ch.basic_publish("", "compat-prio.q", b"%d" % i,
+                         pika.BasicProperties(delivery_mode=2, priority=p))
+    conn.close()
+    expected = [b"%d" % i for i, p in sorted(sent, key=lambda s: (-min(s[1], 10), s[0]))]
+    got = _consume(cluster.urls[2], "compat-prio.q", len(sent))
+    assert [b for b, _ in got] == expected
 
 
 def test_the_queues_tool_changes_members_and_prints_what_rabbitmq_queues_prints(cluster):

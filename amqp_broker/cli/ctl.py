@@ -355,10 +355,11 @@ def _list_partitions(client: ApiClient, args, out: TextIO) -> int:
 
 @_verb
 def _sync_queue(client: ApiClient, args, out: TextIO) -> int:
-    """A mirrored queue's mirrors are Raft members: a new or returning one always catches up
-    from the log by itself (as ha-sync-mode automatic), so there is nothing to start."""
+    """Under ha-sync-mode manual, new mirrors vote (may become master) only once asked; under
+    automatic they are promoted as soon as they have caught up."""
     client.get("queues", args.vhost, args.name)  # 404 for a queue that does not exist
     _say(args, out, f"Synchronising queue '{args.name}' in vhost '{args.vhost}' ...")
+    client.post("queues", args.vhost, args.name, "actions", json={"action": "sync"})
     return 0
 
 
@@ -366,6 +367,7 @@ def _sync_queue(client: ApiClient, args, out: TextIO) -> int:
 def _cancel_sync_queue(client: ApiClient, args, out: TextIO) -> int:
     client.get("queues", args.vhost, args.name)
     _say(args, out, f"Stopping synchronising queue '{args.name}' in vhost '{args.vhost}' ...")
+    client.post("queues", args.vhost, args.name, "actions", json={"action": "cancel_sync"})
     return 0
 
 

@@ -51,6 +51,18 @@ class ReplicaOps:
         with _refusals():
             return self._membership().delete_member(vhost, name, node)
 
+    def sync_queue(self, vhost: str, name: str, action: str) -> None:
+        """POST /api/queues/V/N/actions {"action": "sync" | "cancel_sync"}."""
+        membership = self._membership()
+        if membership is None:
+            return  # a lone node mirrors nothing
+        with _refusals():
+            membership.sync_queue(vhost, name, action == "sync")
+
+    def unsynced_mirrors(self, vhost: str, name: str) -> list[str]:
+        membership = self._membership()
+        return membership.unsynced_mirrors(vhost, name) if membership is not None else []
+
     def rebalance(self, vhost_pattern: str = ".*", queue_pattern: str = ".*") -> list[dict]:
         return self._membership().rebalance(vhost_pattern, queue_pattern)
 

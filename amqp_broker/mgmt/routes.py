@@ -249,6 +249,13 @@ def _queues(admin, req, m, rest) -> Reply:
             if not isinstance(node, str):
                 raise BadRequest("[{key_missing,node}]")
             return _created(admin.add_member(vhost, name, node))
+        case "POST", [vhost, name, "actions"]:
+            action = req.field("action")
+            if action not in ("sync", "cancel_sync"):
+                raise BadRequest(f"Unknown action {action!r}")
+            admin.get_queue(vhost, name)
+            admin.sync_queue(vhost, name, action)
+            return _OK
         case "DELETE", [vhost, name, "members", node]:
             admin.delete_member(vhost, name, node)
             return _OK

@@ -73,6 +73,9 @@ class TopologyOps:
     def _queue_row(self, v, rt) -> dict:
         policy, op = self._policy_store(v.name).for_queue(rt.name, rt.queue_type)
         row = queue_row(rt, self.node, policy, effective_definition(policy, op), op)
+        if "slave_nodes" in row:  # mirrors that wait for sync_queue are mirrors, not in sync
+            row["slave_nodes"] += [n for n in self.unsynced_mirrors(v.name, rt.name)
+                                   if n not in row["slave_nodes"]]
         return self._with_rates(row, ("queue", v.name, rt.name), QUEUE_KEYS, DEPTH_KEYS)
 
     def declare_queue(self, vhost: str, name: str, *, durable: bool = True,

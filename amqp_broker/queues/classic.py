@@ -97,6 +97,10 @@ class ClassicQueue:
         self._dead: list[DeadLetter] = []
         self._last_used = now_ms
         self.has_had_consumers = False  # for auto-delete: only after the first consumer left
+        # while it becomes a mirrored queue (`server/mirror_convert.py`): no deliveries, and
+        # `held` keeps publishes (their confirms unsettled) for the replicated queue
+        self.paused = False
+        self.held: list[tuple[Message, int, Confirm | None]] | None = None
 
     # -- policy --------------------------------------------------------------------------------
     def apply_policy(self, policy: dict[str, Any] | None) -> None:
@@ -157,6 +161,9 @@ class ClassicQueue:
     def publish(self, message: Message, now_ms: int, confirm: Confirm | None = None) -> bool:
         """Settles `confirm` at once, except for a persistent message in a durable queue: then
         once the journal has fsynced its record."""
+        if self.held is not None:
+            self.held.append((message, now_ms, confirm))
+            return True
         s = self.settings
         if s.overflow != OVERFLOW_DROP_HEAD and self._would_overflow(message.size):
             if s.overflow == OVERFLOW_REJECT_PUBLISH_DLX:
@@ -211,6 +218,15 @@ class ClassicQueue:
                 dropped.append(entry.msg_id)
         self._journal_removed(dropped)
 
+    def ready_entries(self) -> list[Entry]:
+        """The ready messages in the order they would be delivered (highest level first)."""
+        return [e for level in range(self._max_level, -1, -1) for e in self._levels[level]]
+
+    def release_held(self) -> list[tuple[Message, int, Confirm | None]]:
+        """Stop holding publishes; hand back those held (still to be published)."""
+        held, self.held = self.held or [], None
+        return held
+
     # -- ready-list primitives -------------------------------------------------------------------
     def _head_level(self) -> deque[Entry] | None:
         for level in range(self._max_level, -1, -1):
@@ -254,7 +270,7 @@ class ClassicQueue:
     # -- delivery ------------------------------------------------------------------------------
     def dispatch(self, now_ms: int) -> list[Delivery]:
         out: list[Delivery] = []
-        if not self._ready_count or not len(self._consumers):
+        if self.paused or not self._ready_count or not len(self._consumers):
             return out
         first_delivered: list[int] = []
         removed: list[int] = []
@@ -291,6 +307,8 @@ class ClassicQueue:
 
     def get(self, now_ms: int, no_ack: bool) -> Entry | None:
         self._last_used = now_ms
+        if self.paused:
+            return None
         removed: list[int] = []
         self._expire_heads(now_ms, removed)
         entry = None

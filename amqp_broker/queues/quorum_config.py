@@ -27,8 +27,9 @@ DEFAULT_DELIVERY_LIMIT = 20  # RabbitMQ 4.x
 def quorum_config(name: str, settings: QueueSettings, mirrored: bool = False,
                   partitioned: bool = False) -> QueueConfig:
     """The fifo configuration of quorum queue `name` with effective `settings`. A mirrored
-    classic queue has no delivery limit (classic queues have none). A partitioned queue
-    (`partitioned`) adds its partitions and times; its messages have no TTL."""
+    classic queue has no delivery limit (classic queues have none) and, with x-max-priority,
+    strict priority levels. A partitioned queue (`partitioned`) adds its partitions and times;
+    its messages have no TTL."""
     limit = -1 if mirrored else settings.delivery_limit
     parts: dict = {}
     if partitioned:
@@ -50,6 +51,8 @@ def quorum_config(name: str, settings: QueueSettings, mirrored: bool = False,
         dead_letter_strategy=AT_LEAST_ONCE if strategy == AT_LEAST_ONCE else AT_MOST_ONCE,
         single_active_consumer=settings.single_active_consumer,
         **parts,
+        # a mirrored classic queue keeps a classic queue's strict priority levels
+        max_priority=settings.max_priority if mirrored else None,
     ).normalise()
 
 

@@ -235,6 +235,9 @@ class RemoteQueue:
         """The link to the home node dropped: nack confirms in flight, empty gets, cancel
         consumers (the home node requeues what they held)."""
         self.confirmed(list(self._confirms), False)
+        self._end_gets_and_consumers()
+
+    def _end_gets_and_consumers(self) -> None:
         for corr in list(self._gets):
             self.got(w.GetReply(corr, 0))
         for cid in list(self.consumers):
@@ -311,10 +314,25 @@ class RemoteQueue:
 
     def delete(self) -> int:
         """This node's proxy goes (the home node deletes the queue when the change commits)."""
+        if self.deleted:
+            return 0  # retired already
         n = self.message_count
         self.deleted = True
         self.home_down()
         return n
+
+    def retire(self) -> int:
+        """This proxy's queue is served by a replica here now (it became mirrored): as
+        `delete`, except that publishes in flight keep waiting for the home node's confirms
+        (it put them into the queue); `home_down` nacks them if the link drops first."""
+        n = self.message_count
+        self.deleted = True
+        self._end_gets_and_consumers()
+        return n
+
+    @property
+    def confirms_pending(self) -> bool:
+        return bool(self._confirms)
 
     def touch(self, now_ms: int) -> None:
         pass

@@ -255,3 +255,6 @@ class Admin:
         policy, op = store.for_queue(rt.name, rt.queue_type)
         rt.queue.apply_policy(effective_definition(policy, op) if (policy or op) else None)
         rt.kick()
+        mirrors = getattr(self.broker, "mirror_conversions", None)
+        if mirrors is not None and policy is not None and "ha-mode" in policy.definition:
+            mirrors.consider(vhost_name, rt)  # an existing classic queue becomes mirrored

@@ -89,6 +89,8 @@ class Broker:
         self.cluster_meta: Any = None
         self.remote_queues: Any = None  # remote_queues.RemoteQueues in a cluster
         self.membership: Any = None  # membership.Membership: node records, join / leave
+        # mirror_convert.MirrorConversions in a cluster: classic queues an ha policy now covers
+        self.mirror_conversions: Any = None
         # TLS of the listeners.ssl.* listeners (tls.ServerTls; node.serve_broker builds it), and
         # every listener once bound: {"protocol", "ip_address", "port", "tls"} (listener.py)
         self.amqp_tls: Any = None

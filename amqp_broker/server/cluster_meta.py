@@ -30,6 +30,7 @@ from amqp_broker.core.bindings import Dest
 from amqp_broker.core.errors import AMQPError, NotFound
 from amqp_broker.queues import remote_wire as wire
 
+from .mirror_convert import drop_stale_journal
 from .persistence import args_key, plain
 
 if TYPE_CHECKING:
@@ -342,8 +343,16 @@ def _apply_queue(broker: "Broker", node: str, key: tuple, value: Any) -> None:
         if rt is not None and rt.durable and not rt.exclusive:
             vhost.delete_queue_now(rt)
         return
+    converting = broker.mirror_conversions
+    if converting is not None and value.get("group") is not None \
+            and converting.switching.get(key) == value["group"]:
+        return  # this node converts it to mirrored: its conversion takes the group over
     if rt is not None:
         if _same(rt, value, node):
+            return
+        if value.get("mirrored") and not rt.queue.placement(node).replicated:
+            # another node's classic queue became mirrored: its bindings stay
+            vhost.replace_queue(rt, value)
             return
         vhost.delete_queue_now(rt)  # another node's declaration won
     # a quorum queue with its group; a classic queue of another node as a proxy of it
@@ -353,6 +362,7 @@ def _apply_queue(broker: "Broker", node: str, key: tuple, value: Any) -> None:
     recovered = broker.store.recovered.pop(rt.queue.key, None)
     if recovered:
         rt.queue.restore(recovered, broker.now_ms)
+        drop_stale_journal(broker, rt.queue, recovered)
 
 
 def _same(rt: Any, record: dict, node: str) -> bool:

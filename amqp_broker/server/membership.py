@@ -152,24 +152,65 @@ class Membership:
             return record.get("members")
         raft = self.runtime.driver.raft(group)
         current = sorted(raft.config.voters, key=lambda n: (n != raft.leader, n))
-        return self._with_witness(self._ha_members(self._ha_policy(vhost, name), current),
-                                  current)
+        ha = self.ha_policy(vhost, name)
+        wanted = self._with_witness(self._ha_members(ha, current), current)
+        if (ha or {}).get("ha-sync-mode") == "manual":  # new mirrors wait for sync_queue
+            synced = record.get("synced", ())
+            wanted = [n for n in wanted if n in current or n in synced]
+        return wanted
+
+    def unsynced_mirrors(self, vhost: str, name: str) -> list[str]:
+        """Mirrors the policy wants that are not voters yet: catching up (automatic) or
+        waiting for sync_queue (manual); listed in slave_nodes, not in
+        synchronised_slave_nodes."""
+        record = self.meta.record(QUEUE, (vhost, name))
+        ha = self.ha_policy(vhost, name)
+        if not record or not record.get("mirrored") or ha is None:
+            return []
+        driver = self.runtime.driver
+        if not driver.has_group(record["group"]):
+            return []
+        raft = driver.raft(record["group"])
+        current = sorted(raft.config.voters, key=lambda n: (n != raft.leader, n))
+        wanted = self._with_witness(self._ha_members(ha, current), current)
+        return [n for n in wanted if n not in current]
+
+    def sync_queue(self, vhost: str, name: str, sync: bool = True) -> None:
+        """sync_queue: the mirrors the policy wants now may vote (a learner holds the whole
+        log: promoted, it is in sync); cancel_sync_queue: those not promoted yet wait again."""
+        record = self.meta.record(QUEUE, (vhost, name))
+        if record is None:
+            raise MemberError("not_found", f"queue '{name}' in vhost '{vhost}' not found")
+        if not record.get("mirrored"):
+            return
+        value = dict(record)
+        if sync:
+            value["synced"] = sorted(set(record.get("synced", ()))
+                                     | set(self.unsynced_mirrors(vhost, name)))
+        else:
+            value.pop("synced", None)
+        self.meta.put_record(QUEUE, (vhost, name), value)
 
     # -- mirrored classic queues (ha-mode policies) -----------------------------------------
-    def _ha_policy(self, vhost: str, name: str) -> dict | None:
+    def ha_policy(self, vhost: str, name: str) -> dict | None:
         store = self.broker.admin.policies.get(vhost)
         policy = store.for_queue(name, "classic")[0] if store is not None else None
         if policy is None or "ha-mode" not in policy.definition:
             return None
         return dict(policy.definition)
 
-    def mirror_placement(self, vhost: str, name: str) -> dict | None:
-        """A new durable classic queue under an ha-mode policy: its group and members (this
-        node first: it starts the first election, so the declaring node is the master)."""
-        ha = self._ha_policy(vhost, name)
+    def mirror_placement(self, vhost: str, name: str, arguments: dict | None = None,
+                         master: str | None = None) -> dict | None:
+        """A durable classic queue under an ha-mode policy: its group and members, the
+        master first (it starts the first election): `master`, else where the master locator
+        (x-queue-master-locator, the queue-master-locator policy key, the config) puts it."""
+        ha = self.ha_policy(vhost, name)
         if ha is None:
             return None
-        members = self._with_witness(self._ha_members(ha, [self.node]), [])
+        if master is None:
+            remote = self.broker.remote_queues
+            master = remote.home_for(vhost, name, arguments or {}) if remote else self.node
+        members = self._with_witness(self._ha_members(ha, [master]), [])
         return {"group": self.runtime.new_group_id(), "members": members,
                 "founders": members, "mirrored": True}
 
@@ -183,11 +224,12 @@ class Membership:
         if mode == "all":
             return current[:1] + sorted(n for n in runtime.nodes if n != current[0])
         if mode == "exactly":
+            # a mirror whose node is down is replaced by a running node, as RabbitMQ adds a
+            # mirror elsewhere; when the node returns it is not taken back (the set is full)
             count = max(1, int(ha.get("ha-params", 1)))
-            load = self._replica_load()
-            spares = sorted((n for n in runtime.nodes if n not in current
-                             and runtime.is_running(n)), key=lambda n: (load.get(n, 0), n))
-            return (current + spares)[:count]
+            up = [n for n in current if self._up(n)]
+            down = [n for n in current if not self._up(n)]
+            return (up + self._spares(current) + down)[:count]
         if mode == "nodes":
             listed = [n for n in ha.get("ha-params", ()) if n in runtime.nodes]
             if not listed:
@@ -202,11 +244,19 @@ class Membership:
         that it keeps a master when one node is lost, as RabbitMQ's master and mirror do."""
         if len(members) % 2 or len(members) >= len(self.runtime.nodes):
             return members
-        load = self._replica_load()
-        spares = [n for n in current if n not in members] or sorted(
-            (n for n in self.runtime.nodes if n not in members and self.runtime.is_running(n)),
-            key=lambda n: (load.get(n, 0), n))
+        kept = [n for n in current if n not in members]  # a voter already: no copy to make
+        spares = [n for n in kept if self._up(n)] + self._spares(members + kept) + \
+            [n for n in kept if not self._up(n)]
         return members + spares[:1]
+
+    def _up(self, node: str) -> bool:
+        return node == self.node or self.runtime.is_running(node)
+
+    def _spares(self, taken: list[str]) -> list[str]:
+        """Running nodes not in `taken`, those holding the fewest replicas first."""
+        load = self._replica_load()
+        return sorted((n for n in self.runtime.nodes if n not in taken and self._up(n)),
+                      key=lambda n: (load.get(n, 0), n))
 
     def _replica_load(self) -> dict[str, int]:
         load: dict[str, int] = {}

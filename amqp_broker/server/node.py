@@ -34,6 +34,7 @@ from .remote_queues import RemoteQueues
 from .dlx_port import start_dlx_worker
 from .listener import serve_amqp
 from .membership import Membership
+from .mirror_convert import MirrorConversions
 from .persistence import Store
 from .reconciler import run_reconciliation
 from .recovery import import_local_metadata
@@ -69,6 +70,7 @@ def open_broker(settings: Settings) -> Broker:
         remote = broker.remote_queues = RemoteQueues(broker, broker.quorum)
         broker.quorum.on_rpc = remote.handle
         broker.quorum.watch(remote)
+        broker.mirror_conversions = MirrorConversions(broker)
     # the records are applied once the group's local log is replayed (meta.on_ready); journal
     # entries of classic queues wait for their queue's record until then
     host_metadata(broker.quorum, meta.on_effects, meta.on_ready)
@@ -151,6 +153,8 @@ async def _serve(broker: Broker, store, stop: trio.Event | None, task_status,
         await meta.seed_defaults()
         store.drop_orphans()  # journal entries of queues that no longer exist
         _start_reconciliation(nursery, broker)
+        if broker.mirror_conversions is not None:
+            nursery.start_soon(broker.mirror_conversions.run)
         port = await nursery.start(serve_amqp, broker)
         if http:  # else the caller starts them, and logs ready once they are up too
             from amqp_broker.mgmt import Admin as HttpAdmin

@@ -150,6 +150,7 @@ class RemoteQueues:
         self._stand_ins: dict[tuple[str, int], _RemoteChannel] = {}  # (peer, chan) -> stand-in
         self._sent_stats: dict[tuple[str, str], tuple[int, int]] = {}
         self.peer_stats: dict[str, Any] = {}  # peer -> its last w.NodeStats (management rows)
+        self._retired: set[RemoteQueue] = set()  # replaced proxies with confirms to come
 
     def peer_tally(self, kind: str, name: str) -> int:
         """What the running peers last reported (every two seconds) of `kind` ("vhost",
@@ -182,13 +183,26 @@ class RemoteQueues:
     def forget(self, ident: int) -> None:
         self._routes.pop(ident, None)
 
+    def retire(self, queue: RemoteQueue) -> None:
+        """`queue`'s proxy is replaced by a replica (`VHost.replace_queue`)."""
+        queue.retire()
+        if queue.confirms_pending:
+            self._retired = {q for q in self._retired if q.confirms_pending}
+            self._retired.add(queue)
+
+    @staticmethod
+    def is_stand_in(channel: Any) -> bool:
+        """Is `channel` another node's channel, as this node's queues see it?"""
+        return isinstance(channel, _RemoteChannel)
+
     def runtime_of(self, queue: RemoteQueue) -> "QueueRuntime | None":
         v = self.broker.vhosts.get(queue.vhost)
         rt = v.queues.get(queue.name) if v is not None else None
         return rt if rt is not None and rt.queue is queue else None
 
     def home_for(self, vhost: str, name: str, arguments: dict) -> str:
-        """The home node of a new durable classic queue: x-queue-master-locator, else the
+        """The home node of a new durable classic queue (the master of a mirrored one; masters
+        count as homes): x-queue-master-locator, else the
         queue-master-locator policy key, else queue_master_locator (`cluster/placement.py`)."""
         locator = arguments.get("x-queue-master-locator")
         if isinstance(locator, bytes):
@@ -201,9 +215,13 @@ class RemoteQueues:
         if locator is None:
             locator = getattr(self.broker.settings, "queue_master_locator", "client-local")
         homes: dict[str, int] = {}
+        driver = self.runtime.driver
         for _key, record in self.broker.cluster_meta.state().items("queue"):
-            if "node" in record:
-                homes[record["node"]] = homes.get(record["node"], 0) + 1
+            home = record.get("node")
+            if record.get("mirrored") and driver.has_group(record["group"]):
+                home = driver.status(record["group"]).leader  # a mirrored queue's master
+            if home is not None:
+                homes[home] = homes.get(home, 0) + 1
         return choose_home(self.runtime, locator, homes)
 
     def make_queue(self, name: str, vhost: str, home: str, *, arguments: dict,
@@ -381,6 +399,9 @@ class RemoteQueues:
                 q = rt.queue
                 if isinstance(q, RemoteQueue) and q.home == node:
                     q.home_down()
+        for q in [q for q in self._retired if q.home == node or not q.confirms_pending]:
+            self._retired.discard(q)
+            q.home_down()
         self.broker.run_pending()
 
     def audit(self) -> None:

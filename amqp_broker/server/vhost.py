@@ -157,7 +157,7 @@ class VHost:
         new_durable_classic = (placement is None and remote is not None and factory is None
                                and durable and not exclusive and persist)
         if new_durable_classic and not auto_delete:  # under an ha-mode policy: mirrored
-            placement = self.broker.membership.mirror_placement(self.name, name)
+            placement = self.broker.membership.mirror_placement(self.name, name, arguments)
         if new_durable_classic and placement is None:  # x-queue-master-locator
             home = remote.home_for(self.name, name, arguments)
         if placement is not None and placement.get("mirrored"):
@@ -267,6 +267,20 @@ class VHost:
         if rt.durable and not rt.exclusive:
             self._store("queue_deleted", self.name, rt.name)
         return count
+
+    def replace_queue(self, rt: QueueRuntime, placement: dict) -> QueueRuntime:
+        """The queue `rt` is now served as `placement` (its metadata record) says, e.g. a
+        classic queue of another node that became mirrored: its bindings stay, its consumers
+        get basic.cancel."""
+        if self.queues.get(rt.name) is rt:
+            del self.queues[rt.name]
+        if rt.queue.placement(self.broker.node_name).members[0] != self.broker.node_name:
+            self.broker.remote_queues.retire(rt.queue)  # a proxy: its confirms still come
+        rt.delete()
+        return self.create_queue(rt.name, durable=True, exclusive=False,
+                                 auto_delete=placement["auto_delete"],
+                                 arguments=placement["arguments"], owner=None, persist=False,
+                                 placement=placement)
 
     def purge_queue(self, session: "Session", name: str) -> int:
         return self.get_queue(name, session).purge()

@@ -73,6 +73,9 @@ class QueueConfig:
     partitions: int = 0
     handoff_timeout: int = DEFAULT_HANDOFF_TIMEOUT
     rebalance_delay: int = DEFAULT_REBALANCE_DELAY
+    # strict priority levels 0..N, as a classic queue's x-max-priority (a mirrored classic
+    # queue); None: the quorum queue's two levels served 2:1
+    max_priority: int | None = None
 
     def normalise(self) -> "QueueConfig":
         """Negative delivery limits mean unlimited (RabbitMQ's -1)."""

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from .commands import (UNLIMITED_PREFETCH, Cancel, Checkout, Command, ConsumerDown, Credit,
                        Dequeue, Discard, DlxSettle, Enqueue, Meta, NodeDown, NodeUp, Purge,
-                       Requeue, Return, Settle, Tick, UpdateConfig)
+                       QueueConfig, Requeue, Return, Settle, Tick, UpdateConfig)
 from .consumers import CANCELLED, QUIESCING, SUSPECTED, UP, Consumer, Enqueuer
 from .delivery import (activate_next, add_waiting, complete, deliver, delivery_of,
                        enforce_limits, finish, is_unused, remove_consumer,
@@ -73,7 +73,7 @@ def _enqueue(meta: Meta, cmd: Enqueue, q: QueueState) -> Applied:
     # TTL 0: expires unless consumed at once (within the same leader millisecond)
     expiry = None if ttl is None else meta.timestamp + max(ttl, 1)
     if q.parts is None:
-        q.ready.push(Message(meta.index, cmd.size, expiry, is_high(cmd.priority),
+        q.ready.push(Message(meta.index, cmd.size, expiry, _level(cfg, cmd.priority),
                              cmd.persistent))
     else:
         # a key keeps its order: no priority, no expiry (an expired head would reorder)
@@ -359,3 +359,11 @@ _HANDLERS = {
     NodeUp: _node_up, Purge: _purge, Tick: _tick, UpdateConfig: _update_config,
     DlxSettle: _dlx_settle,
 }
+
+
+def _level(cfg: QueueConfig, priority: int | None) -> bool | int:
+    """A message's `hi`: high or not (the quorum queue's two levels), or with strict levels
+    (`max_priority`) its level, the priority capped at the maximum."""
+    if cfg.max_priority is None:
+        return is_high(priority)
+    return min(max(priority or 0, 0), cfg.max_priority)

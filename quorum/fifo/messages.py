@@ -3,8 +3,11 @@
 A message in the state is its log index plus a small header (`Message`); the body stays
 in the Raft log.  `ReadyQueue` holds the messages waiting for a consumer in delivery
 order: returned messages first (delivery limit set: "near the head"), then two priority
-levels served 2:1 like rabbit_fifo_q.  `LiveIndexes` tracks the smallest log index still
-referenced, for `ReleaseCursor`.  Used only by the other modules of this package.
+levels served 2:1 like rabbit_fifo_q; or, for a mirrored classic queue (`QueueConfig.
+max_priority`), strict levels as a classic queue's: a message's `hi` is then its level (an
+int; level 0 shares the normal deque) and higher levels always go first.  `LiveIndexes`
+tracks the smallest log index still referenced, for `ReleaseCursor`.  Used only by the other
+modules of this package.
 """
 from __future__ import annotations
 
@@ -62,20 +65,35 @@ def is_high(priority: int | None) -> bool:
 
 class ReadyQueue:
     """Messages ready for delivery.  `len()` and `bytes` count all of them."""
-    __slots__ = ("returns", "hi", "lo", "counter", "bytes")
+    __slots__ = ("returns", "hi", "lo", "strict", "counter", "bytes")
 
     def __init__(self) -> None:
         self.returns: deque[Message] = deque()
         self.hi: deque[Message] = deque()
         self.lo: deque[Message] = deque()
+        self.strict: dict[int, deque[Message]] = {}  # level >= 1 -> its messages (non-empty)
         self.counter = 0      # position in the 2:1 cycle, as rabbit_fifo_q's dequeue counter
         self.bytes = 0
 
     def __len__(self) -> int:
-        return len(self.returns) + len(self.hi) + len(self.lo)
+        n = len(self.returns) + len(self.hi) + len(self.lo)
+        if self.strict:
+            n += sum(len(q) for q in self.strict.values())
+        return n
+
+    def _level_of(self, msg: Message) -> deque[Message]:
+        hi = msg.hi
+        if hi is True:
+            return self.hi
+        if not hi:
+            return self.lo
+        q = self.strict.get(hi)
+        if q is None:
+            q = self.strict[hi] = deque()
+        return q
 
     def push(self, msg: Message) -> None:
-        (self.hi if msg.hi else self.lo).append(msg)
+        self._level_of(msg).append(msg)
         self.bytes += msg.size
 
     def push_return(self, msg: Message) -> None:
@@ -84,13 +102,16 @@ class ReadyQueue:
         self.bytes += msg.size
 
     def push_tail(self, msg: Message) -> None:
-        """Back at the tail of the normal level (returns with an unlimited delivery limit)."""
-        self.lo.append(msg)
+        """Back at the tail of the normal level (returns with an unlimited delivery limit);
+        with strict levels, at the tail of its own level."""
+        (self.lo if msg.hi is True else self._level_of(msg)).append(msg)
         self.bytes += msg.size
 
     def _pick(self) -> deque[Message] | None:
         if self.returns:
             return self.returns
+        if self.strict:
+            return self.strict[max(self.strict)]
         hi, lo = self.hi, self.lo
         if hi and lo and self.counter == _WEIGHT:
             # normal's turn, but a high message published earlier still goes first
@@ -107,6 +128,8 @@ class ReadyQueue:
         """The first `n` messages in delivery order, without taking them (a management
         "get" that only looks): the same choices `pop` would make, on a copy of the cycle."""
         out = list(islice(self.returns, n))
+        for level in sorted(self.strict, reverse=True):
+            out.extend(islice(self.strict[level], max(0, n - len(out))))
         hi, lo, counter = self.hi, self.lo, self.counter
         h = l = 0
         while len(out) < n:
@@ -130,23 +153,30 @@ class ReadyQueue:
         q = self._pick()
         if q is None:
             return None
-        if q is not self.returns:
+        if q is self.hi or q is self.lo:
             self.counter = 0 if self.counter == _WEIGHT else self.counter + 1
         msg = q.popleft()
+        if not q and q is not self.returns and q is not self.hi and q is not self.lo:
+            del self.strict[msg.hi]  # a strict level emptied
         self.bytes -= msg.size
         return msg
 
     def clear(self) -> list[Message]:
-        out = [*self.returns, *self.hi, *self.lo]
+        out = [*self.returns, *(m for level in sorted(self.strict, reverse=True)
+                                for m in self.strict[level]), *self.hi, *self.lo]
         self.returns.clear()
         self.hi.clear()
         self.lo.clear()
+        self.strict.clear()
         self.bytes = 0
         return out
 
     def to_wire(self) -> list:
-        return [[m.to_wire() for m in self.returns], [m.to_wire() for m in self.hi],
-                [m.to_wire() for m in self.lo], self.counter]
+        w = [[m.to_wire() for m in self.returns], [m.to_wire() for m in self.hi],
+             [m.to_wire() for m in self.lo], self.counter]
+        if self.strict:  # absent for quorum queues: their snapshots keep the old shape
+            w.append([[level, [m.to_wire() for m in ms]] for level, ms in self.strict.items()])
+        return w
 
     @classmethod
     def from_wire(cls, w: list) -> "ReadyQueue":
@@ -155,8 +185,10 @@ class ReadyQueue:
         q.hi.extend(Message.from_wire(m) for m in w[1])
         q.lo.extend(Message.from_wire(m) for m in w[2])
         q.counter = w[3]
+        for level, ms in (w[4] if len(w) > 4 else ()):
+            q.strict[level] = deque(Message.from_wire(m) for m in ms)
         q.bytes = sum(m.size for m in q.returns) + sum(m.size for m in q.hi) \
-            + sum(m.size for m in q.lo)
+            + sum(m.size for m in q.lo) + sum(m.size for ms in q.strict.values() for m in ms)
         return q
 
 

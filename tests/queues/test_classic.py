@@ -442,3 +442,44 @@ def test_journal_removed_on_no_ack_expiry_and_delete():
     assert j.log[-1] == ("rm", (3,))
     q.delete()
     assert j.log[-1] == ("drop", q.key)
+
+
+# -- while it becomes mirrored (server/mirror_convert.py) ------------------------------------
+class _Sink:
+    def __init__(self) -> None:
+        self.settled: list[tuple[int, bool]] = []
+
+    def settle(self, seq: int, ok: bool) -> None:
+        self.settled.append((seq, ok))
+
+
+def test_a_paused_queue_delivers_nothing_and_gets_nothing():
+    q = ClassicQueue("q")
+    fill(q, 3)
+    q.add_consumer(consumer("c"), 0)
+    q.paused = True
+    assert q.dispatch(0) == [] and q.get(0, True) is None
+    assert q.message_count == 3
+    q.paused = False
+    assert bodies(q.dispatch(0)) == [b"m0", b"m1", b"m2"]
+
+
+def test_held_publishes_are_not_queued_nor_confirmed_until_released():
+    q = ClassicQueue("q", durable=True)
+    fill(q, 1)
+    q.held = []
+    sink = _Sink()
+    assert q.publish(msg(b"late", persistent=True), 5, (sink, 1))
+    assert q.message_count == 1 and sink.settled == []
+    held = q.release_held()
+    assert [(m.body, now, c) for m, now, c in held] == [(b"late", 5, (sink, 1))]
+    assert q.held is None and q.release_held() == []
+
+
+def test_ready_entries_are_in_delivery_order_across_priority_levels():
+    q = ClassicQueue("q", arguments={"x-max-priority": 5})
+    for body, prio in ((b"low0", 0), (b"hi0", 5), (b"mid", 3), (b"low1", 0), (b"hi1", 5)):
+        q.publish(msg(body, priority=prio), 0)
+    order = [e.message.body for e in q.ready_entries()]
+    q.add_consumer(consumer("c"), 0)
+    assert order == bodies(q.dispatch(0)) == [b"hi0", b"hi1", b"mid", b"low0", b"low1"]
