@@ -9,9 +9,11 @@ true: every connection that advertised the `connection.blocked` capability is to
 `connection.unblocked` and reading resumes.
 
 RSS is what the kernel charges the process, but memory Python frees stays in the C allocator's
-heap and is not always given back, so the RSS of a broker whose queues have drained need not
-fall and the alarm would never clear: while the memory alarm is set, each sample first asks
-glibc to return its free pages (`malloc_trim`; a no-op where there is no glibc).
+heap and is not always given back, so the RSS of a broker whose queues have drained or were
+deleted need not fall (and the alarm would never clear): while the memory alarm is set, each
+sample first asks glibc to return its free pages (`malloc_trim`; a no-op where there is no
+glibc), and every couple of seconds so does any sample that finds more than `TRIM_ABOVE` bytes
+free in the allocator's heap (`mallinfo2`), so memory returns after a backlog is consumed.
 """
 
 from __future__ import annotations
@@ -42,6 +44,41 @@ def _find_malloc_trim():
 
 
 _malloc_trim = _find_malloc_trim()
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def _find_mallinfo2():
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallinfo2
+    except (OSError, AttributeError):  # not glibc, or older than 2.33
+        return None
+    fn.restype = _MallInfo2
+    return fn
+
+
+_mallinfo2 = _find_mallinfo2()
+# Free bytes in the allocator's heaps above which a periodic check trims them.
+TRIM_ABOVE = 16 * 1024 * 1024
+_TRIM_EVERY = 8  # alarm samples (4 a second): a check every 2 s
+
+
+def free_heap_bytes() -> int | None:
+    """Bytes the C allocator holds free in its heaps (None where unknown)."""
+    return None if _mallinfo2 is None else _mallinfo2().fordblks
+
+
+def trim_if_worth_it() -> bool:
+    """Trim when the heaps hold more than `TRIM_ABOVE` free bytes; True if it did."""
+    free = free_heap_bytes()
+    if free is None or free <= TRIM_ABOVE:
+        return False
+    release_free_memory()
+    return True
 
 
 def release_free_memory() -> None:
@@ -80,12 +117,14 @@ def _disk_free(path) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
-def check_alarms(broker: "Broker") -> set[str]:
+def check_alarms(broker: "Broker", trim: bool = False) -> set[str]:
     s = broker.settings
     active: set[str] = set()
     limit = memory_limit_bytes(s.memory_high_watermark)
     if "memory" in broker.alarms:
         release_free_memory()
+    elif trim:
+        trim_if_worth_it()
     used = rss_bytes()
     if limit and used > limit:
         active.add("memory")
@@ -100,8 +139,10 @@ def check_alarms(broker: "Broker") -> set[str]:
 
 
 async def run_alarms(broker: "Broker", interval: float = 0.25) -> None:
+    samples = 0
     while True:
-        active = check_alarms(broker)
+        samples += 1
+        active = check_alarms(broker, trim=samples % _TRIM_EVERY == 0)
         if active != broker.alarms:
             if active:
                 _log.warning("resource alarm set: %s; blocking publishers", ", ".join(sorted(active)))
