@@ -16,7 +16,7 @@ simulator (`tests/sim/`), so that the simulator runs the very rules the driver r
   with plain `machine.restore`: the processes those effects were for died with the node);
 - a group compacts once `every` entries were applied since its snapshot (`compaction_point`):
   to the applied index, unless the machine's optional `compactable(state, since)` says not
-  yet; a machine with `release_cursor(state, applied)` names the point itself (a snapshot
+  yet; a machine with `release_cursor(state, applied, since, every)` names the point itself (a snapshot
   of an earlier state it held back until the log below it was no longer needed, as ra's
   release cursor: a quorum queue keeps its bodies in the log).
 """
@@ -108,12 +108,13 @@ def compaction_due(machine: StateMachine, state: Any, since: int, every: int) ->
 def compaction_point(machine: StateMachine, state: Any, applied: int, since: int,
                      every: int) -> tuple[int, bytes] | None:
     """(index, snapshot data) to compact the log to now, `since` entries after the last
-    snapshot, with the state applied up to `applied`; None: not now."""
-    if since < every:
-        return None
+    snapshot, with the state applied up to `applied`; None: not now. Asked after every
+    batch; a machine with a release cursor decides alone (it may compact early)."""
     cursor = getattr(machine, "release_cursor", None)  # optional, like compactable
     if cursor is not None:
-        return cursor(state, applied)
+        return cursor(state, applied, since, every)
+    if since < every:
+        return None
     if not compaction_due(machine, state, since, every):
         return None
     return applied, machine.snapshot(state)

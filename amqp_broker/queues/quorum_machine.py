@@ -143,6 +143,8 @@ _dec = msgspec.msgpack.Decoder()
 # The read cache: at most this many bytes / messages (a few prefetch windows of small ones).
 CACHE_BYTES = 4 << 20
 CACHE_COUNT = 8192
+# An empty queue compacts its log early once this many body bytes went through it.
+CURSOR_BYTES = 16 << 20
 
 
 class QuorumMachine:
@@ -160,6 +162,7 @@ class QuorumMachine:
         # the release cursor waiting for its index to fall below the oldest live message:
         # (applied index, snapshot of the state there)
         self.pending: tuple[int, bytes] | None = None
+        self.enqueued_bytes = 0  # body bytes applied since the last snapshot was taken
         self.applied_enqueues = 0  # not replicated: the adapter's in-flight publish count
         self.log_reads = 0  # bodies read back from the log (cache misses)
         # Leader-side shortcut: (log data, Enqueue, message) of this node's proposed
@@ -181,6 +184,7 @@ class QuorumMachine:
         cls = type(cmd)
         if cls is Enqueue:
             self.applied_enqueues += 1
+            self.enqueued_bytes += cmd.size
             self.cache.put(meta.index, self._cached(cmd), cmd.size)
         elif cls is Requeue:
             self.cache.put(meta.index, cmd.payload, len(cmd.payload))
@@ -232,25 +236,33 @@ class QuorumMachine:
         return encode_payload(got)
 
     # -- snapshots -------------------------------------------------------------------------
-    def release_cursor(self, state: QState, applied: int) -> tuple[int, bytes] | None:
-        """Asked by the driver once enough entries were applied since the last snapshot
-        (`quorum.replica.compaction_point`): the (index, snapshot) to compact to now, if
-        any. A snapshot at `applied` is taken and held until the oldest live message is
-        past it (at once when the queue is empty); only one is held at a time."""
+    def release_cursor(self, state: QState, applied: int, since: int,
+                       every: int) -> tuple[int, bytes] | None:
+        """Asked by the driver after every pass (`quorum.replica.compaction_point`), `since`
+        entries after the last snapshot: the (index, snapshot) to compact to now, if any.
+        - an empty queue compacts to `applied` once `every` entries or `CURSOR_BYTES` of
+          bodies went through since the last snapshot (a drained backlog lets its log go);
+        - otherwise, once `every` entries were applied, a snapshot at `applied` is taken and
+          held (only one at a time) until the oldest live message is past it."""
         smallest = state.fifo.live.smallest()
-        if state.legacy:
-            live = set(state.fifo.live.live())
-            state.legacy = {i: m for i, m in state.legacy.items() if i in live}
+        if smallest is None and (since >= every or self.enqueued_bytes >= CURSOR_BYTES):
+            self.pending = None
+            self.enqueued_bytes = 0
+            state.legacy = {}
+            return applied, self.snapshot(state)
         held = self.pending
         if held is not None:
             if smallest is None or smallest > held[0]:
                 self.pending = None
                 return held
             return None
-        data = self.snapshot(state)
-        if smallest is None:
-            return applied, data
-        self.pending = (applied, data)
+        if since < every:
+            return None
+        if state.legacy:
+            live = set(state.fifo.live.live())
+            state.legacy = {i: m for i, m in state.legacy.items() if i in live}
+        self.pending = (applied, self.snapshot(state))
+        self.enqueued_bytes = 0
         return None
 
     def snapshot(self, state: QState) -> bytes:

@@ -10,8 +10,8 @@ record; nothing is durable until a batch has been written and fdatasynced:
     store.mark_durable(upto)                          # tokens <= upto are durable
 
 `sync()` does those three steps (and a rollover when due) in one call. When the WAL grows past
-`wal_max_size_bytes`, or the payloads appended to memory tables since the last rollover pass
-`mem_max_bytes` (memory tables hold every payload until then: quorum queue bodies stay in the
+`wal_max_size_bytes`, or the entries appended to memory tables since the last rollover pass
+`mem_max_bytes` (payloads plus a per-entry overhead; memory tables hold every payload until then: quorum queue bodies stay in the
 log, so this bounds what a backlog costs in memory), `begin_rollover()` freezes every group's memory table,
 `run_rollover()` (IO) writes them to segment files and starts a new WAL that begins with a
 checkpoint of every group's hard state and log end, and `finish_rollover()` swaps the
@@ -34,6 +34,9 @@ from .snapshot import StoredSnapshot, read_snapshot, write_snapshot
 __all__ = ["LogConfig", "LogStore", "LogFailed", "LogError", "GroupState"]
 
 MAX_SEGMENT_ENTRIES = 65535
+# What one entry in a memory table costs besides its payload (tuple, list slot, bytes header):
+# counted towards `mem_max_bytes` so that many small entries roll the WAL over too.
+_ENTRY_OVERHEAD = 128
 
 
 class LogFailed(Exception):
@@ -176,7 +179,7 @@ class LogStore:
             # two pieces of one record: take_batch joins them (the only copy of the payload)
             add(head(prefix, index, term, payload))
             add(payload)
-            size += len(payload)
+            size += len(payload) + _ENTRY_OVERHEAD
             n += 1
         self._mem_bytes += size
         self._seq += 1
