@@ -76,8 +76,8 @@ class QState:
 
 class BodyCache:
     """Bodies of the latest applied enqueues by log index (a `Message`, or the raw payload on
-    a replica that did not decode it): what a consumer that keeps up takes next, without a
-    log read. Bounded by bytes and count, oldest out first; a delivery takes its entry out.
+    a replica that did not decode it): the head of a queue whose consumers keep up, delivered
+    without a log read. Bounded by bytes and count, oldest out first; a delivery takes its entry out.
     Not replicated: a miss only costs a read."""
 
     __slots__ = ("items", "bytes", "max_bytes", "max_count")
@@ -140,9 +140,10 @@ class DeadLettered:
 _enc = msgspec.msgpack.Encoder()
 _dec = msgspec.msgpack.Decoder()
 
-# The read cache: at most this many bytes / messages (a few prefetch windows of small ones).
-CACHE_BYTES = 4 << 20
-CACHE_COUNT = 8192
+# The read cache, per queue: at most this many bytes / messages (a few prefetch windows of
+# small ones); an enqueue behind more ready messages than the count is not cached.
+CACHE_BYTES = 2 << 20
+CACHE_COUNT = 2048
 # An empty queue compacts its log early once this many body bytes went through it.
 CURSOR_BYTES = 16 << 20
 
@@ -185,7 +186,10 @@ class QuorumMachine:
         if cls is Enqueue:
             self.applied_enqueues += 1
             self.enqueued_bytes += cmd.size
-            self.cache.put(meta.index, self._cached(cmd), cmd.size)
+            body = self._cached(cmd)
+            # behind a backlog it would be delivered long after the cache let it go
+            if len(state.fifo.ready) < self.cache.max_count:
+                self.cache.put(meta.index, body, cmd.size)
         elif cls is Requeue:
             self.cache.put(meta.index, cmd.payload, len(cmd.payload))
         _, reply, effects = self._fifo.apply(meta, cmd, state.fifo)
