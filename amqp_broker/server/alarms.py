@@ -12,8 +12,9 @@ RSS is what the kernel charges the process, but memory Python frees stays in the
 heap and is not always given back, so the RSS of a broker whose queues have drained or were
 deleted need not fall (and the alarm would never clear): while the memory alarm is set, each
 sample first asks glibc to return its free pages (`malloc_trim`; a no-op where there is no
-glibc), and every couple of seconds so does any sample that finds more than `TRIM_ABOVE` bytes
-free in the allocator's heap (`mallinfo2`), so memory returns after a backlog is consumed.
+glibc), and every couple of seconds so does a sample that finds `TRIM_ABOVE` more bytes free in
+the allocator's heaps (`mallinfo2`) than at the last trim, so memory returns after a backlog is
+consumed or its queue deleted.
 """
 
 from __future__ import annotations
@@ -72,12 +73,21 @@ def free_heap_bytes() -> int | None:
     return None if _mallinfo2 is None else _mallinfo2().fordblks
 
 
+_trimmed_at = 0  # free heap bytes at the last trim (trimmed pages still count as free)
+
+
 def trim_if_worth_it() -> bool:
-    """Trim when the heaps hold more than `TRIM_ABOVE` free bytes; True if it did."""
+    """Trim when the heaps hold `TRIM_ABOVE` more free bytes than at the last trim (trimmed
+    pages still count as free, so the level alone would trim forever); True if it did."""
+    global _trimmed_at
     free = free_heap_bytes()
-    if free is None or free <= TRIM_ABOVE:
+    if free is None:
+        return False
+    if free <= _trimmed_at + TRIM_ABOVE:
+        _trimmed_at = min(_trimmed_at, free)
         return False
     release_free_memory()
+    _trimmed_at = free
     return True
 
 
