@@ -144,7 +144,8 @@ _dec = msgspec.msgpack.Decoder()
 # small ones); an enqueue behind more ready messages than the count is not cached.
 CACHE_BYTES = 2 << 20
 CACHE_COUNT = 2048
-# An empty queue compacts its log early once this many body bytes went through it.
+# Once this many body bytes went through a queue, its log compacts (when empty) or takes a
+# release cursor early: large bodies let their entries go before `snapshot_every` entries.
 CURSOR_BYTES = 16 << 20
 
 
@@ -246,8 +247,10 @@ class QuorumMachine:
         entries after the last snapshot: the (index, snapshot) to compact to now, if any.
         - an empty queue compacts to `applied` once `every` entries or `CURSOR_BYTES` of
           bodies went through since the last snapshot (a drained backlog lets its log go);
-        - otherwise, once `every` entries were applied, a snapshot at `applied` is taken and
-          held (only one at a time) until the oldest live message is past it."""
+        - otherwise, once `every` entries or `CURSOR_BYTES` of bodies were applied, a
+          snapshot at `applied` is taken and held (only one at a time) until the oldest live
+          message is past it. (Large bodies: the log then lets settled ones go before a WAL
+          rollover would copy them into segments.)"""
         smallest = state.fifo.live.smallest()
         if smallest is None and (since >= every or self.enqueued_bytes >= CURSOR_BYTES):
             self.pending = None
@@ -260,7 +263,7 @@ class QuorumMachine:
                 self.pending = None
                 return held
             return None
-        if since < every:
+        if since < every and self.enqueued_bytes < CURSOR_BYTES:
             return None
         if state.legacy:
             live = set(state.fifo.live.live())
