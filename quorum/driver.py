@@ -249,6 +249,20 @@ class NodeDriver:
             e = decode_entry(ents[0][2])
         return unwrap_forward(e.data) if e.kind is EntryKind.FORWARDED else e.data
 
+    def entry_range(self, group: str, lo: int, hi: int) -> list[tuple[int, bytes]]:
+        """(index, `entry_data`) of entries lo..hi (inclusive) in one read, leaving out the
+        part compacted away."""
+        r = self._groups[group].raft
+        meta = r.snapshot_meta
+        if meta is not None and lo <= meta.index:
+            lo = meta.index + 1
+        hi = min(hi, r.last_index)
+        if lo > hi:
+            return []
+        forwarded = EntryKind.FORWARDED
+        return [(e.index, unwrap_forward(e.data) if e.kind is forwarded else e.data)
+                for e in r.entries(lo, hi + 1)]
+
     def status(self, group: str) -> GroupStatus:
         r = self._groups[group].raft
         return GroupStatus(r.leader, r.is_leader, r.term, r.commit_index, r.applied_index, r.last_index)

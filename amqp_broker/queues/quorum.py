@@ -105,7 +105,8 @@ class QuorumQueue:
         self.members = tuple(members) if members else (self.node,)
         self.learners = tuple(n for n in sorted(runtime.nodes) if n not in self.members) \
             if self.clustered else ()
-        self.machine = QuorumMachine(self.config, now_ms, reader=self._read_entry)
+        self.machine = QuorumMachine(self.config, now_ms, reader=self._read_entry,
+                                     range_reader=self._read_entries)
         self.publisher = runtime.pid_of(self)
         self.ready = False
         self.deleted = False
@@ -148,6 +149,12 @@ class QuorumQueue:
         if not driver.has_group(self.group):
             return None
         return driver.entry_data(self.group, index)
+
+    def _read_entries(self, lo: int, hi: int) -> list[tuple[int, bytes]]:
+        driver = self.runtime.driver
+        if not driver.has_group(self.group):
+            return []
+        return driver.entry_range(self.group, lo, hi)
 
     @property
     def state(self):
@@ -298,8 +305,8 @@ class QuorumQueue:
     def accepts_effects(self, force: bool) -> bool:
         return not self.deleted and (self.ready or force)
 
-    def read_body(self, index: int) -> Message | None:
-        return self.machine.body(self.state, index)
+    def read_bodies(self, indexes: list[int]) -> list[Message | None]:
+        return self.machine.bodies(self.state, indexes)
 
     def live_channel(self, pid: str) -> Any | None:
         channel = self.pids.get(pid)

@@ -45,8 +45,9 @@ class EffectHost(Protocol):
         """False once deleted, or before the group is ready unless `force`."""
         ...
 
-    def read_body(self, index: int) -> Message | None:
-        """The body of the live message at log index `index` (read cache, else the log)."""
+    def read_bodies(self, indexes: list[int]) -> list[Message | None]:
+        """The bodies of live messages by log index (read cache, else the log), being
+        delivered."""
         ...
 
     def queue_runtime(self) -> Any | None:
@@ -257,9 +258,7 @@ class EffectRunner:
                 return
         self._delivered[key] = msgs[-1].msg_id
         sent = 0
-        read = host.read_body
-        for d in msgs:
-            msg = read(d.index)
+        for d, msg in zip(msgs, host.read_bodies([d.index for d in msgs])):
             if msg is None:
                 # only a delivery re-run for a snapshot received from the leader, of a
                 # message later entries settle (its entry is compacted away)

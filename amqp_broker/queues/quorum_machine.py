@@ -153,13 +153,18 @@ class QuorumMachine:
     """`quorum.raft.StateMachine` for the driver; see the module docstring.
 
     `reader(index) -> command bytes | None` reads a committed entry back from the log (the
-    driver's `entry_data`); without one only the read cache serves bodies."""
+    driver's `entry_data`); without one only the read cache serves bodies. The optional
+    `range_reader(lo, hi) -> [(index, command bytes)]` reads entries lo..hi in one go (a
+    delivery of many messages behind a backlog)."""
 
     def __init__(self, config: QueueConfig, created_ms: int | None = None,
                  reader: Callable[[int], bytes | None] | None = None,
-                 cache_bytes: int = CACHE_BYTES, cache_count: int = CACHE_COUNT) -> None:
+                 cache_bytes: int = CACHE_BYTES, cache_count: int = CACHE_COUNT,
+                 range_reader: Callable[[int, int], list[tuple[int, bytes]]] | None = None
+                 ) -> None:
         self._fifo = FifoMachine(config, created_ms)
         self.reader = reader
+        self.range_reader = range_reader
         self.cache = BodyCache(cache_bytes, cache_count)
         # the release cursor waiting for its index to fall below the oldest live message:
         # (applied index, snapshot of the state there)
@@ -232,6 +237,32 @@ class QuorumMachine:
         if got is None or type(got) is Message:
             return got
         return decode_payload(got)
+
+    def bodies(self, state: QState, indexes: list[int]) -> list[Message | None]:
+        """`body` of each of `indexes` (being delivered), the cache misses read from the log
+        in one range when they lie close together."""
+        cache = self.cache
+        out: list[Any] = [cache.take(i) for i in indexes]
+        missing = [k for k, got in enumerate(out) if got is None]
+        if missing and self.range_reader is not None and len(missing) > 1 and not state.legacy:
+            lo, hi = indexes[missing[0]], indexes[missing[0]]
+            for k in missing:
+                i = indexes[k]
+                lo, hi = min(lo, i), max(hi, i)
+            if hi - lo < 4 * len(missing) + 16:
+                found = dict(self.range_reader(lo, hi))
+                decode = self._fifo.decode
+                for k in missing:
+                    data = found.get(indexes[k])
+                    if data is not None:
+                        self.log_reads += 1
+                        cmd = decode(data)
+                        out[k] = cmd.payload if type(cmd) in (Enqueue, Requeue) else None
+                missing = []
+        for k in missing:
+            out[k] = self._find(state, indexes[k], False)
+        return [got if got is None or type(got) is Message else decode_payload(got)
+                for got in out]
 
     def payload(self, state: QState, index: int) -> bytes | None:
         """The log payload of the message at `index` (for a `Requeue` of it)."""
