@@ -142,8 +142,8 @@ _dec = msgspec.msgpack.Decoder()
 
 # The read cache, per queue: at most this many bytes / messages (a few prefetch windows of
 # small ones); an enqueue behind more ready messages than the count is not cached.
-CACHE_BYTES = 2 << 20
-CACHE_COUNT = 2048
+CACHE_BYTES = 4 << 20
+CACHE_COUNT = 8192
 # Once this many body bytes went through a queue, its log compacts (when empty) or takes a
 # release cursor early: large bodies let their entries go before `snapshot_every` entries.
 CURSOR_BYTES = 16 << 20
