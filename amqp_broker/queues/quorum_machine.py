@@ -146,7 +146,7 @@ CACHE_BYTES = 4 << 20
 CACHE_COUNT = 8192
 # Once this many body bytes went through a queue, its log compacts (when empty) or takes a
 # release cursor early: large bodies let their entries go before `snapshot_every` entries.
-CURSOR_BYTES = 2 << 20
+CURSOR_BYTES = 16 << 20
 
 
 class QuorumMachine:
