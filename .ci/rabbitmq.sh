@@ -8,6 +8,8 @@
 #   .ci/rabbitmq.sh start [AMQP] [MGMT]     default 5673 15673; prints the AMQP URL when ready
 #   .ci/rabbitmq.sh stop  [AMQP]            stops the node and removes its state directory
 #   .ci/rabbitmq.sh status [AMQP]
+#   .ci/rabbitmq.sh kill AMQP               kill -9 the node, keeping its state (a crash)
+#   .ci/rabbitmq.sh resume AMQP [MGMT]      start a killed node again on its state
 #   .ci/rabbitmq.sh ctl AMQP ARGS...     rabbitmqctl ARGS for that node (e.g. stop_app, start_app)
 #   .ci/rabbitmq.sh queues AMQP ARGS...  rabbitmq-queues ARGS for that node (e.g. add_member)
 #   .ci/rabbitmq.sh cluster start N BASEPORT
@@ -139,6 +141,11 @@ do_start() {
         log "port $AMQP_PORT is already in use by something else"; exit 1
     fi
     write_config
+    boot
+}
+
+# Starts the node on the state directory as it is and waits until it serves.
+boot() {
     node_env
     # epmd is shared by all Erlang nodes on the host; start it if nobody has.
     epmd -daemon 2>/dev/null || true
@@ -162,6 +169,22 @@ do_start() {
     ctl enable_feature_flag all >/dev/null
     log "management on http://127.0.0.1:$MGMT_PORT/"
     echo "amqp://guest:guest@localhost:$AMQP_PORT/"
+}
+
+do_kill() {
+    [ -d "$BASE" ] || { log "no node state at $BASE"; exit 1; }
+    for f in "$BASE/rabbitmq.pid" "$BASE/beam.pid"; do
+        [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null || true
+    done
+    i=0
+    while port_open "$AMQP_PORT" && [ $i -lt 20 ]; do sleep 0.5; i=$((i + 1)); done
+    log "killed $NODE (state kept in $BASE)"
+}
+
+do_resume() {
+    [ -d "$BASE" ] || { log "no node state at $BASE"; exit 1; }
+    rm -f "$BASE/rabbitmq.pid"
+    boot
 }
 
 do_status() {
@@ -246,6 +269,8 @@ case "$CMD" in
     start) select_node "${2:-5673}" "${3:-15673}"; do_start ;;
     stop) select_node "${2:-5673}" "${3:-15673}"; do_stop ;;
     status) select_node "${2:-5673}" "${3:-15673}"; do_status ;;
+    kill) select_node "${2:?amqp port}" "${3:-$((${2} + 10000))}"; do_kill ;;
+    resume) select_node "${2:?amqp port}" "${3:-$((${2} + 10000))}"; do_resume ;;
     cluster) do_cluster "$@" ;;
     # rabbitmqctl for one node of ours (e.g. `ctl 5682 stop_app`), with its env and cookie
     ctl) select_node "${2:?amqp port}" $((${2} + 10000)); node_env; shift 2; ctl "$@" ;;

@@ -105,10 +105,11 @@ class WireClient:
 
     # -- rare methods -------------------------------------------------------------------------
     def queue_declare(self, name: str, durable: bool = True, arguments: dict | None = None,
-                      passive: bool = False) -> None:
+                      passive: bool = False):
+        """The DeclareOk (its message_count, consumer_count)."""
         self._send_method(1, commands.Queue.Declare(queue=name, durable=durable, passive=passive,
                                                     arguments=arguments or {}))
-        self._expect(commands.Queue.DeclareOk)
+        return self._expect(commands.Queue.DeclareOk)
 
     def queue_delete(self, name: str) -> None:
         self._send_method(1, commands.Queue.Delete(queue=name))

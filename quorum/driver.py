@@ -21,9 +21,9 @@ A one-member group commits its entries at `advance()`, so they are applied (step
 next pass, overlapped with that pass's fsync: nothing is applied, confirmed or delivered
 before the fsync that made it durable has returned.
 
-Compaction: every `snapshot_every` applied entries, unless the machine has a
-`compactable(state, since) -> bool` method that says not yet (e.g. a queue whose snapshot would
-carry many live message bodies).
+Compaction: every `snapshot_every` applied entries, to the point `quorum.replica.compaction_point`
+names: the applied index, or for a machine with a `release_cursor` (a quorum queue, whose bodies
+live in the log) an earlier snapshot it held back until no live message is below it.
 
 Effects: an effect that is a `quorum.raft.LocalEffect` runs on every replica, any other only
 on the leader; after a snapshot received from the leader, the machine's optional
@@ -60,7 +60,8 @@ from .raft import (Append, Entry, EntryKind, HardState, NotLeader, Persisted, Ra
                    Ready, Snapshot, SnapshotMeta, decode_config, decode_entry, decode_message,
                    encode_config, encode_entry, encode_message)
 from .raft.machine import StateMachine
-from .replica import Forward, apply_entries, compaction_due, encode_forward, install_snapshot
+from .replica import (Forward, apply_entries, compaction_point, encode_forward,
+                      install_snapshot, unwrap_forward)
 
 __all__ = ["NodeDriver", "Sender", "GroupStatus", "LeadershipLost", "ProposalCallback",
            "FORWARD_PREFIX"]
@@ -230,8 +231,9 @@ class NodeDriver:
         return group in self._groups
 
     def entry_data(self, group: str, index: int) -> bytes | None:
-        """The command bytes of entry `index` (e.g. a message body a Deliver effect names):
-        from the Raft node's memory, else from the durable log; None if compacted away."""
+        """The command bytes of entry `index` (e.g. a message body a Deliver effect names),
+        a forwarded command unwrapped: from the Raft node's memory, else from the durable
+        log; None if compacted away."""
         g = self._groups[group]
         r = g.raft
         meta = r.snapshot_meta
@@ -239,9 +241,27 @@ class NodeDriver:
             return None
         got = r.entries(index, index + 1)
         if got:
-            return got[0].data
-        ents = self.log.entries(group, index, index)
-        return decode_entry(ents[0][2]).data if ents else None
+            e = got[0]
+        else:
+            ents = self.log.entries(group, index, index)
+            if not ents:
+                return None
+            e = decode_entry(ents[0][2])
+        return unwrap_forward(e.data) if e.kind is EntryKind.FORWARDED else e.data
+
+    def entry_range(self, group: str, lo: int, hi: int) -> list[tuple[int, bytes]]:
+        """(index, `entry_data`) of entries lo..hi (inclusive) in one read, leaving out the
+        part compacted away."""
+        r = self._groups[group].raft
+        meta = r.snapshot_meta
+        if meta is not None and lo <= meta.index:
+            lo = meta.index + 1
+        hi = min(hi, r.last_index)
+        if lo > hi:
+            return []
+        forwarded = EntryKind.FORWARDED
+        return [(e.index, unwrap_forward(e.data) if e.kind is forwarded else e.data)
+                for e in r.entries(lo, hi + 1)]
 
     def status(self, group: str) -> GroupStatus:
         r = self._groups[group].raft
@@ -631,9 +651,11 @@ class NodeDriver:
         raft = g.raft
         meta = raft.snapshot_meta
         since = raft.applied_index - (meta.index if meta else 0)
-        if not compaction_due(g.machine, g.state, since, self._snapshot_every):
+        point = compaction_point(g.machine, g.state, raft.applied_index, since,
+                                 self._snapshot_every)
+        if point is None:
             return
-        snap = raft.compact(raft.applied_index, g.machine.snapshot(g.state))
+        snap = raft.compact(*point)
         await self.log.save_snapshot(g.id, _stored(snap), discard=False)
 
     def statistics(self) -> dict[str, Any]:

@@ -14,8 +14,11 @@ simulator (`tests/sim/`), so that the simulator runs the very rules the driver r
   snapshot covers were never applied here, so the local effects they decided (deliveries to
   this node's consumers) must be produced again (a restart restores its own durable snapshot
   with plain `machine.restore`: the processes those effects were for died with the node);
-- a group compacts once `every` entries were applied since its snapshot, unless the machine's
-  optional `compactable(state, since)` says not yet.
+- a group compacts once `every` entries were applied since its snapshot (`compaction_point`):
+  to the applied index, unless the machine's optional `compactable(state, since)` says not
+  yet; a machine with `release_cursor(state, applied, since, every)` names the point itself (a snapshot
+  of an earlier state it held back until the log below it was no longer needed, as ra's
+  release cursor: a quorum queue keeps its bodies in the log).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import msgspec
 from .raft import Entry, EntryKind, LocalEffect, Meta
 from .raft.machine import StateMachine
 
-__all__ = ["apply_entries", "install_snapshot", "compaction_due", "Forward", "encode_forward"]
+__all__ = ["apply_entries", "install_snapshot", "compaction_due", "compaction_point", "unwrap_forward", "Forward", "encode_forward"]
 
 _log = logging.getLogger(__name__)
 
@@ -43,6 +46,13 @@ class Forward(msgspec.Struct, array_like=True, frozen=True):
 
 encode_forward = msgspec.msgpack.Encoder().encode
 _decode_forward = msgspec.msgpack.Decoder(Forward).decode
+
+
+
+def unwrap_forward(data: bytes) -> bytes:
+    """The command inside a FORWARDED entry's envelope."""
+    return _decode_forward(data).data
+
 
 ReplyHandler = Callable[[Entry, Any, "Forward | None"], None]
 
@@ -93,3 +103,18 @@ def compaction_due(machine: StateMachine, state: Any, since: int, every: int) ->
         return False
     gate = getattr(machine, "compactable", None)  # optional: the machine may say "not yet"
     return gate is None or gate(state, since)
+
+
+def compaction_point(machine: StateMachine, state: Any, applied: int, since: int,
+                     every: int) -> tuple[int, bytes] | None:
+    """(index, snapshot data) to compact the log to now, `since` entries after the last
+    snapshot, with the state applied up to `applied`; None: not now. Asked after every
+    batch; a machine with a release cursor decides alone (it may compact early)."""
+    cursor = getattr(machine, "release_cursor", None)  # optional, like compactable
+    if cursor is not None:
+        return cursor(state, applied, since, every)
+    if since < every:
+        return None
+    if not compaction_due(machine, state, since, every):
+        return None
+    return applied, machine.snapshot(state)

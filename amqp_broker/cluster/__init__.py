@@ -83,4 +83,5 @@ def _log_config(settings: Any) -> LogConfig | None:
     if raft is None:
         return None
     return LogConfig(wal_max_size_bytes=raft.wal_max_size_bytes,
-                     segment_max_entries=raft.segment_max_entries)
+                     segment_max_entries=raft.segment_max_entries,
+                     mem_max_bytes=raft.mem_table_max_bytes)

@@ -97,7 +97,8 @@ def build(seen: Seen, file: str, problems: list[ConfigProblem], base: BrokerSett
     changes["raft"] = dataclasses.replace(
         base.raft,
         wal_max_size_bytes=seen.get("raft.wal_max_size_bytes", base.raft.wal_max_size_bytes),
-        segment_max_entries=seen.get("raft.segment_max_entries", base.raft.segment_max_entries))
+        segment_max_entries=seen.get("raft.segment_max_entries", base.raft.segment_max_entries),
+        mem_table_max_bytes=seen.get("raft.mem_table_max_bytes", base.raft.mem_table_max_bytes))
     changes["cluster"] = _cluster(seen, file, problems, base)
     _refuse_without_effect(seen, file, problems)
     return dataclasses.replace(base, **changes)

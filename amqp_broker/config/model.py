@@ -101,6 +101,9 @@ class QuorumQueueSettings:
 class RaftSettings:
     wal_max_size_bytes: int = 536_870_912  # 512 MiB, the default the issue asks for
     segment_max_entries: int = 4096  # at most 65535
+    # ours: the WAL also rolls over once its memory tables hold this much (quorum queue bodies
+    # live in the log, and memory tables keep them until the rollover)
+    mem_table_max_bytes: int = 33_554_432  # 32 MiB
 
 
 @dataclass(frozen=True, slots=True)

@@ -178,6 +178,7 @@ KEYS: dict[str, v.Converter] = {
     "quorum_queue.continuous_membership_reconciliation.replace_unreachable_after": _MS,
     "raft.wal_max_size_bytes": _POS,
     "raft.segment_max_entries": v.integer(1, 65535),
+    "raft.mem_table_max_bytes": _POS,
     "dead_letter_worker_consumer_prefetch": _POS,
     "dead_letter_worker_publisher_confirm_timeout": _seconds(True, 1),
     "cluster_formation.peer_discovery_backend": _discovery,

@@ -105,7 +105,8 @@ class QuorumQueue:
         self.members = tuple(members) if members else (self.node,)
         self.learners = tuple(n for n in sorted(runtime.nodes) if n not in self.members) \
             if self.clustered else ()
-        self.machine = QuorumMachine(self.config, now_ms)
+        self.machine = QuorumMachine(self.config, now_ms, reader=self._read_entry,
+                                     range_reader=self._read_entries)
         self.publisher = runtime.pid_of(self)
         self.ready = False
         self.deleted = False
@@ -145,6 +146,19 @@ class QuorumQueue:
     def _make_config(self) -> fifo.QueueConfig:
         """The fifo configuration from the effective settings (a subclass adds its own)."""
         return quorum_config(self.name, self.settings, self.mirrored)
+
+    def _read_entry(self, index: int) -> bytes | None:
+        """The machine's log reader: a message's command bytes, read back for delivery."""
+        driver = self.runtime.driver
+        if not driver.has_group(self.group):
+            return None
+        return driver.entry_data(self.group, index)
+
+    def _read_entries(self, lo: int, hi: int) -> list[tuple[int, bytes]]:
+        driver = self.runtime.driver
+        if not driver.has_group(self.group):
+            return []
+        return driver.entry_range(self.group, lo, hi)
 
     @property
     def state(self):
@@ -193,9 +207,9 @@ class QuorumQueue:
         self._effects.run(self.group, fifo.leader_effects(self.state.fifo), force=True)
         held = self.state.fifo.dlx.pending()
         if held:  # at-least-once dead letters not yet settled before a restart: send again
-            bodies = self.state.bodies
-            self.dlx_worker().load([(i, r, bodies[m.index]) for i, r, m in held
-                                    if m.index in bodies])
+            state, body = self.state, self.machine.body
+            found = [(i, r, body(state, m.index)) for i, r, m in held]
+            self.dlx_worker().load([(i, r, msg) for i, r, msg in found if msg is not None])
             self.broker.run_pending()  # dispatch what it republished to classic targets
 
     def _on_leader(self, leader: str | None) -> None:
@@ -295,8 +309,8 @@ class QuorumQueue:
     def accepts_effects(self, force: bool) -> bool:
         return not self.deleted and (self.ready or force)
 
-    def applied_bodies(self) -> dict[int, Message]:
-        return self.state.bodies
+    def read_bodies(self, indexes: list[int]) -> list[Message | None]:
+        return self.machine.bodies(self.state, indexes)
 
     def live_channel(self, pid: str) -> Any | None:
         channel = self.pids.get(pid)
@@ -444,7 +458,7 @@ class QuorumQueue:
         if len(head) <= n:
             return None
         m = head[n]
-        msg = self.state.bodies.get(m.index)
+        msg = self.machine.body(self.state, m.index, keep=True)
         if msg is None:
             return None
         self._peeked = n + 1
@@ -544,7 +558,10 @@ class QuorumQueue:
                 self.propose(c)
 
     def _payload(self, index: int) -> bytes:
-        return encode_payload(self.state.bodies[index])
+        data = self.machine.payload(self.state, index)
+        if data is None:  # a live message's entry is never compacted away
+            raise LookupError(f"quorum queue {self.name!r}: no log entry at {index}")
+        return data
 
     def discard(self, msg_ids: Iterable, reason: str = REASON_REJECTED) -> None:
         msg_ids, peeked = self._take_peeked(msg_ids)

@@ -45,8 +45,9 @@ class EffectHost(Protocol):
         """False once deleted, or before the group is ready unless `force`."""
         ...
 
-    def applied_bodies(self) -> dict[int, Message]:
-        """Message bodies of the applied state, by log index."""
+    def read_bodies(self, indexes: list[int]) -> list[Message | None]:
+        """The bodies of live messages by log index (read cache, else the log), being
+        delivered."""
         ...
 
     def queue_runtime(self) -> Any | None:
@@ -185,7 +186,7 @@ class EffectRunner:
         host = self.host
         node = self.node
         touched = False
-        batch = _Batch(host.queue_runtime(), host.applied_bodies())
+        batch = _Batch(host.queue_runtime())
         behind = host.behind()
         if self._held and not behind:
             held, self._held = self._held, []
@@ -239,7 +240,6 @@ class EffectRunner:
         rt = batch.rt
         if rt is None:
             return
-        bodies = batch.bodies
         msgs = eff.msgs
         last = self._delivered.get(key, -1)
         if msgs[0].msg_id <= last:
@@ -258,10 +258,11 @@ class EffectRunner:
                 return
         self._delivered[key] = msgs[-1].msg_id
         sent = 0
-        for d in msgs:
-            msg = bodies.get(d.index)
+        for d, msg in zip(msgs, host.read_bodies([d.index for d in msgs])):
             if msg is None:
-                _log.warning("quorum queue %r: no body for index %d", host.name, d.index)
+                # only a delivery re-run for a snapshot received from the leader, of a
+                # message later entries settle (its entry is compacted away)
+                _log.debug("quorum queue %r: no body for index %d", host.name, d.index)
                 continue
             channel.deliver(rt, consumer, delivery_entry(key, d, msg, host.counts_deliveries))
             sent += 1
@@ -302,14 +303,13 @@ class EffectRunner:
 
 
 class _Batch:
-    """What one `EffectRunner.run` shares between deliveries: the queue runtime, the bodies,
-    sessions to wake once, and no-ack deliveries to settle with one command per consumer."""
+    """What one `EffectRunner.run` shares between deliveries: the queue runtime, sessions to
+    wake once, and no-ack deliveries to settle with one command per consumer."""
 
-    __slots__ = ("rt", "bodies", "sessions", "settles")
+    __slots__ = ("rt", "sessions", "settles")
 
-    def __init__(self, rt: Any, bodies: dict) -> None:
+    def __init__(self, rt: Any) -> None:
         self.rt = rt
-        self.bodies = bodies
         self.sessions: dict = {}
         self.settles: dict = {}
 

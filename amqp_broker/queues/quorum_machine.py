@@ -1,15 +1,21 @@
-"""The quorum queue's Raft state machine as the broker runs it: `quorum.fifo` plus the bodies.
+"""The quorum queue's Raft state machine as the broker runs it: `quorum.fifo` plus body reads.
 
 Used by `quorum.QuorumQueue`, which hands a `QuorumMachine` to the node's
-`quorum.driver.NodeDriver`. The fifo keeps only log indexes; this wrapper keeps the message of
-every live index in the replicated state too (`QState.bodies`), decoded once when its Enqueue
-is applied, so that:
-- deliveries never read the log (a Deliver names indexes, the bodies are here);
-- a snapshot carries the bodies of live messages, so compacting the log can never delete the
-  body of a message still in the queue (the fifo's ReleaseCursor moves the eviction point);
-- `DeadLetter` effects and `Dequeue` replies get their messages attached at apply time, before
-  a later ReleaseCursor in the same batch evicts them.
-Pure (no IO, no clock): apply/snapshot/restore are deterministic like the fifo itself.
+`quorum.driver.NodeDriver`. As rabbit_fifo since RabbitMQ 3.10, the replicated state keeps per
+message only its log index and a small header (`quorum.fifo.messages.Message`); the body stays
+in the Raft log (WAL, memory table, segment files) and is read back when it is delivered:
+- `body(state, index)` finds a message's body: a small read cache of the latest enqueues
+  (the head of a queue whose consumers keep up), else the log through `reader` (the driver's
+  `entry_data`, set by the adapter);
+- snapshots carry no bodies. The log is kept from the oldest live message on by a release
+  cursor (`release_cursor`): a snapshot of the state at applied index P is taken and held
+  until every message at or below P is settled; only then the driver stores it and the log
+  up to P is deleted (segments of settled messages go). Replaying the entries after P
+  settles whatever the snapshot still held, so snapshot + tail == full replay, and every
+  live body is after the snapshot, where a follower receives it through replication;
+- `DeadLettered` effects and `Dequeue` replies read their bodies when the broker asks, before
+  the driver compacts (it compacts after the batch's effects ran).
+Pure (no IO but `reader`, no clock): apply/snapshot/restore are deterministic like the fifo.
 
 The log payload of an Enqueue is `encode_payload(message)`: exchange, routing key, the raw
 property section and the body, length-prefixed.
@@ -19,19 +25,21 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import msgspec
 
 from quorum.fifo import (DeadLetter, Dequeue, DequeueReply, Enqueue, FifoMachine, Meta,
-                         QueueConfig, ReleaseCursor, Requeue)
+                         QueueConfig, Requeue)
 from quorum.fifo import snapshot as fifo_snapshot
 from quorum.fifo import restore as fifo_restore
 from quorum.fifo import snapshot_installed_effects
 
 from .message import Message
 
-__all__ = ["QuorumMachine", "QState", "DeadLettered", "encode_payload", "decode_payload"]
+__all__ = ["QuorumMachine", "QState", "DeadLettered", "BodyCache", "encode_payload",
+           "decode_payload"]
 
 _HEAD = struct.Struct(">BBI")  # exchange len, routing key len, properties len
 
@@ -55,54 +63,115 @@ def decode_payload(data: bytes) -> Message:
 
 
 class QState:
-    """Replicated state: the fifo's `QueueState` plus index -> message for live messages.
-    `order` lists the body indexes in increasing order (for eviction from the front)."""
+    """Replicated state: the fifo's `QueueState`. `legacy` holds the bodies a version-1
+    snapshot carried (written before bodies left the state; their log entries are gone),
+    until those messages are settled."""
 
-    __slots__ = ("fifo", "bodies", "order")
+    __slots__ = ("fifo", "legacy")
 
     def __init__(self, fifo: Any) -> None:
         self.fifo = fifo
-        self.bodies: dict[int, Message] = {}
-        self.order: deque[int] = deque()
+        self.legacy: dict[int, Message] = {}
 
-    def add(self, index: int, message: Message) -> None:
-        self.bodies[index] = message
-        self.order.append(index)
 
-    def prune(self, live: list[int]) -> None:
-        """Keep only the bodies of `live` indexes (increasing)."""
-        bodies = self.bodies
-        self.bodies = {i: bodies[i] for i in live if i in bodies}
-        self.order = deque(self.bodies)
+class BodyCache:
+    """Bodies of the latest applied enqueues by log index (a `Message`, or the raw payload on
+    a replica that did not decode it): the head of a queue whose consumers keep up, delivered
+    without a log read. Bounded by bytes and count, oldest out first; a delivery takes its entry out.
+    Not replicated: a miss only costs a read."""
 
-    def evict_below(self, smallest_live: int | None) -> None:
-        order, bodies = self.order, self.bodies
-        while order and (smallest_live is None or order[0] < smallest_live):
-            bodies.pop(order.popleft(), None)
+    __slots__ = ("items", "bytes", "max_bytes", "max_count")
+
+    def __init__(self, max_bytes: int, max_count: int) -> None:
+        self.items: dict[int, tuple[Any, int]] = {}
+        self.bytes = 0
+        self.max_bytes = max_bytes
+        self.max_count = max_count
+
+    def put(self, index: int, value: Any, size: int) -> None:
+        items = self.items
+        items[index] = (value, size)
+        self.bytes += size
+        while self.bytes > self.max_bytes or len(items) > self.max_count:
+            _, (_, n) = _pop_oldest(items)
+            self.bytes -= n
+
+    def get(self, index: int) -> Any | None:
+        hit = self.items.get(index)
+        return None if hit is None else hit[0]
+
+    def take(self, index: int) -> Any | None:
+        hit = self.items.pop(index, None)
+        if hit is None:
+            return None
+        self.bytes -= hit[1]
+        return hit[0]
+
+    def clear(self) -> None:
+        self.items.clear()
+        self.bytes = 0
+
+
+def _pop_oldest(items: dict) -> tuple[int, tuple[Any, int]]:
+    key = next(iter(items))
+    return key, items.pop(key)
 
 
 class DeadLettered:
-    """A fifo `DeadLetter` with its messages attached (None where a body is unknown).
-    Not local: like every non-Deliver effect, only the leader runs it."""
+    """A fifo `DeadLetter` whose messages are read when first asked for (`messages`, None
+    where a body is unknown): by the leader's effect runner, in the same driver pass, before
+    any compaction. Not local: like every non-Deliver effect, only the leader runs it."""
 
-    __slots__ = ("effect", "messages")
+    __slots__ = ("effect", "_read", "_messages")
     local = False
 
-    def __init__(self, effect: DeadLetter, messages: list[Message | None]) -> None:
+    def __init__(self, effect: DeadLetter, read: Callable[[int], Message | None]) -> None:
         self.effect = effect
-        self.messages = messages
+        self._read = read
+        self._messages: list[Message | None] | None = None
+
+    @property
+    def messages(self) -> list[Message | None]:
+        if self._messages is None:
+            self._messages = [self._read(m.index) for m in self.effect.msgs]
+        return self._messages
 
 
 _enc = msgspec.msgpack.Encoder()
 _dec = msgspec.msgpack.Decoder()
 
+# The read cache, per queue: at most this many bytes / messages (a few prefetch windows of
+# small ones); an enqueue behind more ready messages than the count is not cached.
+CACHE_BYTES = 4 << 20
+CACHE_COUNT = 8192
+# Once this many body bytes went through a queue, its log compacts (when empty) or takes a
+# release cursor early: large bodies let their entries go before `snapshot_every` entries.
+CURSOR_BYTES = 16 << 20
+
 
 class QuorumMachine:
-    """`quorum.raft.StateMachine` for the driver; see the module docstring."""
+    """`quorum.raft.StateMachine` for the driver; see the module docstring.
 
-    def __init__(self, config: QueueConfig, created_ms: int | None = None) -> None:
+    `reader(index) -> command bytes | None` reads a committed entry back from the log (the
+    driver's `entry_data`); without one only the read cache serves bodies. The optional
+    `range_reader(lo, hi) -> [(index, command bytes)]` reads entries lo..hi in one go (a
+    delivery of many messages behind a backlog)."""
+
+    def __init__(self, config: QueueConfig, created_ms: int | None = None,
+                 reader: Callable[[int], bytes | None] | None = None,
+                 cache_bytes: int = CACHE_BYTES, cache_count: int = CACHE_COUNT,
+                 range_reader: Callable[[int, int], list[tuple[int, bytes]]] | None = None
+                 ) -> None:
         self._fifo = FifoMachine(config, created_ms)
+        self.reader = reader
+        self.range_reader = range_reader
+        self.cache = BodyCache(cache_bytes, cache_count)
+        # the release cursor waiting for its index to fall below the oldest live message:
+        # (applied index, snapshot of the state there)
+        self.pending: tuple[int, bytes] | None = None
+        self.enqueued_bytes = 0  # body bytes applied since the last snapshot was taken
         self.applied_enqueues = 0  # not replicated: the adapter's in-flight publish count
+        self.log_reads = 0  # bodies read back from the log (cache misses)
         # Leader-side shortcut: (log data, Enqueue, message) of this node's proposed
         # Enqueues, in proposal order (= apply order). The entry that carries the very same
         # data object reuses the command and the message instead of decoding them again; the
@@ -122,57 +191,135 @@ class QuorumMachine:
         cls = type(cmd)
         if cls is Enqueue:
             self.applied_enqueues += 1
-            state.add(meta.index, self._message(cmd))
+            self.enqueued_bytes += cmd.size
+            body = self._cached(cmd)
+            # behind a backlog it would be delivered long after the cache let it go
+            if len(state.fifo.ready) < self.cache.max_count:
+                self.cache.put(meta.index, body, cmd.size)
         elif cls is Requeue:
-            state.add(meta.index, decode_payload(cmd.payload))
+            self.cache.put(meta.index, cmd.payload, len(cmd.payload))
         _, reply, effects = self._fifo.apply(meta, cmd, state.fifo)
         if cls is Dequeue and isinstance(reply, DequeueReply) and reply.delivery is not None:
-            reply = (reply, state.bodies.get(reply.delivery.index))
+            reply = (reply, self.body(state, reply.delivery.index))
         for i, eff in enumerate(effects):
-            t = type(eff)
-            if t is DeadLetter:
-                effects[i] = DeadLettered(eff, [state.bodies.get(m.index) for m in eff.msgs])
-            elif t is ReleaseCursor:
-                state.evict_below(eff.smallest_live)
+            if type(eff) is DeadLetter:
+                effects[i] = DeadLettered(eff, partial(self.body, state))
         return state, reply, effects
 
-    def _message(self, cmd: Enqueue) -> Message:
+    def _cached(self, cmd: Enqueue) -> Any:
+        """The leader's own decoded message, else the raw payload (decoded if delivered)."""
         outbox = self.outbox
         if outbox:
             _, sent, msg = outbox.popleft()
             if sent is cmd or sent.payload == cmd.payload:
                 return msg
             outbox.clear()  # out of step (cannot happen with one leader): decode from now on
-        return decode_payload(cmd.payload)
+        return cmd.payload
 
-    def compactable(self, state: QState, since: int) -> bool:
-        """Snapshots carry live bodies: compact only while they are few compared with the
-        entries the snapshot lets go (a deep queue keeps its log until it drains). Asked by
-        the driver once `since` entries were applied after the last snapshot; also drops the
-        bodies of messages settled above the oldest live one when they are the majority
-        (eviction by ReleaseCursor only moves past a message once it is gone)."""
-        live = state.fifo.messages_total()
-        if len(state.bodies) > 2 * live + 64:
-            state.prune(state.fifo.live.live())
-        return live * 8 <= since
+    # -- bodies ----------------------------------------------------------------------------
+    def _find(self, state: QState, index: int, keep: bool) -> Any | None:
+        cache = self.cache
+        got = cache.get(index) if keep else cache.take(index)
+        if got is None and state.legacy:
+            got = state.legacy.get(index)
+        if got is None and self.reader is not None:
+            data = self.reader(index)
+            if data is not None:
+                self.log_reads += 1
+                cmd = self._fifo.decode(data)
+                got = cmd.payload if type(cmd) in (Enqueue, Requeue) else None
+        return got
+
+    def body(self, state: QState, index: int, keep: bool = False) -> Message | None:
+        """The message enqueued at `index` (None if unknown). Without `keep` its cache entry
+        goes: it is being delivered, a redelivery reads the log."""
+        got = self._find(state, index, keep)
+        if got is None or type(got) is Message:
+            return got
+        return decode_payload(got)
+
+    def bodies(self, state: QState, indexes: list[int]) -> list[Message | None]:
+        """`body` of each of `indexes` (being delivered), the cache misses read from the log
+        in one range when they lie close together."""
+        cache = self.cache
+        out: list[Any] = [cache.take(i) for i in indexes]
+        missing = [k for k, got in enumerate(out) if got is None]
+        if missing and self.range_reader is not None and len(missing) > 1 and not state.legacy:
+            lo, hi = indexes[missing[0]], indexes[missing[0]]
+            for k in missing:
+                i = indexes[k]
+                lo, hi = min(lo, i), max(hi, i)
+            if hi - lo < 4 * len(missing) + 16:
+                found = dict(self.range_reader(lo, hi))
+                decode = self._fifo.decode
+                for k in missing:
+                    data = found.get(indexes[k])
+                    if data is not None:
+                        self.log_reads += 1
+                        cmd = decode(data)
+                        out[k] = cmd.payload if type(cmd) in (Enqueue, Requeue) else None
+                missing = []
+        for k in missing:
+            out[k] = self._find(state, indexes[k], False)
+        return [got if got is None or type(got) is Message else decode_payload(got)
+                for got in out]
+
+    def payload(self, state: QState, index: int) -> bytes | None:
+        """The log payload of the message at `index` (for a `Requeue` of it)."""
+        got = self._find(state, index, True)
+        if got is None or type(got) is bytes:
+            return got
+        return encode_payload(got)
+
+    # -- snapshots -------------------------------------------------------------------------
+    def release_cursor(self, state: QState, applied: int, since: int,
+                       every: int) -> tuple[int, bytes] | None:
+        """Asked by the driver after every pass (`quorum.replica.compaction_point`), `since`
+        entries after the last snapshot: the (index, snapshot) to compact to now, if any.
+        - an empty queue compacts to `applied` once `every` entries or `CURSOR_BYTES` of
+          bodies went through since the last snapshot (a drained backlog lets its log go);
+        - otherwise, once `every` entries or `CURSOR_BYTES` of bodies were applied, a
+          snapshot at `applied` is taken and held (only one at a time) until the oldest live
+          message is past it. (Large bodies: the log then lets settled ones go before a WAL
+          rollover would copy them into segments.)"""
+        smallest = state.fifo.live.smallest()
+        if smallest is None and (since >= every or self.enqueued_bytes >= CURSOR_BYTES):
+            self.pending = None
+            self.enqueued_bytes = 0
+            state.legacy = {}
+            return applied, self.snapshot(state)
+        held = self.pending
+        if held is not None:
+            if smallest is None or smallest > held[0]:
+                self.pending = None
+                return held
+            return None
+        if since < every and self.enqueued_bytes < CURSOR_BYTES:
+            return None
+        if state.legacy:
+            live = set(state.fifo.live.live())
+            state.legacy = {i: m for i, m in state.legacy.items() if i in live}
+        self.pending = (applied, self.snapshot(state))
+        self.enqueued_bytes = 0
+        return None
 
     def snapshot(self, state: QState) -> bytes:
-        bodies = state.bodies
-        live = [[i, encode_payload(bodies[i])] for i in state.fifo.live.live() if i in bodies]
-        return _enc.encode([1, fifo_snapshot(state.fifo), live])
+        return _enc.encode([2, fifo_snapshot(state.fifo)])
 
     def snapshot_installed(self, state: QState) -> list:
         """After a snapshot received from the leader (`quorum.replica.install_snapshot`): the
         deliveries decided by entries it covers, which this replica never applied, to send
-        again. (Not reached yet: the broker's groups have one member. A clustered broker's
-        channel must drop the msg ids it already delivered.)"""
+        again (bodies of messages the snapshot holds but later entries settle are gone from
+        the log: the effect runner skips those)."""
+        self.pending = None  # taken on a log that the snapshot replaced
         return snapshot_installed_effects(state.fifo)
 
     def restore(self, data: bytes) -> QState:
         w = _dec.decode(data)
-        if w[0] != 1:
+        if w[0] == 1:  # bodies in the snapshot (before they moved to the log)
+            state = QState(fifo_restore(w[1]))
+            state.legacy = {index: decode_payload(payload) for index, payload in w[2]}
+            return state
+        if w[0] != 2:
             raise ValueError(f"unknown quorum snapshot version {w[0]!r}")
-        state = QState(fifo_restore(w[1]))
-        for index, payload in w[2]:
-            state.add(index, decode_payload(payload))
-        return state
+        return QState(fifo_restore(w[1]))

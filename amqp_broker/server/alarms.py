@@ -9,9 +9,12 @@ true: every connection that advertised the `connection.blocked` capability is to
 `connection.unblocked` and reading resumes.
 
 RSS is what the kernel charges the process, but memory Python frees stays in the C allocator's
-heap and is not always given back, so the RSS of a broker whose queues have drained need not
-fall and the alarm would never clear: while the memory alarm is set, each sample first asks
-glibc to return its free pages (`malloc_trim`; a no-op where there is no glibc).
+heap and is not always given back, so the RSS of a broker whose queues have drained or were
+deleted need not fall (and the alarm would never clear): while the memory alarm is set, each
+sample first asks glibc to return its free pages (`malloc_trim`; a no-op where there is no
+glibc), and every couple of seconds so does a sample that finds `TRIM_ABOVE` more bytes free in
+the allocator's heaps (`mallinfo2`) than at the last trim, so memory returns after a backlog is
+consumed or its queue deleted.
 """
 
 from __future__ import annotations
@@ -42,6 +45,50 @@ def _find_malloc_trim():
 
 
 _malloc_trim = _find_malloc_trim()
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def _find_mallinfo2():
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallinfo2
+    except (OSError, AttributeError):  # not glibc, or older than 2.33
+        return None
+    fn.restype = _MallInfo2
+    return fn
+
+
+_mallinfo2 = _find_mallinfo2()
+# Free bytes in the allocator's heaps above which a periodic check trims them.
+TRIM_ABOVE = 16 * 1024 * 1024
+_TRIM_EVERY = 8  # alarm samples (4 a second): a check every 2 s
+
+
+def free_heap_bytes() -> int | None:
+    """Bytes the C allocator holds free in its heaps (None where unknown)."""
+    return None if _mallinfo2 is None else _mallinfo2().fordblks
+
+
+_trimmed_at = 0  # free heap bytes at the last trim (trimmed pages still count as free)
+
+
+def trim_if_worth_it() -> bool:
+    """Trim when the heaps hold `TRIM_ABOVE` more free bytes than at the last trim (trimmed
+    pages still count as free, so the level alone would trim forever); True if it did."""
+    global _trimmed_at
+    free = free_heap_bytes()
+    if free is None:
+        return False
+    if free <= _trimmed_at + TRIM_ABOVE:
+        _trimmed_at = min(_trimmed_at, free)
+        return False
+    release_free_memory()
+    _trimmed_at = free
+    return True
 
 
 def release_free_memory() -> None:
@@ -88,13 +135,15 @@ def disk_limit_bytes(settings) -> int:
     return settings.disk_free_limit
 
 
-def check_alarms(broker: "Broker") -> set[str]:
+def check_alarms(broker: "Broker", trim: bool = False) -> set[str]:
     s = broker.settings
     disk_limit = disk_limit_bytes(s)
     active: set[str] = set()
     limit = memory_limit_bytes(s.memory_high_watermark)
     if "memory" in broker.alarms:
         release_free_memory()
+    elif trim:
+        trim_if_worth_it()
     used = rss_bytes()
     if limit and used > limit:
         active.add("memory")
@@ -109,8 +158,10 @@ def check_alarms(broker: "Broker") -> set[str]:
 
 
 async def run_alarms(broker: "Broker", interval: float = 0.25) -> None:
+    samples = 0
     while True:
-        active = check_alarms(broker)
+        samples += 1
+        active = check_alarms(broker, trim=samples % _TRIM_EVERY == 0)
         if active != broker.alarms:
             if active:
                 _log.warning("resource alarm set: %s; blocking publishers", ", ".join(sorted(active)))

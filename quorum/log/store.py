@@ -10,7 +10,9 @@ record; nothing is durable until a batch has been written and fdatasynced:
     store.mark_durable(upto)                          # tokens <= upto are durable
 
 `sync()` does those three steps (and a rollover when due) in one call. When the WAL grows past
-`wal_max_size_bytes`, `begin_rollover()` freezes every group's memory table,
+`wal_max_size_bytes`, or the entries appended to memory tables since the last rollover pass
+`mem_max_bytes` (payloads plus a per-entry overhead; memory tables hold every payload until then: quorum queue bodies stay in the
+log, so this bounds what a backlog costs in memory), `begin_rollover()` freezes every group's memory table,
 `run_rollover()` (IO) writes them to segment files and starts a new WAL that begins with a
 checkpoint of every group's hard state and log end, and `finish_rollover()` swaps the
 in-memory view over. Any IO error puts the store in a failed state: every later call raises
@@ -32,6 +34,9 @@ from .snapshot import StoredSnapshot, read_snapshot, write_snapshot
 __all__ = ["LogConfig", "LogStore", "LogFailed", "LogError", "GroupState"]
 
 MAX_SEGMENT_ENTRIES = 65535
+# What one entry in a memory table costs besides its payload (tuple, list slot, bytes header):
+# counted towards `mem_max_bytes` so that many small entries roll the WAL over too.
+_ENTRY_OVERHEAD = 128
 
 
 class LogFailed(Exception):
@@ -42,6 +47,7 @@ class LogFailed(Exception):
 class LogConfig:
     wal_max_size_bytes: int = 512 * 1024 * 1024
     segment_max_entries: int = 4096
+    mem_max_bytes: int = 32 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if not 1 <= self.segment_max_entries <= MAX_SEGMENT_ENTRIES:
@@ -98,6 +104,7 @@ class LogStore:
         self._wal_path = ""
         self._wal_seq = 0
         self._wal_size = 0
+        self._mem_bytes = 0  # payload bytes appended to memory tables since the last rollover
         self._mark_next = False  # the next write starts with a commit mark (records.py)
         self._seg_counter = 0
         self._garbage: list[str] = []  # files to delete once a rollover checkpoint is durable
@@ -162,6 +169,7 @@ class LogStore:
         head = R.entry_head
         add = self._pending.append
         n = 0
+        size = 0
         for index, term, payload in entries:
             if n == 0:
                 g.check_append(index)
@@ -171,7 +179,9 @@ class LogStore:
             # two pieces of one record: take_batch joins them (the only copy of the payload)
             add(head(prefix, index, term, payload))
             add(payload)
+            size += len(payload) + _ENTRY_OVERHEAD
             n += 1
+        self._mem_bytes += size
         self._seq += 1
         return self._seq
 
@@ -315,7 +325,8 @@ class LogStore:
 
     # -- rollover ----------------------------------------------------------------------------
     def needs_rollover(self) -> bool:
-        return self._wal_size > self.config.wal_max_size_bytes
+        return (self._wal_size > self.config.wal_max_size_bytes
+                or self._mem_bytes > self.config.mem_max_bytes)
 
     def begin_rollover(self) -> _Rollover:
         """Freeze every memory table and capture the checkpoint for the next WAL."""
@@ -334,6 +345,7 @@ class LogStore:
             ckpt.append(R.encode_hard_state(g.key, h.term, h.vote, h.commit))
             ckpt.append(R.encode_truncate(g.key, g.last_index + 1))
         garbage, self._garbage = self._garbage, []
+        self._mem_bytes = 0
         return _Rollover(frozen, chunks, b"".join(ckpt), self._wal_seq + 1, garbage)
 
     def _ensure_dir(self, d: str) -> None:
@@ -395,4 +407,5 @@ class LogStore:
 
     def statistics(self) -> dict[str, int]:
         return {"groups": len(self.groups), "wal_size": self._wal_size, "fsyncs": self.fsyncs,
-                "batches": self.batches, "durable": self._durable, "queued": self._seq - self._durable}
+                "batches": self.batches, "durable": self._durable, "queued": self._seq - self._durable,
+                "mem_bytes": self._mem_bytes}

@@ -108,6 +108,7 @@ class AsyncLog:
                     data, upto = store.take_batch()
                     # not abandoned on cancel: a write in flight is waited for
                     await trio.to_thread.run_sync(store.write_batch, data)
+                    data = b""  # this frame outlives the loop: hold no batch (payloads)
                     store.mark_durable(upto)
                     self._notify()
                     dead = store.take_deletions()
@@ -117,6 +118,9 @@ class AsyncLog:
                         plan = store.begin_rollover()
                         await trio.to_thread.run_sync(store.run_rollover, plan)
                         store.finish_rollover(plan)
+                        # nor the plan: its frozen memory tables hold every payload of the
+                        # old WAL, and deleted groups with them, until the next rollover
+                        plan = None
         except LogFailed:
             self._notify()
             raise

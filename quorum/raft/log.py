@@ -179,12 +179,27 @@ class RaftLog:
             del self._entries[:index + 1 - self.mem_first]
             self.mem_first = index + 1
 
-    def trim(self, upto: int) -> None:
+    def trim(self, upto: int, max_bytes: int | None = None) -> None:
         """Forget in memory the entries up to `upto` that are durable and applied (reader
-        only). The last entry always stays, so `last_term` needs no read."""
+        only), and older ones beyond the newest `max_bytes` of data among those. The last
+        entry always stays, so `last_term` needs no read."""
         if self._reader is None:
             return
-        upto = min(upto, self.stable, self.applied, self.last_index - 1)
+        limit = min(self.stable, self.applied, self.last_index - 1)
+        upto = min(upto, limit)
+        ents = self._entries
+        # large entries (e.g. 64 KiB messages): the count alone would keep too many bytes;
+        # checked from the newest entry's size so small ones never pay for the walk
+        if max_bytes is not None and ents and len(ents[-1].data) * (limit - upto) > max_bytes:
+            base = self.mem_first
+            size = 0
+            i = limit
+            while i > upto and i >= base:
+                size += len(ents[i - base].data)
+                if size > max_bytes:
+                    upto = i
+                    break
+                i -= 1
         if upto >= self.mem_first:
             del self._entries[:upto + 1 - self.mem_first]
             self.mem_first = upto + 1

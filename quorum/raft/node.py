@@ -411,4 +411,4 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
             self._prev_hs = rd.hard_state
         if rd.committed:
             log.applied = max(log.applied, rd.committed[-1].index)
-        log.trim(min(log.applied, log.stable) - self._opts.memory_entries)
+        log.trim(min(log.applied, log.stable) - self._opts.memory_entries, self._opts.memory_bytes)

@@ -26,6 +26,8 @@ class RaftOptions:
     # With a LogReader: how many applied, durable entries stay in memory for followers that
     # lag a little; older ones are read back from the durable log when needed.
     memory_entries: int = 1024
+    # ... and at most about this many bytes of their data (large entries: fewer of them).
+    memory_bytes: int = 8 << 20
     # Put a leader's Append / Heartbeat / InstallSnapshot in Ready.early_messages, to be sent
     # before its own fsync completes (thesis 10.2.1). Off: everything is in Ready.messages.
     early_messages: bool = False

@@ -184,12 +184,15 @@ def test_membership_reconciliation_keys():
 
 def test_raft_and_dead_letter_keys():
     s = parse_text("raft.wal_max_size_bytes = 64000000\nraft.segment_max_entries = 65535\n"
+                   "raft.mem_table_max_bytes = 1000000\n"
                    "dead_letter_worker_consumer_prefetch = 10\n"
                    "dead_letter_worker_publisher_confirm_timeout = 5000\n")
     assert (s.raft.wal_max_size_bytes, s.raft.segment_max_entries) == (64000000, 65535)
     assert (s.dead_letter_worker_consumer_prefetch, s.dead_letter_worker_publisher_confirm_timeout) == (10, 5.0)
     assert BrokerSettings().raft.segment_max_entries == 4096
     assert BrokerSettings().raft.wal_max_size_bytes == 536870912  # 512 MiB
+    assert s.raft.mem_table_max_bytes == 1000000
+    assert BrokerSettings().raft.mem_table_max_bytes == 32 * 1024 * 1024
 
 
 def test_cluster_nodes_naming_this_node_only():

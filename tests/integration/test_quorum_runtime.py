@@ -1,8 +1,9 @@
 """The node quorum runtime in-process: a one-member group through the real driver and WAL.
 
 Checks what the broker relies on but cannot see through a client: proposals resolve through
-callbacks, log compaction (snapshots) keeps the bodies of messages still in the queue, and a
-restarted runtime rebuilds the same state from snapshot + log tail. Also the pure machine
+callbacks, log compaction (snapshots) never lets go of the log entry of a message still in the
+queue (its body lives there), and a restarted runtime rebuilds the same state from snapshot +
+log tail and reads the bodies back from the log. Also the pure machine
 wrapper: snapshot/restore round trip, dead letters carry their bodies.
 """
 
@@ -69,23 +70,42 @@ def test_machine_payload_round_trip():
 
 
 def test_machine_snapshot_restore_and_dead_letter_bodies():
-    machine = QuorumMachine(QueueConfig(name="q", dead_letter_exchange="dlx"))
+    log: dict[int, bytes] = {}  # the Raft log the machine reads bodies back from
+    machine = QuorumMachine(QueueConfig(name="q", dead_letter_exchange="dlx"), reader=log.get)
     state = machine.init()
     for i in range(1, 4):
         m = _msg(i)
-        state, _, _ = machine.apply(Meta(i, 1, 0), Enqueue(None, None, m.size, encode_payload(m)),
-                                    state)
+        log[i] = fifo.encode_command(Enqueue(None, None, m.size, encode_payload(m)))
+        state, _, _ = machine.apply(Meta(i, 1, 0), machine.decode(log[i]), state)
     state, reply, _ = machine.apply(Meta(4, 1, 0), Dequeue(GETTER), state)
     dq, got = reply
     assert isinstance(dq, DequeueReply) and got.body == b"body-1"
+    assert machine.log_reads == 0  # from the read cache
     state, _, effects = machine.apply(Meta(5, 1, 0), Discard(GETTER, (dq.delivery.msg_id,)),
                                       state)
     dead = [e for e in effects if isinstance(e, DeadLettered)]
+    # delivered once already, so no longer cached: read back from the log
     assert [m.body for m in dead[0].messages] == [b"body-1"]
+    assert machine.log_reads == 1
     assert dead[0].effect.reason == "rejected"
-    again = machine.restore(machine.snapshot(state))
-    assert sorted(again.bodies) == sorted(state.fifo.live.live()) == [2, 3]
+    data = machine.snapshot(state)
+    assert b"body-" not in data  # snapshots carry no bodies
+    again = machine.restore(data)
+    assert sorted(state.fifo.live.live()) == [2, 3]
     assert fifo.digest(again.fifo) == fifo.digest(state.fifo)
+    machine.cache.clear()
+    assert [machine.body(again, i).body for i in (2, 3)] == [b"body-2", b"body-3"]
+
+
+def _reading(rt: QuorumRuntime, machine: QuorumMachine) -> QuorumMachine:
+    machine.reader = lambda index: rt.driver.entry_data("g", index)
+    return machine
+
+
+async def _until(check) -> None:
+    with trio.fail_after(10):  # the snapshot is written after the replies resolve
+        while not check():
+            await trio.sleep(0.01)
 
 
 @pytest.mark.trio
@@ -103,19 +123,32 @@ async def test_compaction_keeps_live_bodies_across_restart(tmp_path):
         with trio.fail_after(20):
             await done.wait()
         assert not any(isinstance(r, BaseException) for r in replies)
-        with trio.fail_after(10):  # the snapshot is written after the replies resolve
-            while rt.log.state("g").snapshot_index == 0:
-                await trio.sleep(0.01)
-        assert rt.log.state("g").first_index > 1  # compacted despite the held messages
+        # a snapshot is held back (release cursor) but the log is kept from index 1
+        await _until(lambda: rt.driver.raft("g").applied_index >= len(ops))
+        assert rt.log.state("g").first_index == 1
         nursery.cancel_scope.cancel()
     async with trio.open_nursery() as nursery:
         machine = QuorumMachine(config)
         rt = await _start(nursery, tmp_path, machine)
+        _reading(rt, machine)
         state = rt.driver.state("g")
         held = state.fifo.consumers[HOLDER].checked_out
-        assert sorted(state.bodies[m.index].body for m in held.values()) == [
+        assert sorted(machine.body(state, m.index).body for m in held.values()) == [
             b"body-0", b"body-1", b"body-2"]
+        assert machine.log_reads == 3  # a restarted machine's cache is empty: from the log
         assert len(state.fifo.ready) == 0
+        # settled, they no longer hold the log: the next compaction lets it go
+        ops = [fifo.encode_command(fifo.Settle(HOLDER, tuple(held)))]
+        for i in range(400, 500):
+            ops += [_enq(i), fifo.encode_command(Dequeue(GETTER, settled=True))]
+        done, replies = _run_ops(rt, ops)
+        with trio.fail_after(20):
+            await done.wait()
+        await _until(lambda: rt.log.state("g").first_index > 800)
+        nursery.cancel_scope.cancel()
+    async with trio.open_nursery() as nursery:
+        rt = await _start(nursery, tmp_path, QuorumMachine(config))
+        assert rt.driver.state("g").fifo.messages_total() == 0
         nursery.cancel_scope.cancel()
 
 
@@ -148,17 +181,17 @@ def test_leader_applies_its_own_enqueue_without_decoding_it_again():
     # the very data object: the same command and message come back
     assert machine.decode(sent[0][0]) is sent[0][1]
     state, _, _ = machine.apply(Meta(1, 1, 0), sent[0][1], state)
-    assert state.bodies[1] is mine[0]
+    assert machine.cache.get(1) is mine[0]
     # equal bytes read back from the log (another object): decoded, message still reused
     copy = bytes(bytearray(sent[1][0]))
     cmd = machine.decode(copy)
     assert cmd is not sent[1][1] and cmd == sent[1][1]
     state, _, _ = machine.apply(Meta(2, 1, 0), cmd, state)
-    assert state.bodies[2] is mine[1]
+    assert machine.cache.get(2) is mine[1]
     # out of step (another leader's entry): decoded from the log, shortcut dropped
     other = Enqueue(None, None, 1, encode_payload(_msg(99)))
     state, _, _ = machine.apply(Meta(3, 1, 0), machine.decode(fifo.encode_command(other)), state)
-    assert state.bodies[3].body == b"body-99" and not machine.outbox
+    assert machine.cache.get(3) == other.payload and not machine.outbox
 
 
 def test_broker_entry_point_raises_the_gc_threshold_but_never_lowers_it():

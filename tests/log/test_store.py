@@ -321,3 +321,28 @@ def test_entry_record_in_two_pieces_is_one_scannable_record():
     assert end == len(rec) + len(encode_entry(b"grp", 8, 3, b""))
     assert [(type(r), r.index, r.term, bytes(r.payload)) for r in records] == [
         (EntryRec, 7, 3, payload), (EntryRec, 8, 3, b"")]
+
+
+def test_memory_tables_holding_mem_max_bytes_roll_the_wal_over(tmp_path):
+    """Memory tables keep every payload until a rollover: past `mem_max_bytes` of entries
+    (payloads plus a per-entry overhead) the WAL rolls over, well before its size limit, and
+    the entries are then read from segments."""
+    d = str(tmp_path)
+    config = LogConfig(wal_max_size_bytes=1 << 30, segment_max_entries=64, mem_max_bytes=64 * 1024)
+    s = open_store(d, config)
+    for i in range(1, 41):
+        s.append("a", [(i, 1, bytes([i]) * 4096)])
+        s.sync()
+    assert s.statistics()["mem_bytes"] <= config.mem_max_bytes
+    held = sum(len(p) for m in s.groups["a"].mems for _, p in m.items)
+    assert held <= config.mem_max_bytes
+    assert s.groups["a"].segments  # rolled over into segment files
+    assert [p[0] for _, _, p in s.entries("a", 1, 40)] == list(range(1, 41))
+    # many small entries count too: the per-entry overhead rolls them over
+    for i in range(41, 2041):
+        s.append("a", [(i, 1, b"x")])
+        s.sync()
+    assert len(s.groups["a"].mems[-1].items) < 1000
+    s.close()
+    r = open_store(d, config)
+    assert len(r.entries("a", 1, 2040)) == 2040

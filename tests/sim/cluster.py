@@ -50,8 +50,10 @@ class App(Protocol):
     def applied(self, node: SimNode, committed: list, is_leader: bool) -> None:
         """`node` applies these committed entries (after its digest chain did)."""
 
-    def compact(self, node: SimNode, since: int, every: int) -> bytes | None:
-        """The app's snapshot bytes if `node` should compact now, else None."""
+    def compact(self, node: SimNode, since: int, every: int) -> tuple[int, bytes] | None:
+        """(index, the app's snapshot bytes of its state at that applied index) if `node`
+        should compact now, else None. The index may be below the applied one (a quorum
+        queue's release cursor)."""
 
     def leader_elected(self, node: SimNode) -> None: ...
 
@@ -93,6 +95,7 @@ class SimNode:
         self.raft: RaftNode | None = None
         self.applied = 0  # state machine: (applied index, digest chain)
         self.digest = _ZERO
+        self.digests: dict[int, bytes] = {}  # with an app: the chain at each applied index
         self.pending: Ready | None = None
         self.sync_at = 0
         self.next_tick = 0
@@ -113,6 +116,7 @@ class SimNode:
         self.raft = RaftNode(self.id, self.bootstrap, rng=rng, persisted=p, options=self.c.options,
                              applied=p.snapshot.meta.index if p.snapshot else 0, reader=reader)
         self.applied, self.digest, app_data = _restore(p.snapshot)
+        self.digests = {}
         self.pending = None
         if self.c.app is not None:
             self.c.app.node_started(self, app_data if p.snapshot else None)
@@ -158,6 +162,7 @@ class SimNode:
         app = c.app
         if rd.snapshot is not None:
             self.applied, self.digest, app_data = _restore(rd.snapshot)
+            self.digests = {}
             c.checker.on_restore(self.id, self.applied, self.digest)
             if app is not None:
                 app.snapshot_received(self, app_data)
@@ -167,6 +172,8 @@ class SimNode:
             self.digest = chain(self.digest, e)
             self.applied = e.index
             c.checker.on_apply(self.id, e, self.digest)
+            if app is not None:
+                self.digests[e.index] = self.digest
             if e.kind is EntryKind.NORMAL:
                 c.applied_payloads.setdefault(e.data, e.index)
         if app is not None and rd.committed:
@@ -181,12 +188,15 @@ class SimNode:
         snap = raft.snapshot_meta
         since = self.applied - (snap.index if snap else 0)
         if app is None:
-            app_data = b"" if since >= c.faults.compact_every else None
+            point = (self.applied, b"") if since >= c.faults.compact_every else None
         else:
-            app_data = app.compact(self, since, c.faults.compact_every)
-        if app_data is not None:
-            s = raft.compact(self.applied, _HEAD.pack(self.applied, self.digest) + app_data)
+            point = app.compact(self, since, c.faults.compact_every)
+        if point is not None:
+            index, app_data = point
+            digest = self.digest if index == self.applied else self.digests[index]
+            s = raft.compact(index, _HEAD.pack(index, digest) + app_data)
             self.disk.install_snapshot(s, keep_tail=True)
+            self.digests = {i: d for i, d in self.digests.items() if i > index}
         self.process()
 
 

@@ -32,6 +32,10 @@ from quorum.fifo import OK, ConsumerDown, Enqueue, Requeue, Settle
 from .checker import SafetyViolation
 
 
+# What a replica's body reader returns for an index below its snapshot (see `on_decision`).
+COMPACTED = object()
+
+
 class QueueViolation(SafetyViolation):
     pass
 
@@ -123,11 +127,18 @@ class QueueChecker:
         self._copies[index] = _Copy(ident, index, dup)
 
     # -- deliveries ------------------------------------------------------------------------
-    def on_decision(self, node: str, index: int, eff, bodies: dict, first: bool) -> None:
-        """A Deliver decided by entry `index`, as replica `node` computed it."""
+    def on_decision(self, node: str, index: int, eff, body, first: bool) -> None:
+        """A Deliver decided by entry `index`, as replica `node` computed it; `body(index)`
+        reads a message back as the broker does (read cache, else the node's log), or
+        COMPACTED: a replica re-applying an entry after a snapshot (a restart, a snapshot from
+        the leader) may decide again to deliver a message that later entries settle, and whose
+        entry the release cursor let go; the first replica to decide it must find its body."""
         for d in eff.msgs:
-            msg = bodies.get(d.index)
-            if msg is None:
+            msg = body(d.index)
+            if msg is COMPACTED and not first:
+                self.stats["stale_decisions_compacted"] += 1
+                continue
+            if msg is None or msg is COMPACTED:
                 raise QueueViolation(f"{node} delivers index {d.index} (entry {index}) to"
                                      f" {eff.consumer} but holds no body for it")
             key = (index, eff.consumer, d.msg_id)

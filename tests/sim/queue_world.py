@@ -1,11 +1,12 @@
 """The real quorum queue on the simulated cluster: an `App` for `cluster.SimCluster`.
 
 Every node holds a replica of one quorum queue: the broker's `QuorumMachine` (the pure
-`quorum.fifo` machine plus message bodies, amqp_broker/queues/quorum_machine.py) driven by
+`quorum.fifo` machine, bodies read back from the node's Raft log, amqp_broker/queues/quorum_machine.py) driven by
 `quorum.replica`, the same IO-free functions `quorum/driver.py` uses to apply committed
 entries (leader at apply time: every effect; follower: only `LocalEffect`s), to install a
-snapshot received from the leader (with the deliveries it covers) and to decide when to
-compact (every `Faults.compact_every` entries, gated by the machine's `compactable`); a
+snapshot received from the leader (with the deliveries it covers) and to decide when and where
+to compact (every `Faults.compact_every` entries, to the machine's release cursor: never past
+a live message, whose body the checker reads back from the log at every delivery); a
 restart restores the durable snapshot with plain `machine.restore`, as the driver's `_load`.
 Snapshots carry the machine's own snapshot bytes after the cluster's digest.
 
@@ -30,15 +31,15 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 
-from amqp_broker.queues.quorum_machine import DeadLettered, QuorumMachine, encode_payload
+from amqp_broker.queues.quorum_machine import DeadLettered, QuorumMachine
 from quorum.fifo import (ConsumerKey, Confirm, Deliver, Monitor, QueueConfig, QueueExpired,
                          RejectPublish, Settle, encode_command, leader_effects, should_run)
 from quorum.raft import EntryKind, NotLeader, ProposalDropped, Role
-from quorum.replica import apply_entries, compaction_due, install_snapshot
+from quorum.replica import apply_entries, compaction_point, install_snapshot, unwrap_forward
 
 from .clients import Consumer, Monitor as ProcessMonitor, Publisher
 from .cluster import Faults, SimCluster, SimNode, run_seed
-from .queue_checker import QueueChecker, QueueViolation
+from .queue_checker import COMPACTED, QueueChecker, QueueViolation
 
 _FAILURES = (RejectPublish, DeadLettered, QueueExpired)
 _DIGEST_EVERY = 8  # compare replica states at every index divisible by this
@@ -47,17 +48,39 @@ _DIGEST_EVERY = 8  # compare replica states at every index divisible by this
 class _Replica:
     """One node's copy of the queue."""
 
-    def __init__(self, config: QueueConfig, snapshot: bytes | None) -> None:
-        self.machine = QuorumMachine(config)
+    def __init__(self, config: QueueConfig, snapshot: bytes | None, node: SimNode) -> None:
+        self.node = node
+        self.machine = QuorumMachine(config, reader=self._read, cache_count=4)
         # a restart restores its durable snapshot as the driver's _load does: no effects
         self.state = (self.machine.init() if snapshot is None
                       else self.machine.restore(snapshot))
 
+    def _read(self, index: int) -> bytes | None:
+        """The node's Raft log as the driver's `entry_data`: None once compacted away."""
+        raft = self.node.raft
+        if raft is None or raft.snapshot_meta is not None and index <= raft.snapshot_meta.index:
+            return None
+        got = raft.entries(index, index + 1)
+        if not got:
+            return None
+        e = got[0]
+        return unwrap_forward(e.data) if e.kind is EntryKind.FORWARDED else e.data
+
+    def body(self, index: int):
+        snap = self.node.raft.snapshot_meta if self.node.raft is not None else None
+        if snap is not None and index <= snap.index and self.machine.cache.get(index) is None:
+            return COMPACTED
+        return self.machine.body(self.state, index, keep=True)
+
     def payload(self, index: int) -> bytes:
-        return encode_payload(self.state.bodies[index])
+        return self.machine.payload(self.state, index)
 
     def digest(self) -> bytes:
-        return hashlib.blake2b(self.machine.snapshot(self.state), digest_size=16).digest()
+        return _digest(self.machine.snapshot(self.state))
+
+
+def _digest(snapshot: bytes) -> bytes:
+    return hashlib.blake2b(snapshot, digest_size=16).digest()
 
 
 class QueueWorld:
@@ -130,7 +153,7 @@ class QueueWorld:
         return encode_command(Settle(ConsumerKey(name.decode(), "sim", "-"), ()))
 
     def node_started(self, node: SimNode, snapshot: bytes | None) -> None:
-        rep = self.replicas[node.id] = _Replica(self.config, snapshot)
+        rep = self.replicas[node.id] = _Replica(self.config, snapshot, node)
         if snapshot is not None:
             self.checker.stats["restarts_from_snapshot"] += 1
             self.checker.on_digest(node.id, node.applied, rep.digest(), record=False)
@@ -165,15 +188,16 @@ class QueueWorld:
             if e.index % _DIGEST_EVERY == 0:
                 ck.on_digest(node.id, e.index, rep.digest(), record=True)
 
-    def compact(self, node: SimNode, since: int, every: int) -> bytes | None:
+    def compact(self, node: SimNode, since: int, every: int) -> tuple[int, bytes] | None:
         rep = self.replicas[node.id]
-        if not compaction_due(rep.machine, rep.state, since, every):
+        point = compaction_point(rep.machine, rep.state, node.applied, since, every)
+        if point is None:
             return None
         self.checker.stats["compactions"] += 1
-        data = rep.machine.snapshot(rep.state)
-        # whoever restores it must come back to this very state
-        self.checker.on_digest(node.id, node.applied, rep.digest(), record=True)
-        return data
+        index, data = point
+        # whoever restores it must come back to the state every replica had at `index`
+        self.checker.on_digest(node.id, index, _digest(data), record=True)
+        return point
 
     def leader_elected(self, node: SimNode) -> None:
         """What the adapter runs when its replica starts leading (re-monitor every pid)."""
@@ -188,7 +212,7 @@ class QueueWorld:
             t = type(eff)
             if t is Deliver:
                 if index is not None:
-                    ck.on_decision(node.id, index, eff, self.replicas[node.id].state.bodies,
+                    ck.on_decision(node.id, index, eff, self.replicas[node.id].body,
                                    first)
                 if members is None:
                     config = node.raft.config

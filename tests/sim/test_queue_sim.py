@@ -89,23 +89,23 @@ def _deliver(*ds: tuple[int, int, int]) -> Deliver:
 
 def test_checker_catches_first_deliveries_out_of_publish_order():
     ck, bodies, _ = _queue_with([1, 2])
-    ck.on_decision("n1", 3, _deliver((0, 2, 0)), bodies, True)
+    ck.on_decision("n1", 3, _deliver((0, 2, 0)), bodies.get, True)
     with pytest.raises(QueueViolation, match="FIFO"):
-        ck.on_decision("n1", 4, _deliver((1, 1, 0)), bodies, True)
+        ck.on_decision("n1", 4, _deliver((1, 1, 0)), bodies.get, True)
 
 
 def test_checker_catches_a_redelivery_without_a_higher_delivery_count():
     ck, bodies, _ = _queue_with([1])
-    ck.on_decision("n1", 2, _deliver((0, 1, 0)), bodies, True)
+    ck.on_decision("n1", 2, _deliver((0, 1, 0)), bodies.get, True)
     with pytest.raises(QueueViolation, match="acquired=0"):
-        ck.on_decision("n1", 3, _deliver((1, 1, 0)), bodies, True)
+        ck.on_decision("n1", 3, _deliver((1, 1, 0)), bodies.get, True)
 
 
 def test_checker_catches_replicas_deciding_differently_and_a_delivery_on_another_node():
     ck, bodies, _ = _queue_with([1])
-    ck.on_decision("n0", 2, _deliver((0, 1, 0)), bodies, True)
+    ck.on_decision("n0", 2, _deliver((0, 1, 0)), bodies.get, True)
     with pytest.raises(QueueViolation, match="another replica"):
-        ck.on_decision("n1", 2, _deliver((0, 1, 1)), bodies, False)
+        ck.on_decision("n1", 2, _deliver((0, 1, 1)), bodies.get, False)
     with pytest.raises(QueueViolation, match="runs a delivery"):
         ck.on_run("n2", _deliver((0, 1, 0)))
 
@@ -120,7 +120,7 @@ def test_checker_catches_a_confirmed_message_never_settled():
     applied = apply(Meta(3, 1, 0), checkout, q)
     ck.after(3, checkout, applied.reply)
     (deliver,) = [e for e in applied.effects if type(e) is Deliver]
-    ck.on_decision("n1", 3, deliver, bodies, True)
+    ck.on_decision("n1", 3, deliver, bodies.get, True)
     settle = Settle(CON, (0,))  # only the first one is settled
     assert ck.first_to_apply(4)
     ck.before(4, settle, q)

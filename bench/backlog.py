@@ -1,0 +1,208 @@
+"""Backlog benchmark: N messages left in a durable quorum and a durable classic queue, on this
+broker and on RabbitMQ in the same run.
+
+For each broker: publish N x SIZE persistent messages with confirms to a fresh quorum queue,
+then to a fresh classic queue; record the process's RSS (VmRSS from /proc) before and after
+each, i.e. RSS per queued message; then kill -9 the broker with both backlogs in place, start
+it again on the same data and time how long until both queues report all N messages again
+(recovery); then consume everything back (counted) and record the RSS at the end.
+
+Usage (by hand; RabbitMQ 3.10 through .ci/rabbitmq.sh on a port of your own):
+  python bench/backlog.py --count 1000000 --size 1024 --rabbit-port 5675
+  python bench/backlog.py --count 2000 --no-rabbit          # the small size CI runs
+
+Numbers are only comparable within one run (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from amqp_wire import WireClient  # noqa: E402
+from broker_bench import _declare_fresh, consumer, publisher  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from compat_tests.support.launcher import Broker  # noqa: E402
+
+SCRIPT = os.path.join(ROOT, ".ci", "rabbitmq.sh")
+QUEUES = {"quorum": {"x-queue-type": "quorum"}, "classic": {}}
+MiB = 1024 * 1024
+
+
+def rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+class Ours:
+    name = "ours"
+
+    def __init__(self) -> None:
+        self.work = tempfile.mkdtemp(prefix="bench-backlog-")
+        self.broker = Broker(Path(self.work), management=False)
+
+    def start(self) -> None:
+        self.broker.start(timeout=3600)
+
+    @property
+    def url(self) -> str:
+        return self.broker.url
+
+    def pid(self) -> int:
+        return self.broker.proc.pid
+
+    def kill(self) -> None:
+        self.broker.kill()
+
+    def close(self) -> None:
+        self.broker.stop()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+class Rabbit:
+    name = "RabbitMQ"
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.base = Path(os.environ.get("RMQ_STATE_ROOT", tempfile.gettempdir())) / \
+            f"rabbitmq-compat-{port}"
+        self._started = False
+
+    def _sh(self, *args: str) -> None:
+        subprocess.run(["bash", SCRIPT, *args], check=True, stdout=subprocess.DEVNULL)
+
+    def start(self) -> None:
+        self._sh("resume" if self._started else "start", str(self.port), str(self.port + 10000))
+        self._started = True
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}/"
+
+    def pid(self) -> int:
+        return int((self.base / "rabbitmq.pid").read_text().strip())
+
+    def kill(self) -> None:
+        self._sh("kill", str(self.port))
+
+    def close(self) -> None:
+        subprocess.run(["bash", SCRIPT, "stop", str(self.port)], stdout=subprocess.DEVNULL)
+
+
+def queue_count(url: str, name: str) -> int | None:
+    """Messages in `name`, or None while the queue is not available yet."""
+    try:
+        client = WireClient(url)
+    except OSError:
+        return None
+    try:
+        return client.queue_declare(name, passive=True).message_count
+    except (RuntimeError, OSError):
+        return None
+    finally:
+        try:
+            client.close()
+        except (OSError, RuntimeError):
+            client.sock.close()
+
+
+def wait_counts(url: str, names: list[str], n: int, timeout: float) -> float:
+    start = time.perf_counter()
+    deadline = start + timeout
+    pending = list(names)
+    while pending:
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"queues {pending} not back with {n} messages in {timeout}s")
+        if queue_count(url, pending[0]) == n:
+            pending.pop(0)
+        else:
+            time.sleep(0.1)
+    return time.perf_counter() - start
+
+
+def consume_all(url: str, name: str, n: int) -> float:
+    import multiprocessing as mp
+    results = mp.Queue()
+    start = time.perf_counter()
+    proc = mp.Process(target=consumer, args=(url, name, n, 500, results, False))
+    proc.start()
+    results.get(timeout=3600)
+    proc.join()
+    return time.perf_counter() - start
+
+
+def run(side, args) -> dict:
+    out: dict = {}
+    side.start()
+    try:
+        for qtype, qargs in QUEUES.items():
+            name = f"backlog.{qtype}"
+            _declare_fresh(side.url, name, qargs)
+            time.sleep(1.0)
+            before = rss(side.pid())
+            elapsed = publisher(side.url, name, args.count, args.size, args.window)
+            time.sleep(2.0)
+            after = rss(side.pid())
+            out[f"{qtype} publish msg/s"] = args.count / elapsed
+            out[f"{qtype} RSS B/msg"] = (after - before) / args.count
+            print(f"  {side.name:9} {qtype:8} published {args.count} in {elapsed:.1f}s, "
+                  f"RSS {before / MiB:.0f} -> {after / MiB:.0f} MiB "
+                  f"({out[f'{qtype} RSS B/msg']:.0f} B per queued message)", flush=True)
+        out["RSS MiB with backlog"] = rss(side.pid()) / MiB
+        side.kill()
+        t0 = time.perf_counter()
+        side.start()
+        out["recovery s"] = time.perf_counter() - t0 + wait_counts(
+            side.url, [f"backlog.{q}" for q in QUEUES], args.count, 3600)
+        print(f"  {side.name:9} kill -9 + restart: both queues back with {args.count} in "
+              f"{out['recovery s']:.1f}s", flush=True)
+        for qtype in QUEUES:
+            took = consume_all(side.url, f"backlog.{qtype}", args.count)
+            out[f"{qtype} consume msg/s"] = args.count / took
+        time.sleep(2.0)
+        out["RSS MiB drained"] = rss(side.pid()) / MiB
+        print(f"  {side.name:9} drained: RSS {out['RSS MiB drained']:.0f} MiB", flush=True)
+    finally:
+        side.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=100_000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--window", type=int, default=1000)
+    parser.add_argument("--rabbit-port", type=int, default=5675,
+                        help="AMQP port of the private RabbitMQ (.ci/rabbitmq.sh; mgmt +10000)")
+    parser.add_argument("--no-rabbit", action="store_true")
+    args = parser.parse_args()
+    print(f"backlog: {args.count} x {args.size} B, persistent, confirms (window {args.window})")
+    results = {"ours": run(Ours(), args)}
+    if not args.no_rabbit:
+        results["RabbitMQ"] = run(Rabbit(args.rabbit_port), args)
+    keys = list(results["ours"])
+    print(f"\n| figure | ours | {'RabbitMQ | ratio |' if len(results) > 1 else ''}")
+    print(f"|---|---|{'---|---|' if len(results) > 1 else ''}")
+    for k in keys:
+        row = f"| {k} | {results['ours'][k]:,.1f} |"
+        if "RabbitMQ" in results:
+            theirs = results["RabbitMQ"][k]
+            row += f" {theirs:,.1f} | {results['ours'][k] / theirs if theirs else float('nan'):.2f} |"
+        print(row)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""A quorum queue backlog on a real broker: the bodies live in the Raft log, not in memory.
+
+The same backlog of N messages is published with confirms to a durable quorum queue twice, on
+two brokers: 16 B bodies, then 64 KiB bodies. The process's RSS growth per queued message
+(VmRSS from /proc, before and after the backlog) must not follow the body size: with 64 KiB
+bodies it stays a small fraction of 64 KiB per message (what is held in memory is bounded: the
+WAL's memory tables, the Raft node's recent entries, a small read cache). Then kill -9 and a
+restart with the backlog in place: every message comes back, in publish order, whole.
+
+N: QUORUM_BACKLOG_N (default 4000, i.e. 250 MiB of 64 KiB bodies on disk).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pika
+
+from compat_tests.support.launcher import Broker
+
+from .probes import MiB, rss_bytes, settle_rss
+
+N = int(os.environ.get("QUORUM_BACKLOG_N", "4000"))
+BIG = 64 * 1024
+_SEQ = struct.Struct(">I")
+
+
+def _body(i: int, size: int) -> bytes:
+    return _SEQ.pack(i) + bytes([i % 251]) * (size - _SEQ.size)
+
+
+def _declare(ch, name: str) -> None:
+    ch.queue_declare(name, durable=True, arguments={"x-queue-type": "quorum"})
+
+
+def _publish(url: str, name: str, n: int, size: int) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        _declare(ch, name)
+        props = pika.BasicProperties(delivery_mode=2)
+        for i in range(n):  # each publish returns once confirmed
+            ch.basic_publish("", name, _body(i, size), props)
+    finally:
+        conn.close()
+
+
+def _growth_per_message(tmp_path, size: int) -> tuple[float, Broker]:
+    """(RSS growth per queued message in bytes, the broker still holding the backlog)."""
+    b = Broker(tmp_path / f"b{size}", management=False).start()
+    try:
+        _publish(b.url, "warm", 200, size)  # the paths of publish and log warmed up
+        base = rss_bytes(b.proc.pid)
+        _publish(b.url, "backlog", N, size)
+        # a WAL rollover may be under way (a frozen memory table beside the new one) and
+        # the C heap is trimmed every couple of seconds: give the process a moment to settle
+        after = settle_rss(b.proc.pid, base + N * size // 8, timeout=10.0)
+    except BaseException:
+        b.kill()
+        raise
+    return (after - base) / N, b
+
+
+def _consume_all(url: str, name: str, n: int, size: int) -> list[int]:
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        ch = conn.channel()
+        assert ch.queue_declare(name, passive=True, durable=True).method.message_count == n
+        ch.basic_qos(prefetch_count=200)
+        seen: list[int] = []
+        for method, _, body in ch.consume(name, inactivity_timeout=30):
+            if method is None:
+                break
+            i = _SEQ.unpack_from(body)[0]
+            assert body == _body(i, size), f"message {i} came back damaged"
+            seen.append(i)
+            ch.basic_ack(method.delivery_tag)
+            if len(seen) == n:
+                break
+        ch.cancel()
+        return seen
+    finally:
+        conn.close()
+
+
+def test_backlog_memory_does_not_follow_body_size_and_survives_kill_9(tmp_path):
+    small, b_small = _growth_per_message(tmp_path, 16)
+    b_small.stop()
+    big, b = _growth_per_message(tmp_path, BIG)
+    try:
+        print(f"\nquorum backlog of {N}: RSS growth per queued message "
+              f"{small:.0f} B with 16 B bodies, {big:.0f} B with 64 KiB bodies")
+        # the bodies are not held: far less than a body per message, whatever the sizes
+        assert big < BIG / 4, f"{big:.0f} B per 64 KiB message: bodies are held in memory"
+        assert big * N < 96 * MiB
+        b.kill()
+        b.start(timeout=120)
+        assert _consume_all(b.url, "backlog", N, BIG) == list(range(N))
+    finally:
+        b.stop()
+
+
+def test_segments_of_settled_messages_are_deleted(tmp_path):
+    """Once a backlog is consumed, its log goes (release cursor, then the WAL rollovers that
+    delete the segments it no longer needs)."""
+    b = Broker(tmp_path / "seg", management=False).start()
+    try:
+        _publish(b.url, "drain", 3000, BIG)
+        before = _log_bytes(b.data_dir)
+        assert before > 3000 * BIG // 2  # the bodies are on disk
+        assert _consume_all(b.url, "drain", 3000, BIG) == list(range(3000))
+        for _ in range(3):  # more traffic through the drained queue: the WAL rolls over
+            _publish(b.url, "drain", 300, BIG)
+            assert _consume_all(b.url, "drain", 300, BIG) == list(range(300))
+        after = _log_bytes(b.data_dir)
+        print(f"\nquorum log on disk: {before / MiB:.0f} MiB with the backlog, "
+              f"{after / MiB:.0f} MiB after it drained")
+        assert after < before / 2, f"log still {after} bytes after the backlog drained"
+    finally:
+        b.stop()
+
+
+def _log_bytes(data_dir) -> int:
+    total = 0
+    for root, _, files in os.walk(data_dir):
+        if "quorum" not in root:
+            continue
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    return total
+
+
+def test_memory_returns_after_queues_are_drained_or_deleted(tmp_path):
+    """RSS goes back near where it started once backlogs are consumed or their queues deleted:
+    nothing keeps settled messages or deleted queues alive, and the C heap is trimmed."""
+    b = Broker(tmp_path / "mem", management=False).start()
+    try:
+        _publish(b.url, "warm", 200, BIG)
+        _consume_all(b.url, "warm", 200, BIG)
+        base = rss_bytes(b.proc.pid)
+        for i in range(4):
+            _publish(b.url, f"gone{i}", 400, BIG)
+            _publish(b.url, f"drained{i}", 400, 1024)
+        conn = pika.BlockingConnection(pika.URLParameters(b.url))
+        ch = conn.channel()
+        classic = "classic.gone"
+        ch.queue_declare(classic, durable=True)
+        ch.confirm_delivery()
+        for i in range(400):
+            ch.basic_publish("", classic, _body(i, BIG), pika.BasicProperties(delivery_mode=2))
+        peak = rss_bytes(b.proc.pid)
+        for i in range(4):
+            ch.queue_delete(f"gone{i}")
+        ch.queue_delete(classic)
+        conn.close()
+        for i in range(4):
+            assert _consume_all(b.url, f"drained{i}", 400, 1024) == list(range(400))
+        end = settle_rss(b.proc.pid, base + 24 * MiB, timeout=15.0)
+        print(f"\nRSS {base / MiB:.0f} MiB before, {peak / MiB:.0f} MiB with the backlogs, "
+              f"{end / MiB:.0f} MiB after they were deleted or drained")
+        assert end < base + 24 * MiB
+    finally:
+        b.stop()

@@ -1,0 +1,43 @@
+"""The alarm sampler's heap trim (`server/alarms.trim_if_worth_it`) on this machine's glibc:
+it trims once freed memory piles up, and not again until more is freed. Run in a fresh
+interpreter: a long test session's heap (other tests' holes and arenas) would decide where
+the blocks go."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from amqp_broker.server import alarms
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_CHECK = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from amqp_broker.server import alarms
+alarms.trim_if_worth_it()  # whatever start-up left behind
+# 64 MiB in the C heap (not pymalloc), each block pinned by a small live one after it, so that
+# freeing them leaves holes the allocator keeps rather than a top it shrinks itself
+held, pins = [], []
+for _ in range(1024):
+    held.append(bytes(64 * 1024))
+    pins.append(bytes(1024))
+before = alarms.free_heap_bytes()
+del held
+assert alarms.free_heap_bytes() > before + alarms.TRIM_ABOVE, "freed blocks not counted"
+assert alarms.trim_if_worth_it(), "did not trim"
+assert not alarms.trim_if_worth_it(), "trimmed again with nothing new freed"
+assert len(pins) == 1024
+print("ok")
+"""
+
+
+@pytest.mark.skipif(alarms.free_heap_bytes() is None, reason="needs glibc >= 2.33 (mallinfo2)")
+def test_trims_once_freed_memory_piles_up_then_not_again():
+    out = subprocess.run([sys.executable, "-c", _CHECK, str(ROOT)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
