@@ -85,8 +85,11 @@ class QuorumRuntime:
                                                 on_request=self._answer, tls=cluster.tls)
         # the machine's `compactable` gate keeps compaction from outrunning live bodies
         # early messages: a leader's Appends leave before its own fsync, which then runs in
-        # parallel with the followers' (thesis 10.2.1); the leader counts itself once durable
-        self.driver = NodeDriver(node, self.log, sender, options=RaftOptions(early_messages=True),
+        # parallel with the followers' (thesis 10.2.1); the leader counts itself once durable.
+        # follower acks: a follower (where consumers of other nodes are served) commits from
+        # its peers' acks, without waiting for the leader to pass the commit index on
+        options = RaftOptions(early_messages=True, follower_acks=True)
+        self.driver = NodeDriver(node, self.log, sender, options=options,
                                  tick_interval=tick_interval, snapshot_every=snapshot_every)
         # pids of this process's channels start with the incarnation: anything else in a
         # recovered queue belongs to a process that died with the previous run
