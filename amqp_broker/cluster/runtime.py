@@ -82,7 +82,8 @@ class QuorumRuntime:
         if cluster.listen[1] <= 65535:
             self.transport = sender = Transport(node, cluster.peers, cluster.cookie,
                                                 self._on_frame, listen=cluster.listen,
-                                                on_request=self._answer, tls=cluster.tls)
+                                                on_request=self._answer, tls=cluster.tls,
+                                                ticktime=cluster.ticktime)
         # the machine's `compactable` gate keeps compaction from outrunning live bodies
         # early messages: a leader's Appends leave before its own fsync, which then runs in
         # parallel with the followers' (thesis 10.2.1); the leader counts itself once durable.
