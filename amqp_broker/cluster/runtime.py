@@ -180,7 +180,7 @@ class QuorumRuntime:
                 continue
             if self._reconcile_group(group, raft, nodes, 0, apply=False):
                 self._changing.add(group)
-                self._spawn(lambda g=group: self._change(g, lambda r, now, g=g: (
+                self.spawn(lambda g=group: self._change(g, lambda r, now, g=g: (
                     self._reconcile_group(g, r, set(self.nodes), now, apply=True))))
 
     async def _change(self, group: str, fn: Callable[[Any, int], Any]) -> None:
@@ -240,7 +240,7 @@ class QuorumRuntime:
             if raft.is_leader:
                 raft.transfer_leadership(to)
 
-        self._spawn(lambda: self._change(group, hand_over))
+        self.spawn(lambda: self._change(group, hand_over))
         return True
 
     @staticmethod
@@ -329,7 +329,7 @@ class QuorumRuntime:
         self.driver.wake(group)
         st = self.driver.status(group)
         target = st.last_index if alone else self.log.state(group).commit
-        self._spawn(lambda: self._wait_ready(group, on_ready, alone, target))
+        self.spawn(lambda: self._wait_ready(group, on_ready, alone, target))
 
     async def _wait_ready(self, group: str, on_ready: Callable[[], None], alone: bool = True,
                           target: int = 0) -> None:
@@ -371,7 +371,7 @@ class QuorumRuntime:
 
     def when_ready(self, group: str, on_ready: Callable[[], None]) -> None:
         """Call `on_ready()` once this node leads `group` again and has applied its log."""
-        self._spawn(lambda: self._wait_ready(group, on_ready))
+        self.spawn(lambda: self._wait_ready(group, on_ready))
 
     def remove_group(self, group: str) -> None:
         """Stop hosting `group` and delete its durable state (a DELETE record in the WAL;
@@ -379,7 +379,8 @@ class QuorumRuntime:
         self.driver.remove_group(group, delete=True)
         self._latency.pop(group, None)
 
-    def _spawn(self, fn: Callable[[], Any]) -> None:
+    def spawn(self, fn: Callable[[], Any]) -> None:
+        """Run the async `fn()` in the runtime's nursery (once it runs)."""
         if self._nursery is None:
             self._deferred.append(fn)
         else:
