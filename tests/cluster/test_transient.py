@@ -11,16 +11,7 @@ from .workload import declare_queue
 
 
 def _exists(url: str, exchange: str) -> bool:
-    conn = pika.BlockingConnection(pika.URLParameters(url))
-    try:
-        conn.channel().exchange_declare(exchange, passive=True)
-        return True
-    except pika.exceptions.ChannelClosedByBroker as e:
-        assert e.reply_code == 404
-        return False
-    finally:
-        if conn.is_open:
-            conn.close()
+    return probes.declared(url, exchange, "exchange")
 
 
 def test_transient_exchanges_survive_a_rolling_restart_and_go_with_a_full_one(make_cluster):
