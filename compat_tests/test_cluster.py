@@ -45,6 +45,14 @@ class _Ours:
     def up(self, i: int) -> None:
         self.c.restart(i)
 
+    def restart_all(self) -> None:
+        """Every node down at once, then all of them up again."""
+        for i in range(len(self.urls)):
+            self.c.kill(i)
+        for i in range(len(self.urls)):
+            self.c.restart(i, wait=False)
+        self.c.wait_formed(60)
+
     def close(self) -> None:
         self.c.close()
 
@@ -76,6 +84,18 @@ class _Rabbit:
     def up(self, i: int) -> None:
         self._ctl(i, "start_app")
         self._ctl(i, "await_startup")
+
+    def restart_all(self) -> None:
+        """Every node's app stopped, then all started together (each waits for the others)."""
+        for i in reversed(range(len(self.ports))):
+            self._ctl(i, "stop_app")
+        starts = [subprocess.Popen(["bash", str(ROOT / ".ci/rabbitmq.sh"), "ctl", str(port),
+                                    "start_app"], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL) for port in self.ports]
+        for proc in starts:
+            proc.wait(timeout=300)
+        for i in range(len(self.ports)):
+            self._ctl(i, "await_startup")
 
     def close(self) -> None:
         subprocess.run(["bash", str(ROOT / ".ci/rabbitmq.sh"), "cluster", "stop", "3",
@@ -370,3 +390,36 @@ def test_the_queues_tool_changes_members_and_prints_what_rabbitmq_queues_prints(
     conn = _conn(cluster.urls[0])
     conn.channel().queue_delete("compat-qm")
     conn.close()
+
+
+def _exchange_exists(url: str, name: str) -> bool:
+    conn = _conn(url)
+    try:
+        conn.channel().exchange_declare(name, passive=True)
+        return True
+    except pika.exceptions.ChannelClosedByBroker as err:
+        assert err.reply_code == 404
+        return False
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+def test_transient_exchange_lives_while_a_node_runs_and_goes_when_all_restart(cluster):
+    """Runs last: it restarts every node. A transient exchange survives nodes going down one at
+    a time (the others keep it) and is gone once the whole cluster has restarted; a durable
+    one stays."""
+    conn = _conn(cluster.urls[0])
+    ch = conn.channel()
+    ch.exchange_declare("compat.transient.x", "fanout", durable=False)
+    ch.exchange_declare("compat.durable.x", "fanout", durable=True)
+    conn.close()
+    for i in (1, 2):
+        cluster.down(i)
+        cluster.up(i)
+    _until(lambda: all(_exchange_exists(u, "compat.transient.x") for u in cluster.urls), 30,
+           "the transient exchange on every node after a rolling restart")
+    cluster.restart_all()
+    _until(lambda: not any(_exchange_exists(u, "compat.transient.x") for u in cluster.urls), 60,
+           "the transient exchange gone after the whole cluster restarted")
+    assert all(_exchange_exists(u, "compat.durable.x") for u in cluster.urls)
