@@ -19,6 +19,7 @@ import pika
 import pytest
 
 from compat_tests.support.cluster import LocalCluster
+from compat_tests.support.pika_util import declared
 
 ROOT = Path(__file__).resolve().parent.parent
 RABBIT = os.environ.get("COMPAT_RABBIT_CLUSTER")
@@ -392,19 +393,6 @@ def test_the_queues_tool_changes_members_and_prints_what_rabbitmq_queues_prints(
     conn.close()
 
 
-def _exchange_exists(url: str, name: str) -> bool:
-    conn = _conn(url)
-    try:
-        conn.channel().exchange_declare(name, passive=True)
-        return True
-    except pika.exceptions.ChannelClosedByBroker as err:
-        assert err.reply_code == 404
-        return False
-    finally:
-        if conn.is_open:
-            conn.close()
-
-
 def test_transient_exchange_lives_while_a_node_runs_and_goes_when_all_restart(cluster):
     """Runs last: it restarts every node. A transient exchange survives nodes going down one at
     a time (the others keep it) and is gone once the whole cluster has restarted; a durable
@@ -417,9 +405,10 @@ def test_transient_exchange_lives_while_a_node_runs_and_goes_when_all_restart(cl
     for i in (1, 2):
         cluster.down(i)
         cluster.up(i)
-    _until(lambda: all(_exchange_exists(u, "compat.transient.x") for u in cluster.urls), 30,
+    _until(lambda: all(declared(u, "compat.transient.x", "exchange") for u in cluster.urls), 30,
            "the transient exchange on every node after a rolling restart")
     cluster.restart_all()
-    _until(lambda: not any(_exchange_exists(u, "compat.transient.x") for u in cluster.urls), 60,
+    _until(lambda: not any(declared(u, "compat.transient.x", "exchange")
+                           for u in cluster.urls), 60,
            "the transient exchange gone after the whole cluster restarted")
-    assert all(_exchange_exists(u, "compat.durable.x") for u in cluster.urls)
+    assert all(declared(u, "compat.durable.x", "exchange") for u in cluster.urls)

@@ -11,30 +11,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pika
 
 from amqp_broker.mgmt.client import ApiClient, ApiError, NodeDown
+from compat_tests.support.pika_util import declared  # noqa: F401  (re-exported for the tests)
 
 __all__ = ["queue_on", "on_every_node", "leader_index", "empty_everywhere", "wait_until",
            "counts", "caught_up", "declared"]
-
-
-def declared(url: str, name: str, kind: str = "queue") -> bool:
-    """Does the node at `url` know queue (or exchange) `name`? A passive declare over AMQP."""
-    conn = pika.BlockingConnection(pika.URLParameters(url + "?heartbeat=0"))
-    try:
-        ch = conn.channel()
-        if kind == "queue":
-            ch.queue_declare(name, passive=True)
-        else:
-            ch.exchange_declare(name, passive=True)
-        return True
-    except pika.exceptions.ChannelClosedByBroker as err:
-        assert err.reply_code == 404
-        return False
-    finally:
-        if conn.is_open:
-            conn.close()
 
 
 def queue_on(cluster: Any, i: int, queue: str, vhost: str = "/",
