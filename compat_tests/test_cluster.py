@@ -19,6 +19,7 @@ import pika
 import pytest
 
 from compat_tests.support.cluster import LocalCluster
+from compat_tests.support.pika_util import declared
 
 ROOT = Path(__file__).resolve().parent.parent
 RABBIT = os.environ.get("COMPAT_RABBIT_CLUSTER")
@@ -50,6 +51,14 @@ class _Ours:
         import sys
         return subprocess.run([sys.executable, "-m", "amqp_broker.cli.ctl", "--url",
                                self.mgmt[i], *args], capture_output=True, text=True, timeout=120)
+
+    def restart_all(self) -> None:
+        """Every node down at once, then all of them up again."""
+        for i in range(len(self.urls)):
+            self.c.kill(i)
+        for i in range(len(self.urls)):
+            self.c.restart(i, wait=False)
+        self.c.wait_formed(60)
 
     def close(self) -> None:
         self.c.close()
@@ -87,6 +96,18 @@ class _Rabbit:
     def up(self, i: int) -> None:
         self._ctl(i, "start_app")
         self._ctl(i, "await_startup")
+
+    def restart_all(self) -> None:
+        """Every node's app stopped, then all started together (each waits for the others)."""
+        for i in reversed(range(len(self.ports))):
+            self._ctl(i, "stop_app")
+        starts = [subprocess.Popen(["bash", str(ROOT / ".ci/rabbitmq.sh"), "ctl", str(port),
+                                    "start_app"], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL) for port in self.ports]
+        for proc in starts:
+            proc.wait(timeout=300)
+        for i in range(len(self.ports)):
+            self._ctl(i, "await_startup")
 
     def close(self) -> None:
         subprocess.run(["bash", str(ROOT / ".ci/rabbitmq.sh"), "cluster", "stop", "3",
@@ -537,3 +558,24 @@ def test_a_vhost_connection_limit_counts_the_connections_of_every_node(cluster):
         b.close()
     finally:
         httpx.delete(api + "/vhosts/climit", auth=auth)
+
+
+def test_transient_exchange_lives_while_a_node_runs_and_goes_when_all_restart(cluster):
+    """Runs last: it restarts every node. A transient exchange survives nodes going down one at
+    a time (the others keep it) and is gone once the whole cluster has restarted; a durable
+    one stays."""
+    conn = _conn(cluster.urls[0])
+    ch = conn.channel()
+    ch.exchange_declare("compat.transient.x", "fanout", durable=False)
+    ch.exchange_declare("compat.durable.x", "fanout", durable=True)
+    conn.close()
+    for i in (1, 2):
+        cluster.down(i)
+        cluster.up(i)
+    _until(lambda: all(declared(u, "compat.transient.x", "exchange") for u in cluster.urls), 30,
+           "the transient exchange on every node after a rolling restart")
+    cluster.restart_all()
+    _until(lambda: not any(declared(u, "compat.transient.x", "exchange")
+                           for u in cluster.urls), 60,
+           "the transient exchange gone after the whole cluster restarted")
+    assert all(declared(u, "compat.durable.x", "exchange") for u in cluster.urls)

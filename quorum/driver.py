@@ -48,6 +48,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol
 
@@ -167,6 +168,10 @@ class NodeDriver:
         self._forward_ticks = max(1, int(forward_timeout / tick_interval))
         self.iterations = 0
         self.applied_entries = 0
+        # asynchronous writes: (token, group, its Ready's messages, its last entry) in token
+        # order, for Readies whose write is not durable yet; `_tail` is the last one's token
+        self._writing: deque[tuple[int, _Group, list, Entry | None]] = deque()
+        self._tail = 0
 
     # -- groups -------------------------------------------------------------------------------
     def add_group(self, group: str, machine: StateMachine, voters: Iterable[str] = (),
@@ -444,6 +449,8 @@ class NodeDriver:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the WAL writer, the ticker and the ready loop until cancelled or the log fails."""
         async with trio.open_nursery() as nursery:
+            if self._options.async_writes:
+                self.log.on_durable = self._on_durable
             await nursery.start(self.log.run)
             nursery.start_soon(self._ticker)
             task_status.started()
@@ -465,6 +472,8 @@ class NodeDriver:
     async def run_once(self) -> None:
         """One pass over every group with work. Public for tests that step a driver by hand."""
         self.iterations += 1
+        if self._writing:
+            self._finish_writes()
         ticks, self._ticks = self._ticks, 0
         if ticks:
             names = list(self._groups)
@@ -484,12 +493,17 @@ class NodeDriver:
         if not readies:
             return
         token = 0
+        tokens = []
         for g, rd in readies:
-            token = max(token, await self._persist(g, rd))
+            tokens.append(await self._persist(g, rd))
+            token = max(token, tokens[-1])
         send = self.sender.send
         for g, rd in readies:  # a leader's replication traffic may precede its own fsync
             for m in rd.early_messages:
                 send(m.to, g.id, encode_message(m))
+        if self._options.async_writes:
+            await self._finish_pass(readies, tokens)
+            return
         # Pipelining: what this pass commits was made durable by an earlier pass (entries
         # below this Ready's own), so apply it while the disk writes this pass's batch.
         rest: list[list[Entry]] = []
@@ -508,32 +522,82 @@ class NodeDriver:
         for (g, rd), committed in zip(readies, rest):
             if self._groups.get(g.id) is not g:
                 continue  # removed during this pass (e.g. by an effect): nothing to finish
-            if g.installed:  # a received snapshot's effects come before its later entries
-                installed, g.installed = g.installed, []
-                if g.on_effects is not None:
-                    g.on_effects(g.id, installed)
-            self._apply(g, committed)
-            for rs in rd.read_states:
-                w = g.read_waiters.pop(rs.ctx, None)
-                if w is not None:
-                    g.read_ready.append((rs.index, w))
-            if (g.waiters or g.read_waiters or g.read_ready) and not g.raft.is_leader:
-                self._abandon(g)
+            self._apply_ready(g, rd, committed)
             g.raft.advance(rd)
-            if g.raft.leader != g.leader_seen:
-                g.leader_seen = g.raft.leader
-                if g.unsent:
-                    self._mark(g.id)  # a leader to send them to, at last
-                if g.on_leader is not None:
-                    try:
-                        g.on_leader(g.leader_seen)
-                    except Exception:  # never stop the loop
-                        _log.exception("group %s: leader callback failed", g.id)
-            if g.read_ready:
-                self._serve_reads(g)
-            await self._maybe_compact(g)
-            if g.raft.has_ready():
-                self._mark(g.id)
+            await self._after_advance(g)
+
+    def _apply_ready(self, g: _Group, rd: Ready, committed: list[Entry]) -> None:
+        if g.installed:  # a received snapshot's effects come before its later entries
+            installed, g.installed = g.installed, []
+            if g.on_effects is not None:
+                g.on_effects(g.id, installed)
+        self._apply(g, committed)
+        for rs in rd.read_states:
+            w = g.read_waiters.pop(rs.ctx, None)
+            if w is not None:
+                g.read_ready.append((rs.index, w))
+        if (g.waiters or g.read_waiters or g.read_ready) and not g.raft.is_leader:
+            self._abandon(g)
+
+    async def _finish_pass(self, readies: list[tuple[_Group, Ready]], tokens: list[int]) -> None:
+        """Asynchronous writes (`RaftOptions.async_writes`): finish the pass without waiting
+        for the disk. Ready.committed is durable here already, so it is applied now; each
+        Ready's messages (AppendResps, votes: promises about the disk) are held until its
+        write and every earlier one are durable (`_finish_writes`), and only then does the
+        node learn that its entries are (`persisted`). Inputs that arrive meanwhile (a
+        follower's answer, so the leader's commit; the commit index, so a follower's apply)
+        are handled by the next pass at once, not after this write."""
+        for (g, rd), token in zip(readies, tokens):
+            if self._groups.get(g.id) is not g:
+                continue
+            self._apply_ready(g, rd, rd.committed)
+            g.raft.advance(rd)
+            last = rd.entries[-1] if rd.entries else None
+            wait = max(token, self._tail)
+            if self._writing or wait > self.log.durable:
+                self._tail = wait  # never overtake an earlier Ready's messages
+                self._writing.append((wait, g, rd.messages, last))
+            else:
+                send = self.sender.send
+                for m in rd.messages:
+                    send(m.to, g.id, encode_message(m))
+                if last is not None:
+                    g.raft.persisted(last.index, last.term)
+            await self._after_advance(g)
+
+    def _finish_writes(self) -> None:
+        """Asynchronous writes: send the messages of the Readies whose writes are durable now,
+        in order, and tell their nodes (`persisted`)."""
+        durable, writing, send = self.log.durable, self._writing, self.sender.send
+        while writing and writing[0][0] <= durable:
+            _, g, messages, last = writing.popleft()
+            if self._groups.get(g.id) is not g:
+                continue
+            for m in messages:
+                send(m.to, g.id, encode_message(m))
+            if last is not None:
+                g.raft.persisted(last.index, last.term)
+            self._dirty[g.id] = None  # it may commit (leader) or apply now
+
+    def _on_durable(self, upto: int) -> None:
+        if self._writing and self._writing[0][0] <= upto:
+            self._wake.set()
+
+    async def _after_advance(self, g: _Group) -> None:
+        if g.raft.leader != g.leader_seen:
+            g.leader_seen = g.raft.leader
+            if g.unsent:
+                self._mark(g.id)  # a leader to send them to, at last
+            if g.on_leader is not None:
+                try:
+                    g.on_leader(g.leader_seen)
+                except Exception:  # never stop the loop
+                    _log.exception("group %s: leader callback failed", g.id)
+        if g.read_ready:
+            self._serve_reads(g)
+        await self._maybe_compact(g)
+        if g.raft.has_ready():
+            self._mark(g.id)
 
     def _feed(self, g: _Group, ticks: int, now_ms: int) -> None:
         raft = g.raft

@@ -13,7 +13,10 @@ encoded by `quorum.raft.encode_message`).
 
 Sending never blocks: each peer has a bounded queue and a message that does not fit is dropped
 (Raft retransmits). A writer task sends everything queued since it last woke in one
-`send_all`. Lost links are redialled with exponential backoff. `address_override` is the test
+`send_all`. Lost links are redialled with exponential backoff. With `ticktime` (Erlang's
+net_ticktime) each end sends a tick on a link idle for a quarter of it, and a link on which
+nothing arrived for `ticktime` seconds is closed: a peer that is stopped (SIGSTOP) or cut off
+without its sockets closing counts as gone, as one that died. `address_override` is the test
 hook that lets a test route a link through a proxy it can cut.
 
 Peers can change while the transport runs (`add_peer`, `remove_peer`: nodes joining and leaving
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import os
 import ssl
 import struct
@@ -47,6 +51,9 @@ _CHALLENGE = 2
 _PROOF = 3
 _DATA = 4
 _ASK = 5  # a one-question link: hello, challenge, proof, one request frame, one answer frame
+_TICK = 6  # nothing but "this end is alive": sent on a link idle for a quarter of `ticktime`
+_TICK_BODY = bytes((_TICK,))
+_TICK_FRAME = _LEN.pack(1) + _TICK_BODY
 
 
 class AuthError(Exception):
@@ -98,8 +105,10 @@ class Transport:
         backoff: tuple[float, float] = (0.05, 2.0),
         on_request: Callable[[str, bytes], Awaitable[bytes]] | None = None,
         tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
+        ticktime: float | None = None,
     ) -> None:
         self.node_id = node_id
+        self._ticktime = ticktime
         self._addrs = {p: a for p, a in peers.items() if p != node_id}
         self._secret = secret
         self._on_frame = on_frame
@@ -297,8 +306,11 @@ class Transport:
                 p.connected = trio.Event()
 
     async def _writer(self, stream: trio.abc.Stream, p: _Peer) -> None:
+        idle = self._ticktime / 4 if self._ticktime else math.inf
         while True:
-            first = await p.recv_ch.receive()
+            first = _TICK_FRAME
+            with trio.move_on_after(idle):
+                first = await p.recv_ch.receive()
             batch = [first]
             while True:
                 try:
@@ -311,13 +323,19 @@ class Transport:
     async def _reader(self, stream: trio.abc.Stream, peer: str, leftover: bytes) -> None:
         reader = _FrameReader(stream, self._max_frame, leftover)
         on_frame = self._on_frame
-        while True:
-            body = await reader.next()
-            if not body or body[0] != _DATA:
-                raise ValueError("unexpected frame")
-            (glen,) = _GLEN.unpack_from(body, 1)
-            group = bytes(body[3 : 3 + glen]).decode()
-            on_frame(peer, group, bytes(body[3 + glen :]))
+        silence = self._ticktime or math.inf
+        with trio.CancelScope() as quiet:  # its deadline moves on with every frame
+            while True:
+                quiet.deadline = trio.current_time() + silence
+                body = await reader.next()
+                if body == _TICK_BODY:
+                    continue
+                if not body or body[0] != _DATA:
+                    raise ValueError("unexpected frame")
+                (glen,) = _GLEN.unpack_from(body, 1)
+                group = bytes(body[3 : 3 + glen]).decode()
+                on_frame(peer, group, bytes(body[3 + glen :]))
+        raise trio.BrokenResourceError(f"nothing from {peer} for {silence} s")
 
 
 _LINK_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ValueError,

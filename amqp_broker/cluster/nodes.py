@@ -55,6 +55,7 @@ class ClusterConfig:
     # learns them from the cluster's leader
     joining: bool = False
     tls: Any = None                          # (accepting, dialling) SSLContexts: links over TLS
+    ticktime: float = 60.0                   # a link silent this long (s) is down (net_ticktime)
 
     @property
     def nodes(self) -> list[str]:
@@ -149,4 +150,5 @@ def cluster_config(settings) -> ClusterConfig:
     tls = None
     if getattr(settings, "inter_node_tls", False):
         tls = link_contexts(settings.ssl_options)  # the same files as the AMQPS listeners
-    return ClusterConfig(node, (host, port), peers, cookie, advertise, joining, tls)
+    return ClusterConfig(node, (host, port), peers, cookie, advertise, joining, tls,
+                         float(getattr(settings, "net_ticktime", 60)))

@@ -82,11 +82,15 @@ class QuorumRuntime:
         if cluster.listen[1] <= 65535:
             self.transport = sender = Transport(node, cluster.peers, cluster.cookie,
                                                 self._on_frame, listen=cluster.listen,
-                                                on_request=self._answer, tls=cluster.tls)
+                                                on_request=self._answer, tls=cluster.tls,
+                                                ticktime=cluster.ticktime)
         # the machine's `compactable` gate keeps compaction from outrunning live bodies
         # early messages: a leader's Appends leave before its own fsync, which then runs in
-        # parallel with the followers' (thesis 10.2.1); the leader counts itself once durable
-        self.driver = NodeDriver(node, self.log, sender, options=RaftOptions(early_messages=True),
+        # parallel with the followers' (thesis 10.2.1); the leader counts itself once durable.
+        # follower acks: a follower (where consumers of other nodes are served) commits from
+        # its peers' acks, without waiting for the leader to pass the commit index on
+        options = RaftOptions(early_messages=True, follower_acks=True)
+        self.driver = NodeDriver(node, self.log, sender, options=options,
                                  tick_interval=tick_interval, snapshot_every=snapshot_every)
         # pids of this process's channels start with the incarnation: anything else in a
         # recovered queue belongs to a process that died with the previous run
@@ -176,7 +180,7 @@ class QuorumRuntime:
                 continue
             if self._reconcile_group(group, raft, nodes, 0, apply=False):
                 self._changing.add(group)
-                self._spawn(lambda g=group: self._change(g, lambda r, now, g=g: (
+                self.spawn(lambda g=group: self._change(g, lambda r, now, g=g: (
                     self._reconcile_group(g, r, set(self.nodes), now, apply=True))))
 
     async def _change(self, group: str, fn: Callable[[Any, int], Any]) -> None:
@@ -236,7 +240,7 @@ class QuorumRuntime:
             if raft.is_leader:
                 raft.transfer_leadership(to)
 
-        self._spawn(lambda: self._change(group, hand_over))
+        self.spawn(lambda: self._change(group, hand_over))
         return True
 
     @staticmethod
@@ -325,7 +329,7 @@ class QuorumRuntime:
         self.driver.wake(group)
         st = self.driver.status(group)
         target = st.last_index if alone else self.log.state(group).commit
-        self._spawn(lambda: self._wait_ready(group, on_ready, alone, target))
+        self.spawn(lambda: self._wait_ready(group, on_ready, alone, target))
 
     async def _wait_ready(self, group: str, on_ready: Callable[[], None], alone: bool = True,
                           target: int = 0) -> None:
@@ -367,7 +371,7 @@ class QuorumRuntime:
 
     def when_ready(self, group: str, on_ready: Callable[[], None]) -> None:
         """Call `on_ready()` once this node leads `group` again and has applied its log."""
-        self._spawn(lambda: self._wait_ready(group, on_ready))
+        self.spawn(lambda: self._wait_ready(group, on_ready))
 
     def remove_group(self, group: str) -> None:
         """Stop hosting `group` and delete its durable state (a DELETE record in the WAL;
@@ -375,7 +379,8 @@ class QuorumRuntime:
         self.driver.remove_group(group, delete=True)
         self._latency.pop(group, None)
 
-    def _spawn(self, fn: Callable[[], Any]) -> None:
+    def spawn(self, fn: Callable[[], Any]) -> None:
+        """Run the async `fn()` in the runtime's nursery (once it runs)."""
         if self._nursery is None:
             self._deferred.append(fn)
         else:

@@ -49,6 +49,7 @@ _DIRECT = {
     "queue_master_locator": "queue_master_locator",
     "distribution.listener.port_range.min": "dist_port",
     "inter_node_tls": "inter_node_tls",
+    "net_ticktime": "net_ticktime",
     "dead_letter_worker_consumer_prefetch": "dead_letter_worker_consumer_prefetch",
     "dead_letter_worker_publisher_confirm_timeout": "dead_letter_worker_publisher_confirm_timeout",
     "product.name": "product",

@@ -120,6 +120,8 @@ class BrokerSettings(Settings):
 
     node_name: str = ""  # "": RABBITMQ_NODENAME, else rabbit@<short host name> (cluster/nodes.py)
     dist_port: int | None = None  # inter-node listener; None: AMQP port + 20000
+    # a cluster link silent this long (s) is down, as Erlang's net_ticktime (ticks every 1/4)
+    net_ticktime: int = 60
     compat_profile: str = DEFAULT_PROFILE
     extra_listeners: tuple[Listener, ...] = ()
     # listeners.ssl.NAME (AMQPS), all with ssl_options; TLS 1.2 and 1.3 only

@@ -185,6 +185,7 @@ KEYS: dict[str, v.Converter] = {
     "cluster_formation.classic_config.nodes.$node": v.peer_node,
     "distribution.listener.port_range.min": _PORT,
     "inter_node_tls": v.boolean,
+    "net_ticktime": _POS,
 }
 # connection_max's text when it fails (the lambda above cannot say it).
 _EXPECTED = {"connection_max": "a non-negative integer or 'infinity'",

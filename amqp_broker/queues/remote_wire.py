@@ -137,8 +137,11 @@ class ConsumerGone(_Msg, tag="cg"):
 
 
 class MetaApplied(_Msg, tag="ma"):
-    """The sender has applied the metadata group up to `index` (`server/cluster_meta.py`)."""
+    """The sender has applied the metadata group up to `index` (`server/cluster_meta.py`);
+    `steady`: it has run since before the receiver started, or has settled what a restart of
+    the whole cluster drops (transient exchanges), so the cluster did not restart as a whole."""
     index: int
+    steady: bool = True
 
 
 class Transfer(_Msg, tag="tl"):

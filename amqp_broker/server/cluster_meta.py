@@ -45,6 +45,10 @@ _ADMIN_KINDS = ("vhost", "vhost-limits", "user", "permission", "policy", "operat
 
 # How long a metadata change may take to commit before the client is told it failed.
 METADATA_TIMEOUT = 10.0
+# How long a restarted node with transient exchanges in its records listens for a peer that
+# kept running (then they live on) before it takes the cluster as restarted as a whole (then
+# they go, as RabbitMQ's ram-only tables do).
+TRANSIENT_PATIENCE = 5.0
 
 
 class PendingChange:
@@ -129,6 +133,10 @@ class ReplicatedMetadata:
         self._peer_applied: dict[str, int] = {}
         self.applied = 0  # the metadata log index this node has applied (from the effects)
         self._peer_event = trio.Event()
+        # see `drop_transient`: False while this node does not know whether the cluster
+        # restarted as a whole; `_steady_peer` is set when a peer says it is steady
+        self.steady = False
+        self._steady_peer = trio.Event()
 
     def collect(self, fn: Any) -> tuple[Any, list[PendingChange]]:
         """Run `fn()`; return (its result, the changes it proposed). A client method (the
@@ -194,9 +202,11 @@ class ReplicatedMetadata:
 
     def exchange_declared(self, vhost: str, name: str, type_: str, durable: bool,
                           auto_delete: bool, internal: bool, arguments: dict) -> None:
-        self._propose(Put(EXCHANGE, (vhost, name), {
-            "type": type_, "durable": durable, "auto_delete": auto_delete, "internal": internal,
-            "arguments": plain(arguments)}, if_absent=True))
+        record = {"type": type_, "durable": durable, "auto_delete": auto_delete,
+                  "internal": internal, "arguments": plain(arguments)}
+        if not durable:  # which process declared it: see `drop_transient`
+            record["incarnation"] = self.runtime.incarnation
+        self._propose(Put(EXCHANGE, (vhost, name), record, if_absent=True))
 
     def exchange_deleted(self, vhost: str, name: str) -> None:
         self._propose(Delete(EXCHANGE, (vhost, name)))
@@ -227,12 +237,16 @@ class ReplicatedMetadata:
         runtime = self.runtime
         if not runtime.cluster.clustered:
             return
-        data = wire.encode(wire.MetaApplied(self.applied))
+        data = wire.encode(wire.MetaApplied(self.applied, self.steady))
         for peer in runtime.peers:
             if runtime.is_running(peer):
                 runtime.send_rpc(peer, data)
 
-    def peer_applied(self, peer: str, index: int) -> None:
+    def peer_applied(self, peer: str, index: int, steady: bool = True) -> None:
+        if steady:
+            self._steady_peer.set()
+        elif self.steady:  # a node starting: tell it the cluster kept running
+            self.runtime.send_rpc(peer, wire.encode(wire.MetaApplied(self.applied, True)))
         if index > self._peer_applied.get(peer, 0):
             self._peer_applied[peer] = index
             self._peer_event.set()
@@ -255,8 +269,43 @@ class ReplicatedMetadata:
         self.replaying = False
         self.applied = self.runtime.driver.status(META_GROUP).applied
         self.apply_all()
+        stale = self._transient_exchanges()
+        if stale and self.runtime.cluster.clustered:
+            self.runtime.spawn(lambda: self.drop_transient(stale))
+        else:
+            self.steady = True  # nothing a whole-cluster restart would drop (or alone)
         self.announce()
         self.ready.set()
+
+    def _transient_exchanges(self) -> dict[tuple, Any]:
+        """Transient exchanges of the records -> the process that declared each."""
+        return {key: value.get("incarnation") for key, value in self.state().items(EXCHANGE)
+                if not value["durable"]}
+
+    async def drop_transient(self, stale: dict[tuple, Any],
+                             patience: float = TRANSIENT_PATIENCE) -> None:
+        """A restarted node found transient exchanges (declared by processes before it): they
+        live on if some peer kept running (it says it is steady), and go if the whole cluster
+        restarted (RabbitMQ keeps them in ram-only tables, lost when the last node stops). A
+        node that decides they go proposes their deletion (and their bindings') and stays
+        unsteady until that is committed, so that nodes starting after it decide alike."""
+        deadline = trio.current_time() + patience
+        while not self._steady_peer.is_set() and trio.current_time() < deadline:
+            self.announce()  # again and again: links to running peers may come up late
+            with trio.move_on_after(0.5):
+                await self._steady_peer.wait()
+        if not self._steady_peer.is_set():
+            _log.info("node %s: the cluster restarted as a whole: %d transient exchange(s) go",
+                      self.node, len(stale))
+            while True:
+                state = self.state()
+                changes = [PendingChange(self, Delete(EXCHANGE, key)) for key, inc in stale.items()
+                           if (v := state.get(EXCHANGE, key)) is not None
+                           and not v["durable"] and v.get("incarnation") == inc]
+                if all([await change.wait() for change in changes]):
+                    break
+        self.steady = True
+        self.announce()
 
     def apply(self, changes: Any) -> None:
         self.applying = True

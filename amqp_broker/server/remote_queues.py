@@ -296,7 +296,7 @@ class RemoteQueues:
             if rt is not None:
                 rt.purge()
         elif t is w.MetaApplied:
-            self.broker.cluster_meta.peer_applied(peer, msg.index)
+            self.broker.cluster_meta.peer_applied(peer, msg.index, msg.steady)
         elif t is w.Transfer:
             self.runtime.transfer_leadership(msg.group, msg.to)
         elif t is w.NodeStats:

@@ -158,3 +158,21 @@ def connection_closed(code: int, text_prefix: str | None = None):
     assert seen.reply_code == code, seen.reply_text
     if text_prefix is not None:
         assert seen.reply_text.startswith(text_prefix), seen.reply_text
+
+
+def declared(url: str, name: str, kind: str = "queue") -> bool:
+    """Does the broker at `url` know queue (or exchange) `name`? A passive declare."""
+    conn = pika.BlockingConnection(pika_parameters(url, heartbeat=0))
+    try:
+        ch = conn.channel()
+        if kind == "queue":
+            ch.queue_declare(name, passive=True)
+        else:
+            ch.exchange_declare(name, passive=True)
+        return True
+    except pika.exceptions.ChannelClosedByBroker as err:
+        assert err.reply_code == 404
+        return False
+    finally:
+        if conn.is_open:
+            conn.close()

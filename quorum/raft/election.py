@@ -68,6 +68,7 @@ class ElectionMixin:
         self._transfer_target = None
         self._reads = []  # pending reads die with the leadership
         self._reads_waiting = []
+        self._peer_acks = {}  # follower: voter -> the last index it acked in this term
 
     # ---- role changes --------------------------------------------------------------------
 

@@ -1,12 +1,15 @@
 """The Raft log of one node: entries since the last snapshot, plus the marks that say how much
 of it is durable, committed and applied. Used only by `RaftNode`.
 
-Invariants: `snap_index <= applied <= commit <= last_index`, `snap_index <= stable <= last_index`.
+Invariants: `snap_index <= applied <= commit <= last_index`,
+`snap_index <= stable <= handed <= last_index`.
 Entries from `mem_first` on are held in memory (`_entries[i - mem_first]`); entries between the
 snapshot and `mem_first` were dropped from memory after being made durable and applied, and are
 read back through the `LogReader` the driver gave (only needed for followers that lag).
 Without a reader nothing is dropped and `mem_first == snap_index + 1`. Entries after `stable`
-are not yet durable and are handed to the driver in `Ready.entries`.
+are not yet durable and are handed to the driver in `Ready.entries`; with asynchronous writes
+(`RaftOptions.async_writes`) `handed` marks those handed out and still being written, so that
+the next Ready carries only newer ones.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ class LogReader(Protocol):
 
 class RaftLog:
     __slots__ = ("snap_index", "snap_term", "mem_first", "_entries", "_reader", "stable",
-                 "commit", "applied", "unstable_snapshot")
+                 "commit", "applied", "unstable_snapshot", "handed")
 
     def __init__(self, snapshot: Snapshot | None, entries: list[Entry],
                  reader: LogReader | None = None) -> None:
@@ -44,7 +47,7 @@ class RaftLog:
         for pos, e in enumerate(entries):
             if e.index != self.mem_first + pos:
                 raise ValueError(f"persisted entries have a gap at index {e.index}")
-        self.stable = self.last_index
+        self.stable = self.handed = self.last_index
         self.commit = self.snap_index
         self.applied = self.snap_index
         self.unstable_snapshot: Snapshot | None = None
@@ -119,7 +122,8 @@ class RaftLog:
         return None
 
     def unstable_entries(self) -> list[Entry]:
-        return self._entries[self.stable + 1 - self.mem_first:]
+        """Entries not yet handed to the driver for writing."""
+        return self._entries[self.handed + 1 - self.mem_first:]
 
     # ---- writing -------------------------------------------------------------------------
 
@@ -139,6 +143,8 @@ class RaftLog:
             self._entries.extend(entries)
         if self.stable >= first:
             self.stable = first - 1
+        if self.handed >= first:
+            self.handed = first - 1  # the replaced ones' write may still land: `stable_to` checks terms
 
     def find_conflict(self, entries: tuple[Entry, ...] | list[Entry]) -> int:
         """Position in `entries` of the first one that is new or differs in term from ours."""
@@ -151,6 +157,13 @@ class RaftLog:
         """The driver made entries up to `index` durable; ignored if they were replaced since."""
         if index > self.stable and self.term(index) == term:
             self.stable = index
+            if index > self.handed:
+                self.handed = index
+
+    def hand_to(self, index: int) -> None:
+        """The driver took entries up to `index` to write (asynchronous writes)."""
+        if index > self.handed:
+            self.handed = index
 
     def commit_to(self, index: int) -> bool:
         if index > self.commit:
@@ -164,7 +177,7 @@ class RaftLog:
         self.snap_term = snapshot.meta.term
         self.mem_first = self.snap_index + 1
         self._entries = []
-        self.stable = self.commit = self.applied = self.snap_index
+        self.stable = self.handed = self.commit = self.applied = self.snap_index
         self.unstable_snapshot = snapshot
 
     def compact(self, index: int) -> None:

@@ -18,7 +18,8 @@ member, including itself); `_votes` (candidate only); `_msgs` (outbox for the ne
 config entry the leader appended; one change at a time); `_last_ts` (largest entry timestamp);
 `_early` (leader traffic that may precede the fsync, with options.early_messages);
 `_reads`, `_reads_waiting`, `_read_states` (ReadIndex, see reads.py); `_snap_chunks` (a
-chunked snapshot being received).
+chunked snapshot being received); `_peer_acks` (follower, with options.follower_acks: the
+other voters' acks of this term, see replication.py).
 """
 
 from __future__ import annotations
@@ -226,6 +227,8 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
         elif isinstance(m, AppendResp):
             if self._role is Role.LEADER:
                 self._on_append_resp(m)
+            elif self._role is Role.FOLLOWER and not m.reject:
+                self._on_peer_ack(m)
         elif isinstance(m, HeartbeatResp):
             if self._role is Role.LEADER:
                 self._on_heartbeat_resp(m)
@@ -361,8 +364,8 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
         self._flush()
         log = self._log
         return bool(
-            self._msgs or self._early or self._read_states or log.unstable_snapshot is not None or log.stable < log.last_index
-            or log.commit > log.applied
+            self._msgs or self._early or self._read_states or log.unstable_snapshot is not None
+            or log.handed < log.last_index or self._appliable() > log.applied
             or self._prev_hs != HardState(self._term, self._vote, log.commit)
         )
 
@@ -390,25 +393,48 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
         self._read_states = []
         return rd
 
+    def _appliable(self) -> int:
+        """The last entry a Ready may hand out to apply: committed and, with asynchronous
+        writes, durable here too (a follower may learn the commit before its own write ends)."""
+        log = self._log
+        return min(log.commit, log.stable) if self._opts.async_writes else log.commit
+
     def _committed_batch(self) -> list[Entry]:
         log = self._log
-        if log.commit <= log.applied:
+        top = self._appliable()
+        if top <= log.applied:
             return []
-        hi = min(log.commit, log.applied + self._opts.max_committed_per_ready)
+        hi = min(top, log.applied + self._opts.max_committed_per_ready)
         return log.slice(log.applied + 1, hi + 1)
 
     def advance(self, rd: Ready) -> None:
-        """The driver has done everything `rd` asked for."""
+        """The driver has done everything `rd` asked for. With `RaftOptions.async_writes`:
+        it has taken rd.entries to write (and will call `persisted` when they are durable)
+        and holds rd.messages until then; the rest is done."""
         log = self._log
         if rd.snapshot is not None and log.unstable_snapshot is rd.snapshot:
             log.unstable_snapshot = None
         if rd.entries:
             last = rd.entries[-1]
-            log.stable_to(last.index, last.term)
-            if self._role is Role.LEADER:
-                self._on_own_entries_durable()
+            if self._opts.async_writes:
+                log.hand_to(last.index)
+            else:
+                self.persisted(last.index, last.term)
         if rd.hard_state is not None:
             self._prev_hs = rd.hard_state
         if rd.committed:
             log.applied = max(log.applied, rd.committed[-1].index)
         log.trim(min(log.applied, log.stable) - self._opts.memory_entries, self._opts.memory_bytes)
+
+    def persisted(self, index: int, term: int) -> None:
+        """Entries up to `index` (of `term`) are durable here: a leader counts them for commit,
+        and committed ones become appliable. Ignored if they were replaced meanwhile. Called
+        by `advance` itself, unless `RaftOptions.async_writes`."""
+        log = self._log
+        before = log.stable
+        log.stable_to(index, term)
+        if log.stable > before:
+            if self._role is Role.LEADER:
+                self._on_own_entries_durable()
+            elif self._peer_acks:
+                self._commit_by_peer_acks()

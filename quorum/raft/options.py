@@ -31,6 +31,17 @@ class RaftOptions:
     # Put a leader's Append / Heartbeat / InstallSnapshot in Ready.early_messages, to be sent
     # before its own fsync completes (thesis 10.2.1). Off: everything is in Ready.messages.
     early_messages: bool = False
+    # Asynchronous writes (etcd's AsyncStorageWrites): `advance(rd)` means "handed to storage",
+    # not "durable"; the driver calls `persisted(index, term)` once rd.entries are on disk, and
+    # sends rd.messages only then. Meanwhile the node keeps stepping and handing out Readies
+    # (each with only newer entries), and Ready.committed holds only entries already durable
+    # here. A leader's commit and a follower's learning of it no longer wait behind a write.
+    async_writes: bool = False
+    # Follower acks: a follower sends its AppendResp for new entries to the other voters too,
+    # and a follower that knows a majority of voters holds an entry of the current term
+    # (itself durably, the others by their acks) commits it without waiting for the leader's
+    # next Append to carry the commit index: one network hop less before a follower applies.
+    follower_acks: bool = False
     # At most this many committed entries per Ready (a restart may have many to re-apply).
     max_committed_per_ready: int = 8192
     # Snapshot data larger than this goes out in several InstallSnapshot messages.

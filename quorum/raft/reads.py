@@ -7,6 +7,8 @@ comes out in `Ready.read_states` as `ReadState(index, ctx)`: the caller serves t
 its state machine as soon as it has applied `index`. A leader that has not yet committed an
 entry of its own term holds the request back until it has (its commit index might be stale).
 Requests still pending when leadership is lost are dropped; the caller times out and retries.
+With `RaftOptions.follower_acks` the read point is the leader's last index, not its commit index
+(see `_start_read`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,12 @@ class ReadsMixin:
         self._start_read(ctx)
 
     def _start_read(self: RaftNode, ctx: bytes) -> None:
-        read = _PendingRead(ctx, self._log.commit, self.id)
+        # With follower acks a follower may commit (and apply, and answer for) an entry before
+        # the leader knows it is committed: the read point is then the leader's last entry,
+        # which holds every entry a follower can commit on its own (one of this term's leader)
+        log = self._log
+        read = _PendingRead(ctx, log.last_index if self._opts.follower_acks else log.commit,
+                            self.id)
         self._reads.append(read)
         if self._release_reads(read):
             return

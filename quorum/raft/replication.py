@@ -4,7 +4,8 @@ Leader side: batched, pipelined Appends driven by each follower's `Progress`; fa
 the follower's (hint_index, hint_term); commit by counting voters' matches, only for entries of
 the current term (Raft section 5.4.2, Figure 8); InstallSnapshot when the follower's next entry
 was compacted away. Follower side: accept or reject Appends, learn the commit index, restore
-snapshots. Raft sections 5.3, 5.4, 7.
+snapshots. Raft sections 5.3, 5.4, 7. With `RaftOptions.follower_acks` followers also send
+their acks to each other and commit from a majority of them (`_commit_by_peer_acks`).
 """
 
 from __future__ import annotations
@@ -272,6 +273,34 @@ class ReplicationMixin:
         last_new = m.prev_index + len(m.entries)
         log.commit_to(min(m.commit, last_new))
         self._send(AppendResp(m.frm, self.id, self._term, last_new))
+        if m.entries and self._opts.follower_acks and self.id in self._config.voters:
+            # the same promise to the other voters (sent, like the leader's copy, only once
+            # the entries are durable): with theirs they may commit without the leader
+            for peer in self._config.voters:
+                if peer != self.id and peer != m.frm:
+                    self._send(AppendResp(peer, self.id, self._term, last_new))
+
+    def _on_peer_ack(self: RaftNode, m: AppendResp) -> None:
+        """Another follower of this term has the leader's entries up to m.index durably."""
+        if m.frm not in self._config.voters or m.frm == self._leader:
+            return
+        acks = self._peer_acks
+        if m.index > acks.get(m.frm, 0):
+            acks[m.frm] = m.index
+            self._commit_by_peer_acks()
+
+    def _commit_by_peer_acks(self: RaftNode) -> None:
+        """Commit what a majority of voters is known to hold: this node durably (`stable`)
+        and the other followers by their acks of this term (the leader, whose own write may
+        still be under way, is not counted). Only an entry of the current term commits so
+        (Raft 5.4.2); ours at that index came from this term's leader, and so did each
+        acking follower's, so they are the same entry, and so is everything before it."""
+        log = self._log
+        match = dict(self._peer_acks)
+        match[self.id] = log.stable if self.id in self._config.voters else 0
+        index = min(committed_index(self._config.voters, match), log.stable)
+        if index > log.commit and log.term(index) == self._term:
+            log.commit_to(index)
 
     def _on_heartbeat(self: RaftNode, m: Heartbeat) -> None:
         self._log.commit_to(min(m.commit, self._log.last_index))

@@ -11,10 +11,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+
 from amqp_broker.mgmt.client import ApiClient, ApiError, NodeDown
+from compat_tests.support.pika_util import declared  # noqa: F401  (re-exported for the tests)
 
 __all__ = ["queue_on", "on_every_node", "leader_index", "empty_everywhere", "wait_until",
-           "counts", "caught_up"]
+           "counts", "caught_up", "declared"]
 
 
 def queue_on(cluster: Any, i: int, queue: str, vhost: str = "/",

@@ -11,6 +11,7 @@ import pytest
 
 from amqp_broker.mgmt.client import ApiError
 
+from . import probes
 from .conftest import wait_until
 
 
@@ -27,16 +28,7 @@ def _conn(url: str, **kw) -> pika.BlockingConnection:
 
 
 def _exists(url: str, name: str) -> bool:
-    conn = _conn(url)
-    try:
-        conn.channel().queue_declare(name, passive=True)
-        return True
-    except pika.exceptions.ChannelClosedByBroker as err:
-        assert err.reply_code == 404
-        return False
-    finally:
-        if conn.is_open:
-            conn.close()
+    return probes.declared(url, name)
 
 
 def test_topology_declared_on_one_node_routes_on_every_node(cluster):

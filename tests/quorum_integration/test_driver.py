@@ -18,6 +18,21 @@ pytestmark = pytest.mark.trio
 
 NAMES = ["n1", "n2", "n3"]
 SECRET = b"test-cookie"
+BASE = RaftOptions(election_tick=10, heartbeat_tick=2)
+# the drivers of `start` run with each: the plain Ready loop, and the cluster runtime's choice
+# (asynchronous writes, early messages, follower acks)
+MODES = {"sync": BASE, "async": RaftOptions(election_tick=10, heartbeat_tick=2,
+                                            early_messages=True, follower_acks=True,
+                                            async_writes=True)}
+_options = BASE
+
+
+@pytest.fixture(autouse=True, params=list(MODES))
+def driver_mode(request):
+    global _options
+    _options = MODES[request.param]
+    yield request.param
+    _options = BASE
 
 
 class Node:
@@ -30,7 +45,7 @@ class Node:
                                    backoff=(0.01, 0.1))
         self.isolated = False
         self.driver = NodeDriver(name, self.log, self, tick_interval=0.01,
-                                 options=RaftOptions(election_tick=10, heartbeat_tick=2),
+                                 options=_options,
                                  snapshot_every=snapshot_every, rng=random.Random(hash(name)))
         self.effects: list = []
         for g in groups:

@@ -197,3 +197,45 @@ async def test_a_stranger_with_the_secret_may_ask_one_question():
         with trio.fail_after(10), pytest.raises(AuthError):
             await ask("stranger", "n2", ("127.0.0.1", plain.port), SECRET, b"may I?")
         nursery.cancel_scope.cancel()
+
+
+async def test_ticks_keep_an_idle_link_up_and_a_silent_one_is_dropped():
+    """With `ticktime`, a link nobody sends on stays up (ticks flow), and one on which nothing
+    arrives for `ticktime` (a frozen peer: here a proxy that stops forwarding but keeps its
+    sockets open, as a SIGSTOPped process does) is closed at both ends."""
+    ticktime = 0.3
+    async with trio.open_nursery() as nursery:
+        b = Transport("b", {"a": ("127.0.0.1", 1)}, SECRET, Inbox(), ticktime=ticktime)
+        await nursery.start(b.run)
+        frozen = trio.Event()
+
+        async def handle(client):
+            server = await trio.open_tcp_stream("127.0.0.1", b.port)
+
+            async def pump(src, dst):
+                try:
+                    while data := await src.receive_some(65536):
+                        if frozen.is_set():
+                            await trio.sleep_forever()  # hold the bytes, keep the sockets
+                        await dst.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
+            async with trio.open_nursery() as n:
+                n.start_soon(pump, client, server)
+                n.start_soon(pump, server, client)
+
+        listeners = await nursery.start(trio.serve_tcp, handle, 0)
+        proxy_port = listeners[0].socket.getsockname()[1]
+        a = Transport("a", {"b": ("127.0.0.1", b.port)}, SECRET, Inbox(), backoff=(5.0, 5.0),
+                      address_override=lambda peer, addr: ("127.0.0.1", proxy_port),
+                      ticktime=ticktime)
+        await nursery.start(a.run)
+        with trio.fail_after(10):
+            while not a.is_connected("b") or not b.is_connected("a"):
+                await trio.sleep(0.01)
+            await trio.sleep(4 * ticktime)  # idle: only ticks go over the link
+            assert a.is_connected("b") and b.is_connected("a")
+            frozen.set()
+            while a.is_connected("b") or b.is_connected("a"):
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()

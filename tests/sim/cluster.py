@@ -229,6 +229,7 @@ class SimCluster:
                                               memory_entries=2 if self.use_reader else 1024,
                                               pre_vote=not plain, check_quorum=not plain,
                                               early_messages=seed % 4 != 3,
+                                              follower_acks=seed // 2 % 2 == 0,
                                               max_snapshot_chunk=10 if seed % 5 == 0 else 4096)
         self.ids = [f"n{i}" for i in range(size)]
         self.now = 0
