@@ -11,7 +11,7 @@ from .commands import Meta
 from .consumers import QUIESCING, SUSPECTED, UP, Consumer
 from .effects import ConsumerActive, Deliver, Delivery, ReleaseCursor, SetTimer
 from .messages import Message
-from . import partitioned
+from . import partitions as rules
 from .state import QueueState, active_consumer
 
 __all__ = ["deliver", "hand_out", "enforce_limits", "over_limit", "update_publish_block", "return_msgs", "complete",
@@ -31,7 +31,7 @@ def deliver(meta: Meta, q: QueueState, effects: list) -> None:
     Called after nearly every command: the common "nothing to do" cases return early.
     A partitioned queue applies its partition rules and delivers by partition instead."""
     if q.parts is not None:
-        partitioned.deliver(meta, q, effects)
+        deliver_partitioned(meta, q, effects)
         return
     ready, sq = q.ready, q.sq
     head = ready.peek()
@@ -268,7 +268,7 @@ def next_timer(q: QueueState) -> int | None:
         qt = q.last_active + cfg.expires + 1
         at = qt if at is None else min(at, qt)
     if q.parts is not None:
-        pt = partitioned.next_time(q)
+        pt = rules.next_time(q.parts, q.config.rebalance_delay)
         if pt is not None:
             at = pt if at is None else min(at, pt)
     return at
@@ -292,3 +292,62 @@ def finish(meta: Meta, q: QueueState, effects: list) -> None:
 def is_unused(q: QueueState) -> bool:
     return not q.waiting and not any(c.status != SUSPECTED for c in q.consumers.values())
 
+
+# -- partitioned queues (seed 001): the rules of `partitions.py` carried out on the messages --
+
+
+def held(c: Consumer, i: int) -> list[int]:
+    """The msg ids of partition `i` that consumer `c` holds unacked, in delivery order."""
+    return [mid for mid, m in c.checked_out.items() if m.part == i]
+
+
+def _apply_partition_rules(meta: Meta, q: QueueState, effects: list) -> None:
+    """Bring the partition map up to date with the consumers and the leader time: members,
+    a due rebalance, handoffs that are over (nothing held) or past their deadline."""
+    ps, cfg, now = q.parts, q.config, meta.timestamp
+    # q.consumers is in attach order (a new consumer is added at the end, with a new seq)
+    up = [c.key for c in q.consumers.values() if c.status == UP]
+    rules.sync(ps, up, now, cfg.handoff_timeout)
+    if rules.due(ps, now, cfg.rebalance_delay):
+        rules.rebalance(ps, now, cfg.handoff_timeout)
+    for i in rules.handing_off(ps) if ps.handoffs else ():
+        p = ps.parts[i]
+        owner = q.consumers.get(p.owner)
+        mids = held(owner, i) if owner is not None else []
+        if not mids:
+            rules.complete(ps, i, forced=False)
+        elif now >= p.deadline:
+            # step 3 at the deadline: what is still unacked goes back, in order, redelivered
+            return_msgs(q, owner, mids, False, False, effects)
+            update_or_remove(meta, q, owner, effects)
+            rules.complete(ps, i, forced=True)
+
+
+def deliver_partitioned(meta: Meta, q: QueueState, effects: list) -> None:
+    """Apply the partition rules, then give each consumer with credit messages from its
+    active partitions, one at a time round robin over consumers and, per consumer, over its
+    partitions (so a prefetch window spans partitions).  One `Deliver` per consumer."""
+    _apply_partition_rules(meta, q, effects)
+    ready, ps = q.ready, q.parts
+    if not len(ready):
+        return
+    sends: dict = {}
+    cursors = ps.cursor
+    live = [c for c in q.consumers.values()
+            if c.status == UP and c.credit > 0 and rules.owned(ps, c.key)]
+    while live:
+        nxt = []
+        for c in live:
+            mine = rules.owned(ps, c.key)
+            start = cursors.get(c.key, 0)
+            for step in range(len(mine)):
+                i = mine[(start + step) % len(mine)]
+                if ready.parts[i]:
+                    cursors[c.key] = (start + step + 1) % len(mine)
+                    hand_out(q, c, ready.pop_from(i), sends)
+                    if c.credit > 0:
+                        nxt.append(c)
+                    break
+        live = nxt
+    for key, out in sends.items():
+        effects.append(Deliver(key, tuple(out)))

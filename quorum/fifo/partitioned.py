@@ -1,12 +1,12 @@
-"""A partitioned queue inside the fifo machine: its ready messages per partition, its
-delivery, and the carrying out of the partition rules of `partitions.py`.
+"""A partitioned queue's ready messages: one log-index-ordered deque per partition.
 
 A partitioned queue is an ordinary fifo queue (one Raft group, the same consumers, settles,
 returns, limits and dead lettering) whose `QueueState.ready` is a `PartitionedReady` and
-whose `parts` holds the partition map.  `delivery.deliver` calls `deliver` here instead of
-its service-queue loop.  Order within a partition is log-index order, always: a returned
-message goes back into its partition at its place, so a key's messages are redelivered in
-the order they were published.  Message priorities and per-message TTL do not apply (they
+whose `parts` holds the partition map (`partitions.py`, the rules).  Its delivery, which
+carries out the rules and moves the messages, is `delivery.deliver_partitioned`.  Order
+within a partition is log-index order, always: a returned message goes back into its
+partition at its place, so a key's messages are redelivered in the order they were
+published.  Message priorities and per-message TTL do not apply (they
 would reorder a key).
 """
 from __future__ import annotations
@@ -14,13 +14,9 @@ from __future__ import annotations
 from bisect import insort
 from collections import deque
 
-from .commands import Meta
-from .consumers import UP
-from .effects import Deliver
 from .messages import Message
-from . import partitions as rules
 
-__all__ = ["PartitionedReady", "deliver", "next_time", "held"]
+__all__ = ["PartitionedReady"]
 
 
 class PartitionedReady:
@@ -105,66 +101,3 @@ class PartitionedReady:
         r.bytes = sum(m.size for dq in r.parts for m in dq)
         r._n = sum(len(dq) for dq in r.parts)
         return r
-
-
-def held(c, i: int) -> list[int]:
-    """The msg ids of partition `i` that consumer `c` holds unacked, in delivery order."""
-    return [mid for mid, m in c.checked_out.items() if m.part == i]
-
-
-def _apply_rules(meta: Meta, q, effects: list) -> None:
-    """Bring the partition map up to date with the consumers and the leader time: members,
-    a due rebalance, handoffs that are over (nothing held) or past their deadline."""
-    from .delivery import return_msgs, update_or_remove   # delivery imports this module
-    ps, cfg, now = q.parts, q.config, meta.timestamp
-    # q.consumers is in attach order (a new consumer is added at the end, with a new seq)
-    up = [c.key for c in q.consumers.values() if c.status == UP]
-    rules.sync(ps, up, now, cfg.handoff_timeout)
-    if rules.due(ps, now, cfg.rebalance_delay):
-        rules.rebalance(ps, now, cfg.handoff_timeout)
-    for i in rules.handing_off(ps) if ps.handoffs else ():
-        p = ps.parts[i]
-        owner = q.consumers.get(p.owner)
-        mids = held(owner, i) if owner is not None else []
-        if not mids:
-            rules.complete(ps, i, forced=False)
-        elif now >= p.deadline:
-            # step 3 at the deadline: what is still unacked goes back, in order, redelivered
-            return_msgs(q, owner, mids, False, False, effects)
-            update_or_remove(meta, q, owner, effects)
-            rules.complete(ps, i, forced=True)
-
-
-def deliver(meta: Meta, q, effects: list) -> None:
-    """Apply the partition rules, then give each consumer with credit messages from its
-    active partitions, one at a time round robin over consumers and, per consumer, over its
-    partitions (so a prefetch window spans partitions).  One `Deliver` per consumer."""
-    from .delivery import hand_out   # delivery imports this module
-    _apply_rules(meta, q, effects)
-    ready, ps = q.ready, q.parts
-    if not len(ready):
-        return
-    sends: dict = {}
-    cursors = ps.cursor
-    live = [c for c in q.consumers.values()
-            if c.status == UP and c.credit > 0 and rules.owned(ps, c.key)]
-    while live:
-        nxt = []
-        for c in live:
-            mine = rules.owned(ps, c.key)
-            start = cursors.get(c.key, 0)
-            for step in range(len(mine)):
-                i = mine[(start + step) % len(mine)]
-                if ready.parts[i]:
-                    cursors[c.key] = (start + step + 1) % len(mine)
-                    hand_out(q, c, ready.pop_from(i), sends)
-                    if c.credit > 0:
-                        nxt.append(c)
-                    break
-        live = nxt
-    for key, out in sends.items():
-        effects.append(Deliver(key, tuple(out)))
-
-
-def next_time(q) -> int | None:
-    return rules.next_time(q.parts, q.config.rebalance_delay)

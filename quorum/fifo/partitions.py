@@ -4,7 +4,7 @@ partition is paused for a handoff, and when that handoff ends.
 Pure and message-blind: it knows consumers only by `ConsumerKey` and time only as the leader
 timestamp passed in, so every replica that applies the same log takes the same decisions.
 Whether the old owner still holds messages of a partition is asked of the caller
-(`quorum/fifo/partitioned.py`, which also moves the messages); this module only says what the
+(`delivery.deliver_partitioned`, which also moves the messages); this module only says what the
 partition map is and what must happen next.
 
 The four steps of a graceful handoff map onto a partition's states:
@@ -71,7 +71,7 @@ class Partitions:
         self.started = 0      # handoffs begun (an owned partition paused)
         self.graceful = 0     # ended with nothing held (or called off: back to its owner)
         self.forced = 0       # ended at the deadline with messages still held
-        # per member: where its round robin over its partitions goes on (partitioned.py)
+        # per member: where its round robin over its partitions goes on (delivery.py)
         self.cursor: dict[ConsumerKey, int] = {}
         self._owned: dict[ConsumerKey, list[int]] | None = None   # cache, not replicated
         self._handing = False                                         # cached with _owned
