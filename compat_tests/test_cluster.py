@@ -560,6 +560,7 @@ def test_a_vhost_connection_limit_counts_the_connections_of_every_node(cluster):
         httpx.delete(api + "/vhosts/climit", auth=auth)
 
 
+@pytest.mark.timeout(420)  # rolling and full restarts, and (last in the module) the teardown
 def test_transient_exchange_lives_while_a_node_runs_and_goes_when_all_restart(cluster):
     """Runs last: it restarts every node. A transient exchange survives nodes going down one at
     a time (the others keep it) and is gone once the whole cluster has restarted; a durable

@@ -27,12 +27,18 @@ def declare(ch, name: str, partitions: int, handoff_ms: int, delay_ms: int = 0) 
 class Log:
     def __init__(self) -> None:
         self.events: list[tuple] = []
+        # set before the consumers close: what they get meanwhile (an earlier one's unacked
+        # messages going to a later one, as aio-pika keeps serving the others while one
+        # closes) is not the scenario's
+        self.frozen = False
 
     def deliver(self, who: str, key: str, seq: int, redelivered: bool, part: int) -> None:
-        self.events.append(("deliver", who, key, seq, redelivered, part))
+        if not self.frozen:
+            self.events.append(("deliver", who, key, seq, redelivered, part))
 
     def ack(self, who: str, key: str, seq: int) -> None:
-        self.events.append(("ack", who, key, seq))
+        if not self.frozen:
+            self.events.append(("ack", who, key, seq))
 
     def acked(self) -> int:
         return sum(1 for e in self.events if e[0] == "ack")
@@ -134,6 +140,7 @@ def pika_join_scenario(urls: list[str], queue: str, rounds: int = 30) -> Log:
         assert spin(consumers, lambda: log.acked() >= total), (log.acked(), total)
         return log
     finally:
+        log.frozen = True
         for x in (*consumers, pub):
             x.close()
 
@@ -162,6 +169,7 @@ def stalled_owner_scenario(urls: list[str], queue: str) -> tuple[Log, PikaConsum
                                            if e[0] == "ack" and e[1] == "B") >= want, 60)
         return log, a
     finally:
+        log.frozen = True
         for x in (*consumers, pub):
             x.close()
 
@@ -256,6 +264,7 @@ async def aio_join_scenario(urls: list[str], queue: str, rounds: int = 30) -> Lo
         assert await spin_until(lambda: log.acked() >= total, 60), (log.acked(), total)
         return log
     finally:
+        log.frozen = True
         for c in consumers:
             await c.close()
         await pub_conn.close()
@@ -302,6 +311,7 @@ async def aio_stalled_owner_scenario(urls: list[str], queue: str) -> tuple[Log, 
                                             and e[1] == "B") >= 6 * len(moved), 60)
         return log, a
     finally:
+        log.frozen = True
         for c in consumers:
             await c.close()
         await pub_conn.close()
