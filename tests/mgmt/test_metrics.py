@@ -153,7 +153,9 @@ def test_message_counters_after_pika_publish_and_consume(node, amqp, api, name):
     deadline = time.monotonic() + 10
     while True:
         stats = api.get("/overview").json()["message_stats"]
-        if stats.get("publish") == after["rabbitmq_global_messages_received_total"] \
+        # a sample taken after the publishes but before the acks matches on publish only
+        if (stats.get("publish") == after["rabbitmq_global_messages_received_total"]
+                and stats.get("ack") == after["rabbitmq_global_messages_acknowledged_total"]) \
                 or time.monotonic() > deadline:
             break
         time.sleep(0.05)
