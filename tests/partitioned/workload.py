@@ -223,6 +223,26 @@ class AioConsumer:
             await self.conn.close()
 
 
+async def _aio_publish_round(pub, queue: str, seq: int) -> None:
+    """One message per key, with confirms (`pub` is a confirming aio-pika channel)."""
+    for key in KEYS:
+        await pub.default_exchange.publish(
+            aio_pika.Message(f"{key}:{seq}".encode(), headers={"x-partition-key": key},
+                             delivery_mode=aio_pika.DeliveryMode.PERSISTENT), queue)
+
+
+async def _aio_spin(consumers, until, timeout: float) -> bool:
+    """Turn every consumer until `until()` (True) or the timeout (False)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for c in consumers:
+            await c.turn()
+        if until():
+            return True
+        await asyncio.sleep(0.002)
+    return False
+
+
 async def aio_join_scenario(urls: list[str], queue: str, rounds: int = 30) -> Log:
     """`pika_join_scenario` with aio-pika."""
     log = Log()
@@ -230,24 +250,14 @@ async def aio_join_scenario(urls: list[str], queue: str, rounds: int = 30) -> Lo
     pub = await pub_conn.channel(publisher_confirms=True)
 
     async def publish_round(seq: int) -> None:
-        for key in KEYS:
-            await pub.default_exchange.publish(
-                aio_pika.Message(f"{key}:{seq}".encode(), headers={"x-partition-key": key},
-                                 delivery_mode=aio_pika.DeliveryMode.PERSISTENT), queue)
+        await _aio_publish_round(pub, queue, seq)
 
     consumers = [AioConsumer("A", log), AioConsumer("B", log)]
     await consumers[0].start(urls[0], queue)
     await consumers[1].start(urls[1 % len(urls)], queue)
 
     async def spin_until(until, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            for c in consumers:
-                await c.turn()
-            if until():
-                return True
-            await asyncio.sleep(0.002)
-        return False
+        return await _aio_spin(consumers, until, timeout)
 
     try:
         for seq in range(rounds // 3):
@@ -277,24 +287,14 @@ async def aio_stalled_owner_scenario(urls: list[str], queue: str) -> tuple[Log, 
     pub = await pub_conn.channel(publisher_confirms=True)
 
     async def publish_round(seq: int) -> None:
-        for key in KEYS:
-            await pub.default_exchange.publish(
-                aio_pika.Message(f"{key}:{seq}".encode(), headers={"x-partition-key": key},
-                                 delivery_mode=aio_pika.DeliveryMode.PERSISTENT), queue)
+        await _aio_publish_round(pub, queue, seq)
 
     a = AioConsumer("A", log, acks_per_turn=0)
     await a.start(urls[0], queue, prefetch=1000)
     consumers = [a]
 
     async def spin_until(until, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            for c in consumers:
-                await c.turn()
-            if until():
-                return True
-            await asyncio.sleep(0.002)
-        return False
+        return await _aio_spin(consumers, until, timeout)
 
     try:
         for seq in range(3):
