@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from .broker import Broker
     from .queue_runtime import QueueRuntime
 
-__all__ = ["MirrorConversions", "FAILPOINT_ENV"]
+__all__ = ["MirrorConversions", "FAILPOINT_ENV", "PATIENCE_ENV"]
 
 _log = logging.getLogger(__name__)
 
@@ -61,7 +61,9 @@ STAGING_FILE = "mirror_staging.json"
 _POLL = 0.05
 # How long deliveries stay paused waiting for unacked messages before the conversion gives up
 # for a while (deliveries resume): a consumer that holds messages must not stall the queue.
-UNACKED_PATIENCE = 30.0
+# AMQP_BROKER_MIRROR_PATIENCE (seconds) shortens it where a test waits it out.
+PATIENCE_ENV = "AMQP_BROKER_MIRROR_PATIENCE"
+UNACKED_PATIENCE = float(os.environ.get(PATIENCE_ENV) or 30.0)
 
 
 def _failpoint(name: str) -> None:

@@ -47,16 +47,24 @@ def _slices(rows: list[tuple], parts: int) -> list[list[tuple]]:
     return out
 
 
+def _stream_of(row: tuple) -> tuple[str, str | None]:
+    """Which ordered stream a row belongs to: its queue, and within a partitioned queue its
+    partition (the `x-partition` header the broker stamps on every delivery from one)."""
+    return row[1], row[8].get("x-partition")
+
+
 def split_rows(rows: list[tuple], parts: int) -> list[AmqpPartition]:
-    """Input partitions along the queues: each queue's rows (in seq order) get a share of the
-    `parts` in proportion to their number, at least one; no partition mixes queues."""
+    """Input partitions along the queues, and along the partitions of a partitioned queue: each
+    stream's rows (in seq order) get a share of the `parts` in proportion to their number, at
+    least one; no input partition mixes streams, so per-queue (per-partition) order holds in
+    each."""
     if not rows:
         return []
-    by_queue: dict[str, list[tuple]] = {}
+    by_stream: dict[tuple[str, str | None], list[tuple]] = {}
     for row in rows:
-        by_queue.setdefault(row[1], []).append(row)
+        by_stream.setdefault(_stream_of(row), []).append(row)
     out: list[AmqpPartition] = []
-    for group in by_queue.values():
+    for group in by_stream.values():
         share = max(1, round(parts * len(group) / len(rows)))
         for piece in _slices(group, share):
             out.append(AmqpPartition(len(out), to_ipc(record_batch(piece)), len(piece)))

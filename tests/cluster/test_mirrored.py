@@ -14,7 +14,7 @@ import httpx
 import pika
 import pytest
 
-from amqp_broker.server.mirror_convert import FAILPOINT_ENV
+from amqp_broker.server.mirror_convert import FAILPOINT_ENV, PATIENCE_ENV
 from compat_tests.support.cluster import LocalCluster
 
 from .conftest import wait_until
@@ -300,9 +300,9 @@ def test_publishers_on_every_node_during_a_conversion_lose_and_repeat_nothing(tm
 
 def test_a_consumer_holding_a_message_does_not_stall_a_conversion_for_good(tmp_path):
     """Deliveries pause while the conversion waits for unacked messages; a consumer that holds
-    one longer than the conversion's patience (30 s) gets the queue delivering again, and the
-    conversion finishes once it acks. Nothing lost or repeated."""
-    with LocalCluster(tmp_path / "c", 3) as cluster:
+    one longer than the conversion's patience (30 s, 5 s here) gets the queue delivering again,
+    and the conversion finishes once it acks. Nothing lost or repeated."""
+    with LocalCluster(tmp_path / "c", 3, env={PATIENCE_ENV: "5"}) as cluster:
         urls, mgmt, names = cluster.urls, cluster.mgmt_urls, cluster.names
         conn = pika.BlockingConnection(pika.URLParameters(urls[0]))
         ch = conn.channel()

@@ -94,9 +94,8 @@ class StandaloneCluster:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as resp:
             return json.loads(resp.read())
 
-    def submit(self, argv: list[str], *, py_files: Path, timeout: float = 400.0,
-               conf: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        """spark-submit an application to this cluster (client mode) and wait for it."""
+    def _submit_command(self, argv: list[str], py_files: Path,
+                        conf: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
         settings = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                     "spark.driver.memory": "512m", "spark.executor.memory": "512m",
                     "spark.executor.cores": str(self.cores), "spark.ui.enabled": "false",
@@ -111,8 +110,38 @@ class StandaloneCluster:
         # amqp_broker...'` needs it there too); Spark's driver-side data-source processes import it
         # from that environment, not from --py-files.  PYTHONPATH=<the zip> stands in for that
         # install here, so the driver runs this checkout's code; executors see only --py-files.
-        return subprocess.run([*cmd, *argv], env=clean_env(PYTHONPATH=str(py_files)),
-                              capture_output=True, text=True, timeout=timeout, cwd=self.work_dir)
+        return [*cmd, *argv], clean_env(PYTHONPATH=str(py_files))
+
+    def submit(self, argv: list[str], *, py_files: Path, timeout: float = 400.0,
+               conf: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """spark-submit an application to this cluster (client mode) and wait for it."""
+        cmd, env = self._submit_command(argv, py_files, conf)
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                              cwd=self.work_dir)
+
+    def start_submit(self, argv: list[str], *, py_files: Path, output: Path,
+                     conf: dict[str, str] | None = None) -> subprocess.Popen:
+        """spark-submit in the background, stdout and stderr into `output`."""
+        cmd, env = self._submit_command(argv, py_files, conf)
+        with open(output, "wb") as out:
+            return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    cwd=self.work_dir)
+
+    def executor_pids(self) -> list[int]:
+        """The executor JVMs this cluster's worker runs now (their command lines name the worker's
+        directory)."""
+        found = subprocess.run(["pgrep", "-f", "CoarseGrainedExecutorBackend"],
+                               capture_output=True, text=True).stdout.split()
+        mine = []
+        for pid in map(int, found):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if f"spark://Worker@127.0.0.1:{self.worker_port}".encode() in cmdline \
+                    or str(self.work_dir).encode() in cmdline:
+                mine.append(pid)
+        return mine
 
     def stop(self) -> None:
         for proc in reversed(self.procs):

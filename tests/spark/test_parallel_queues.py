@@ -62,3 +62,38 @@ def test_a_queue_pattern_is_resolved_through_the_management_api(spark, broker_ur
     assert not query.isActive
     _check(amqp, spark.read.parquet(out), queues, expected)
     assert amqp.counts(f"{base}-x")[0] == 5  # the non-matching queue was left alone
+
+
+def test_a_partitioned_queue_is_read_along_its_partitions(spark, broker_url, launched_broker, amqp,
+                                                          tmp_path):
+    """A partitioned queue (this broker's x-queue-type partitioned) named as `queue`: every message
+    arrives once, and each Parquet file a batch's task writes holds one partition's messages, in
+    the order the partition delivered them."""
+    if launched_broker is None:
+        pytest.skip("partitioned queues are this broker's own queue type (RabbitMQ has none)")
+    from amqp_broker.queues.partitioned import partition_of
+    from pyspark.sql import functions as F
+
+    queue = unique("parted")
+    amqp.declare(queue, **{"x-queue-type": "partitioned", "x-partitions": 4})
+    keys = [f"customer-{i}" for i in range(8)]
+    expected = {}
+    for n, key in enumerate(keys):
+        ids = amqp.publish(queue, 50, start=1000 * n, headers={"x-partition-key": key})
+        expected.update({mid: partition_of(key, 4) for mid in ids})
+    assert len(set(expected.values())) > 1, "the keys chosen must reach several partitions"
+
+    _, df = _drain_to_parquet(spark, broker_url, queue, tmp_path, maxMessagesPerBatch=150,
+                              numPartitions=2)
+    rows = (df.select("properties.message_id", F.col("headers")["x-partition"].alias("part"),
+                      "seq", F.input_file_name().alias("file")).collect())
+    assert sorted(r.message_id for r in rows) == sorted(expected)
+    assert all(int(r.part) == expected[r.message_id] for r in rows)
+    by_file: dict[str, list] = {}
+    for r in rows:
+        by_file.setdefault(r.file, []).append(r)
+    for file_rows in by_file.values():
+        assert len({r.part for r in file_rows}) == 1  # no task mixes two partitions
+        ids = [r.message_id for r in sorted(file_rows, key=lambda r: r.seq)]
+        assert ids == sorted(ids)  # keys were published one after another, ids rising: publish order
+    assert amqp.wait_no_consumers(queue) == 0

@@ -8,6 +8,8 @@ lists both applications as finished.  Own JVMs (master, worker, driver, executor
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -92,6 +94,47 @@ def test_dead_letter_archive_and_report_on_a_standalone_cluster(cluster, broker_
     assert amqp.wait_no_consumers(dlq_name) == 0
     assert any(p.name.startswith("dt=") for p in archive.iterdir())
     _assert_finished(cluster, "amqp-broker-dlq")
+
+
+def test_an_executor_killed_mid_batch_loses_and_duplicates_nothing(cluster, spark, broker_url, amqp,
+                                                                   tmp_path):
+    """SIGKILL the executor JVM while one of its tasks is in the middle of the second batch: Spark
+    runs the task again on a new executor from the same input partition (the rows travel inside
+    it), the batch commits once, and only then are its messages acked."""
+    zip_path = pyfiles.build(tmp_path / "dist" / "amqp_broker.zip")
+    queue = unique("ekill")
+    amqp.declare(queue, **{"x-queue-type": "quorum"})
+    ids = amqp.publish(queue, 300, size=64)
+    marker = tmp_path / "stalled"
+    job = Path(__file__).with_name("executor_kill_job.py")
+    out = tmp_path / "out"
+    proc = cluster.start_submit([str(job), broker_url, queue, str(out), str(tmp_path / "ckpt"),
+                                 ids[150], str(marker)], py_files=zip_path,
+                                output=tmp_path / "submit.log")
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists():
+            assert proc.poll() is None, (tmp_path / "submit.log").read_text()[-5000:]
+            assert time.monotonic() < deadline, "no task reached the stall point"
+            time.sleep(0.2)
+        executors = cluster.executor_pids()
+        assert len(executors) == 1, executors
+        os.kill(executors[0], signal.SIGKILL)
+        proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    log = (tmp_path / "submit.log").read_text(errors="replace")
+    assert proc.returncode == 0, log[-5000:]
+    result = json.loads(next(l for l in log.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    assert sum(result["batches"]) == 300 and max(result["batches"]) <= 100, result
+    assert executors[0] not in cluster.executor_pids()  # a new executor ran the retry
+    # read through Spark's file-sink log: the killed attempt's partial file is not part of it
+    got = [r.message_id for r in spark.read.parquet(str(out)).select("properties.message_id").collect()]
+    assert sorted(got) == sorted(ids)  # each once: nothing lost, nothing written twice
+    assert amqp.wait_no_consumers(queue) == 0  # all acked after the commits
+    _assert_finished(cluster, "amqp-executor-kill-test")
 
 
 def _assert_finished(cluster: StandaloneCluster, app_name: str) -> None:
