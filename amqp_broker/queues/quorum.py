@@ -252,7 +252,8 @@ class QuorumQueue:
         """Clustered, every few seconds: commands lost on their way to a leader that never
         said so (a dropped link, a full send queue) are sent again. Enqueues still
         unconfirmed since the last audit go again in order; a local consumer the replicated
-        state no longer has (taken down while this node was cut off) checks out again."""
+        state no longer has (taken down while this node was cut off) checks out again, and a
+        consumer of this node that no channel here holds is taken down."""
         if self.deleted or not self.ready:
             return
         if self._effects.holding and not self.behind():
@@ -268,6 +269,14 @@ class QuorumQueue:
                 self._effects.new_consumer(key)
                 prefetch = 0 if consumer.no_ack else getattr(consumer.channel, "prefetch", 0)
                 self.propose(fifo.Checkout(key, prefetch, consumer.priority))
+        # ...and the other way round: a consumer of this node the replicated state still has
+        # though no channel here holds it (its ConsumerDown was lost, a resent Checkout landed
+        # after it, or it belongs to this node's previous run) would keep its messages checked
+        # out for good: take it down again
+        dead = {c.key.pid for c in (*q.consumers.values(), *q.waiting)
+                if c.key.node == self.node and self.live_channel(c.key.pid) is None}
+        for pid in dead:
+            self.propose(fifo.ConsumerDown(pid))
 
     def _down_earlier_processes(self) -> None:
         """Consumers and publishers of this node's previous run are dead: say so (their
