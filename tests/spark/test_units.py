@@ -418,7 +418,7 @@ def test_partitions_follow_the_partitions_of_a_partitioned_queue():
     assert len(parts) == 3  # one each at least, though only two were asked for
     for part in parts:
         got = [r for b in from_ipc(part.ipc) for r in b.to_pylist()]
-        assert len({r["headers"]["x-partition"] for r in got}) == 1
+        assert len({dict(r["headers"])["x-partition"] for r in got}) == 1  # a map: (key, value) pairs
         assert [r["seq"] for r in got] == sorted(r["seq"] for r in got)
     assert sorted(r["seq"] for p in parts for b in from_ipc(p.ipc) for r in b.to_pylist()) \
         == list(range(1, 13))
