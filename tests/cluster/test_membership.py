@@ -190,6 +190,12 @@ def test_reset_leaves_the_cluster_and_join_cluster_brings_the_node_back(tmp_path
             wait_until(lambda: running_nodes(url) == names, 30, f"3 nodes running at {url}")
         wait_until(lambda: queue_row(mgmt[2], "qr").get("messages") == 100, 30,
                    "node 3's new replica of qr holds the 100 messages")
+        # the node that joined later becomes a member again through grow, and is in sync
+        grown = queues_cli(mgmt[0], "grow", names[2], "all")
+        assert grown.returncode == 0, grown.stderr
+        wait_until(lambda: members(mgmt[0], "qr") == names, 30, "qr grown onto node 3")
+        wait_until(lambda: any(in_sync(url, "qr").get(names[2]) for url in mgmt), 30,
+                   "node 3's member of qr in sync (the leader's quorum_status)")
         assert consume(urls[2], "qr", 100) == bodies
         publish(urls[1], "qr", [b"after"], {"x-queue-type": "quorum"})
         assert consume(urls[0], "qr", 1) == [b"after"]

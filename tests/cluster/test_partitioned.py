@@ -55,7 +55,7 @@ def test_aio_pika_join_across_nodes(cluster):
 def test_pika_stalled_owner_on_another_node(cluster):
     _declare(cluster, "pq-c-stall", 1500)
     log, a = stalled_owner_scenario([cluster.urls[0], cluster.urls[2]], "pq-c-stall")
-    check_stalled(log, a)
+    check_stalled(log, a, timeout_s=1.5)
     counts = cluster.api(1).get("queues", "/", "pq-c-stall")["partition_handoffs"]
     assert counts["forced"] >= 1
 
@@ -64,7 +64,7 @@ def test_aio_pika_stalled_owner_on_another_node(cluster):
     _declare(cluster, "pq-c-stall-aio", 1500)
     log, a = asyncio.run(aio_stalled_owner_scenario([cluster.urls[1], cluster.urls[2]],
                                                     "pq-c-stall-aio"))
-    check_stalled(log, a)
+    check_stalled(log, a, timeout_s=1.5)
     counts = cluster.api(0).get("queues", "/", "pq-c-stall-aio")["partition_handoffs"]
     assert counts["forced"] >= 1
 

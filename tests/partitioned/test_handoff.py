@@ -47,7 +47,7 @@ def test_aio_pika_third_consumer_joins_keys_stay_in_order(broker, ch):
 def test_pika_stalled_owner_delays_handoff_by_the_timeout_only(broker, ch):
     _queue(broker, ch, "pq-stall", handoff_ms=1500)
     log, a = stalled_owner_scenario([broker.url], "pq-stall")
-    check_stalled(log, a)
+    check_stalled(log, a, timeout_s=1.5)
     counts = _handoffs(broker, "pq-stall")
     assert counts["forced"] >= 1
 
@@ -55,5 +55,5 @@ def test_pika_stalled_owner_delays_handoff_by_the_timeout_only(broker, ch):
 def test_aio_pika_stalled_owner_delays_handoff_by_the_timeout_only(broker, ch):
     _queue(broker, ch, "pq-stall-aio", handoff_ms=1500)
     log, a = asyncio.run(aio_stalled_owner_scenario([broker.url], "pq-stall-aio"))
-    check_stalled(log, a)
+    check_stalled(log, a, timeout_s=1.5)
     assert _handoffs(broker, "pq-stall-aio")["forced"] >= 1

@@ -31,9 +31,14 @@ class Log:
         # messages going to a later one, as aio-pika keeps serving the others while one
         # closes) is not the scenario's
         self.frozen = False
+        # when a consumer started to join (before its connection opened) and when its first
+        # delivery came, on this process's monotonic clock
+        self.joining: dict[str, float] = {}
+        self.first_delivery: dict[str, float] = {}
 
     def deliver(self, who: str, key: str, seq: int, redelivered: bool, part: int) -> None:
         if not self.frozen:
+            self.first_delivery.setdefault(who, time.monotonic())
             self.events.append(("deliver", who, key, seq, redelivered, part))
 
     def ack(self, who: str, key: str, seq: int) -> None:
@@ -157,6 +162,7 @@ def stalled_owner_scenario(urls: list[str], queue: str) -> tuple[Log, PikaConsum
             pub.round(seq)
         n = 3 * len(KEYS)
         assert spin(consumers, lambda: len(a.pending) == n, 30)
+        log.joining["B"] = time.monotonic()
         b = PikaConsumer("B", urls[-1], queue, log, prefetch=1000)
         consumers.append(b)
         # B gets the moved partitions once the deadline passed, though A acks nothing
@@ -174,7 +180,15 @@ def stalled_owner_scenario(urls: list[str], queue: str) -> tuple[Log, PikaConsum
             x.close()
 
 
-def check_stalled(log: Log, a: PikaConsumer) -> set:
+def check_stalled(log: Log, a: PikaConsumer, timeout_s: float | None = None) -> set:
+    """B got the moved partitions in order, what A held of them redelivered; with `timeout_s`
+    (the queue's handoff timeout), B's first message came no sooner than the timeout after it
+    began to join (every partition that moved was held by A) and not long after: A, which
+    never acks, delayed the handoff by the timeout only."""
+    if timeout_s is not None:
+        waited = log.first_delivery["B"] - log.joining["B"]
+        assert waited >= 0.9 * timeout_s, f"handoff after {waited:.2f} s, before the timeout"
+        assert waited < timeout_s + 15.0, f"handoff after {waited:.2f} s, long past the timeout"
     held_by_a = {(k, s) for _, k, s in a.pending}
     moved = {e[2] for e in log.deliveries("B")}
     assert moved and moved != set(KEYS)            # some partitions moved, not all
@@ -301,6 +315,7 @@ async def aio_stalled_owner_scenario(urls: list[str], queue: str) -> tuple[Log, 
             await publish_round(seq)
         assert await spin_until(lambda: len(a.pending) == 3 * len(KEYS), 30)
         b = AioConsumer("B", log, acks_per_turn=1000)
+        log.joining["B"] = time.monotonic()
         await b.start(urls[-1], queue, prefetch=1000)
         consumers.append(b)
         assert await spin_until(lambda: len(log.deliveries("B")) > 0, 60)
