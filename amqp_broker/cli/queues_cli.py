@@ -84,7 +84,16 @@ def _quorum_status(client: ApiClient, args, out: TextIO) -> int:
     log, commit and applied indexes; other replicas' cells are known only to the leader: ask
     the leader for every replica's match index and whether it is in sync (it holds every
     committed entry); elsewhere those cells stay empty."""
-    q = client.get("queues", args.vhost, args.queue)
+    try:
+        q = client.get("queues", args.vhost, args.queue)
+    except ApiError as e:
+        if e.status != 404:
+            raise
+        # as rabbitmq-queues: the banner, then the error term, exit 69
+        print(f"Status of quorum queue {args.queue} on node {client.get('overview')['node']} ...",
+              file=out)
+        print("Error:\nnot_found", file=sys.stderr)
+        return EX_UNAVAILABLE
     if q.get("type") not in _REPLICATED:
         _err(f"queue '{args.queue}' in vhost '{args.vhost}' is not a quorum queue "
              f"(type {q.get('type')})")
