@@ -357,6 +357,37 @@ def _policy(cluster, name: str, pattern: str, definition: dict) -> None:
     assert r.status_code in (201, 204), r.text
 
 
+def test_a_mirrored_queue_checks_if_empty_and_if_unused_on_delete(cluster):
+    """A mirrored queue is a classic queue to its clients: queue.delete with if-empty /
+    if-unused is 406 while it holds messages / has a consumer, and deletes once it does not
+    (a quorum queue refuses both flags with 540)."""
+    _policy(cluster, "compat-hadel", r"^compat-hadel\.", {"ha-mode": "all"})
+    conn = _conn(cluster.urls[0])
+    ch = conn.channel()
+    ch.queue_declare("compat-hadel.q", durable=True)
+    _until(lambda: _row(cluster, 0, "compat-hadel.q").get("synchronised_slave_nodes"),
+           what="compat-hadel.q mirrored")
+    ch.confirm_delivery()
+    ch.basic_publish("", "compat-hadel.q", b"x", pika.BasicProperties(delivery_mode=2))
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as full:
+        ch.queue_delete("compat-hadel.q", if_empty=True)
+    assert full.value.reply_code == 406 and "not empty" in full.value.reply_text
+    ch = conn.channel()
+    ch.queue_purge("compat-hadel.q")
+    other = conn.channel()
+    other.basic_consume("compat-hadel.q", lambda *a: None)
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as used:
+        ch.queue_delete("compat-hadel.q", if_unused=True)
+    assert used.value.reply_code == 406 and "in use" in used.value.reply_text
+    other.close()
+    ch = conn.channel()
+    assert ch.queue_delete("compat-hadel.q", if_unused=True, if_empty=True).method.message_count == 0
+    conn.close()
+    import httpx
+    httpx.delete(f"{cluster.mgmt[0]}/api/policies/%2F/compat-hadel", auth=("guest", "guest"),
+                 timeout=10)
+
+
 def _row(cluster, i: int, name: str) -> dict:
     import httpx
     got = httpx.get(f"{cluster.mgmt[i]}/api/queues/%2F/{name}", auth=("guest", "guest"),

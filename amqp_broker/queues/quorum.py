@@ -83,6 +83,9 @@ class QuorumQueue:
         # a mirrored classic queue (an ha-mode policy): this replicated engine with classic
         # queue semantics where clients see them (type, no delivery limit or header)
         self.mirrored = mirrored
+        # a mirrored classic queue keeps classic semantics: queue.delete if-unused / if-empty
+        # are checked, not refused (RabbitMQ 3.10's mirrored queues are classic queues)
+        self.supports_conditional_delete = mirrored
         self.counts_deliveries = not mirrored
         if mirrored:
             self.queue_type = "classic"
