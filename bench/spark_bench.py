@@ -56,9 +56,21 @@ def bench_source(spark, url: str, work: Path, queue_type: str, count: int, size:
                          maxMessagesPerBatch=batch, prefetch=min(65535, 2 * batch))
     elapsed = time.perf_counter() - start
     assert result["rows"] == count, result
+    _print_phases(result, elapsed)
     broker_bench.delete_queue(url, queue)
     shutil.rmtree(work / f"out-{queue}", ignore_errors=True)
     return count / elapsed
+
+
+def _print_phases(result: dict, elapsed: float) -> None:
+    """Where the query's time went: Spark's durationMs per phase, summed over its triggers, and
+    what lies outside every trigger (starting and stopping the query)."""
+    ms = result.get("durations_ms") or {}
+    inside = ms.get("triggerExecution", 0)
+    phases = ", ".join(f"{k} {v}" for k, v in sorted(ms.items(), key=lambda kv: -kv[1])
+                       if k != "triggerExecution")
+    print(f"    source phases over {result['batches']} batches (ms): triggers {inside} "
+          f"[{phases}]; outside triggers {elapsed * 1000 - inside:.0f}", file=sys.stderr)
 
 
 def bench_queues(spark, url: str, work: Path, queues: int, count: int, size: int, batch: int) -> float:

@@ -80,11 +80,16 @@ def drain_queue(spark, url: str, queue: str, path: str, checkpoint: str, *,
         writer = writer.partitionBy(*partition_by)
     query = writer.start()
     query.awaitTermination()
-    counts = [_rows(p) for p in query.recentProgress]
-    return {"batches": sum(1 for n in counts if n), "rows": sum(counts)}
+    progress = [_as_dict(p) for p in query.recentProgress]
+    counts = [int(p.get("numInputRows", 0)) for p in progress]
+    durations: dict[str, int] = {}  # Spark's durationMs of every trigger, summed per phase
+    for p in progress:
+        for phase, ms in (p.get("durationMs") or {}).items():
+            durations[phase] = durations.get(phase, 0) + int(ms)
+    return {"batches": sum(1 for n in counts if n), "rows": sum(counts), "durations_ms": durations}
 
 
-def _rows(progress) -> int:
+def _as_dict(progress) -> dict:
     if isinstance(progress, dict):
-        return int(progress.get("numInputRows", 0))
-    return int(getattr(progress, "numInputRows", 0))
+        return progress
+    return getattr(progress, "jsonValue", lambda: {})() or {}
