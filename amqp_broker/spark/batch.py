@@ -80,16 +80,10 @@ def drain_queue(spark, url: str, queue: str, path: str, checkpoint: str, *,
         writer = writer.partitionBy(*partition_by)
     query = writer.start()
     query.awaitTermination()
-    progress = [_as_dict(p) for p in query.recentProgress]
+    progress = query.recentProgress  # dicts (StreamingQueryProgress is one in PySpark 4)
     counts = [int(p.get("numInputRows", 0)) for p in progress]
     durations: dict[str, int] = {}  # Spark's durationMs of every trigger, summed per phase
     for p in progress:
         for phase, ms in (p.get("durationMs") or {}).items():
             durations[phase] = durations.get(phase, 0) + int(ms)
     return {"batches": sum(1 for n in counts if n), "rows": sum(counts), "durations_ms": durations}
-
-
-def _as_dict(progress) -> dict:
-    if isinstance(progress, dict):
-        return progress
-    return getattr(progress, "jsonValue", lambda: {})() or {}

@@ -128,8 +128,8 @@ class StandaloneCluster:
                                     cwd=self.work_dir)
 
     def executor_pids(self) -> list[int]:
-        """The executor JVMs this cluster's worker runs now (their command lines name the worker's
-        directory)."""
+        """The executor JVMs this cluster's worker runs now (their command lines name it in
+        `--worker-url`)."""
         found = subprocess.run(["pgrep", "-f", "CoarseGrainedExecutorBackend"],
                                capture_output=True, text=True).stdout.split()
         mine = []
@@ -138,8 +138,7 @@ class StandaloneCluster:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if f"spark://Worker@127.0.0.1:{self.worker_port}".encode() in cmdline \
-                    or str(self.work_dir).encode() in cmdline:
+            if f"spark://Worker@127.0.0.1:{self.worker_port}".encode() in cmdline:
                 mine.append(pid)
         return mine
 
