@@ -19,13 +19,12 @@ import time
 import urllib.parse
 import uuid
 
-import httpx
 import kombu
 import pika
 import pytest
 
 from compat_tests.support import (LaunchError, Names, ServerInfo, launch_our_broker, pika_connections,
-                                  pika_parameters, probe_server, run_aio)
+                                  management_client, pika_parameters, probe_server, run_aio)
 
 _TEST_TIMEOUT = 60  # seconds per test unless the test says otherwise
 
@@ -185,7 +184,7 @@ def api(mgmt_url):
     if mgmt_url is None:
         pytest.skip("no management API for the given broker URL: pass --mgmt-url or set MGMT_URL")
     auth = (os.environ.get("MGMT_USER", "guest"), os.environ.get("MGMT_PASSWORD", "guest"))
-    with httpx.Client(base_url=mgmt_url + "/api", auth=auth, timeout=30) as c:
+    with management_client(mgmt_url + "/api", auth) as c:
         yield c
 
 

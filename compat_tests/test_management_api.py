@@ -26,6 +26,8 @@ import httpx
 import pika
 import pytest
 
+from compat_tests.support import management_client
+
 NOT_FOUND = {"error": "Object Not Found", "reason": "Not Found"}
 
 
@@ -39,7 +41,7 @@ def mgmt(mgmt_url) -> str:
 @pytest.fixture
 def api(mgmt):
     auth = (os.environ.get("MGMT_USER", "guest"), os.environ.get("MGMT_PASSWORD", "guest"))
-    with httpx.Client(base_url=mgmt + "/api", auth=auth, timeout=30) as c:
+    with management_client(mgmt + "/api", auth) as c:
         yield c
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import urllib.parse
 
-import httpx
+from compat_tests.support import management_client
 
 from .test_management_api import _amqp_url, _poll, api, mgmt, uniq  # noqa: F401
 
@@ -66,7 +66,7 @@ def test_only_administrators_set_operator_policies(api, mgmt, uniq):
             user = f"{uniq}-{tag}"
             assert api.put(f"/users/{user}", json={"password": "pw", "tags": tag}).status_code == 201
             api.put(f"/permissions/%2F/{user}", json={"configure": ".*", "write": ".*", "read": ".*"})
-            with httpx.Client(base_url=mgmt + "/api", auth=(user, "pw"), timeout=30) as other:
+            with management_client(mgmt + "/api", (user, "pw")) as other:
                 assert any(p["name"] == uniq for p in other.get("/operator-policies").json()), tag
                 assert other.get("/operator-policies/%2F").status_code == 200
                 for r in (other.put(f"/operator-policies/%2F/{uniq}-x", json=body),

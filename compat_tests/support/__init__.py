@@ -4,6 +4,7 @@ in `metrics`).  Imported by the conftests and the tests.
 """
 
 from compat_tests.support.aio import run_aio
+from compat_tests.support.http import management_client
 from compat_tests.support.launcher import Broker, LaunchError, free_port, free_ports, launch_our_broker
 from compat_tests.support.names import Names
 from compat_tests.support.pika_util import (
@@ -39,6 +40,7 @@ __all__ = [
     "free_ports",
     "get_n",
     "launch_our_broker",
+    "management_client",
     "pika_connections",
     "pika_parameters",
     "probe_server",
