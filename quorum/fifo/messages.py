@@ -1,7 +1,8 @@
 """Message records and the ready queue of the quorum queue state machine.
 
 A message in the state is its log index plus a small header (`Message`); the body stays
-in the Raft log.  `ReadyQueue` holds the messages waiting for a consumer in delivery
+in the Raft log.  Ready messages and live indexes are held packed (`packed.py`: about 21
+bytes a message), a `Message` object is made when one is taken.  `ReadyQueue` holds the messages waiting for a consumer in delivery
 order: returned messages first (delivery limit set: "near the head"), then two priority
 levels served 2:1 like rabbit_fifo_q; or, for a mirrored classic queue (`QueueConfig.
 max_priority`), strict levels as a classic queue's: a message's `hi` is then its level (an
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import islice
+
+from .packed import PackedInts, PackedMessages
 
 __all__ = ["Message", "ReadyQueue", "LiveIndexes"]
 
@@ -68,10 +71,10 @@ class ReadyQueue:
     __slots__ = ("returns", "hi", "lo", "strict", "counter", "bytes")
 
     def __init__(self) -> None:
-        self.returns: deque[Message] = deque()
-        self.hi: deque[Message] = deque()
-        self.lo: deque[Message] = deque()
-        self.strict: dict[int, deque[Message]] = {}  # level >= 1 -> its messages (non-empty)
+        self.returns: deque[Message] = deque()   # few: kept as objects
+        self.hi = PackedMessages(Message, hi=True)
+        self.lo = PackedMessages(Message)
+        self.strict: dict[int, PackedMessages] = {}  # level >= 1 -> its messages (non-empty)
         self.counter = 0      # position in the 2:1 cycle, as rabbit_fifo_q's dequeue counter
         self.bytes = 0
 
@@ -81,7 +84,7 @@ class ReadyQueue:
             n += sum(len(q) for q in self.strict.values())
         return n
 
-    def _level_of(self, msg: Message) -> deque[Message]:
+    def _level_of(self, msg: Message) -> PackedMessages:
         hi = msg.hi
         if hi is True:
             return self.hi
@@ -89,7 +92,7 @@ class ReadyQueue:
             return self.lo
         q = self.strict.get(hi)
         if q is None:
-            q = self.strict[hi] = deque()
+            q = self.strict[hi] = PackedMessages(Message, hi=hi)
         return q
 
     def push(self, msg: Message) -> None:
@@ -107,7 +110,7 @@ class ReadyQueue:
         (self.lo if msg.hi is True else self._level_of(msg)).append(msg)
         self.bytes += msg.size
 
-    def _pick(self) -> deque[Message] | None:
+    def _pick(self) -> deque[Message] | PackedMessages | None:
         if self.returns:
             return self.returns
         if self.strict:
@@ -115,7 +118,7 @@ class ReadyQueue:
         hi, lo = self.hi, self.lo
         if hi and lo and self.counter == _WEIGHT:
             # normal's turn, but a high message published earlier still goes first
-            return hi if hi[0].index < lo[0].index else lo
+            return hi if hi.index_at(0) < lo.index_at(0) else lo
         if hi:
             return hi
         return lo if lo else None
@@ -130,22 +133,21 @@ class ReadyQueue:
         out = list(islice(self.returns, n))
         for level in sorted(self.strict, reverse=True):
             out.extend(islice(self.strict[level], max(0, n - len(out))))
-        hi, lo, counter = self.hi, self.lo, self.counter
-        h = l = 0
+        his, los = iter(self.hi), iter(self.lo)
+        h, l, counter = next(his, None), next(los, None), self.counter
         while len(out) < n:
-            has_hi, has_lo = h < len(hi), l < len(lo)
-            if has_hi and has_lo and counter == _WEIGHT:
-                take_hi = hi[h].index < lo[l].index
-            elif has_hi or has_lo:
-                take_hi = has_hi
+            if h is not None and l is not None and counter == _WEIGHT:
+                take_hi = h.index < l.index
+            elif h is not None or l is not None:
+                take_hi = h is not None
             else:
                 break
             if take_hi:
-                out.append(hi[h])
-                h += 1
+                out.append(h)
+                h = next(his, None)
             else:
-                out.append(lo[l])
-                l += 1
+                out.append(l)
+                l = next(los, None)
             counter = 0 if counter == _WEIGHT else counter + 1
         return out
 
@@ -172,23 +174,23 @@ class ReadyQueue:
         return out
 
     def to_wire(self) -> list:
-        w = [[m.to_wire() for m in self.returns], [m.to_wire() for m in self.hi],
-             [m.to_wire() for m in self.lo], self.counter]
-        if self.strict:  # absent for quorum queues: their snapshots keep the old shape
-            w.append([[level, [m.to_wire() for m in ms]] for level, ms in self.strict.items()])
+        w = [[m.to_wire() for m in self.returns], self.hi.to_wire(), self.lo.to_wire(),
+             self.counter]
+        if self.strict:  # absent for quorum queues
+            w.append([[level, ms.to_wire()] for level, ms in self.strict.items()])
         return w
 
     @classmethod
     def from_wire(cls, w: list) -> "ReadyQueue":
         q = cls()
         q.returns.extend(Message.from_wire(m) for m in w[0])
-        q.hi.extend(Message.from_wire(m) for m in w[1])
-        q.lo.extend(Message.from_wire(m) for m in w[2])
+        q.hi.load_wire(w[1])
+        q.lo.load_wire(w[2])
         q.counter = w[3]
         for level, ms in (w[4] if len(w) > 4 else ()):
-            q.strict[level] = deque(Message.from_wire(m) for m in ms)
-        q.bytes = sum(m.size for m in q.returns) + sum(m.size for m in q.hi) \
-            + sum(m.size for m in q.lo) + sum(m.size for ms in q.strict.values() for m in ms)
+            q._level_of(Message(0, 0, hi=level)).load_wire(ms)
+        q.bytes = sum(m.size for m in q.returns) + q.hi.total_size() + q.lo.total_size() \
+            + sum(ms.total_size() for ms in q.strict.values())
         return q
 
 
@@ -200,8 +202,8 @@ class LiveIndexes:
     front: amortised O(1) per message."""
     __slots__ = ("_order", "_removed")
 
-    def __init__(self, indexes: list[int] | None = None) -> None:
-        self._order: deque[int] = deque(indexes or ())
+    def __init__(self, indexes=()) -> None:
+        self._order = PackedInts(indexes)
         self._removed: set[int] = set()   # ints only: never iterated
 
     def add(self, index: int) -> None:
@@ -213,11 +215,26 @@ class LiveIndexes:
 
     def _trim(self) -> None:
         order, removed = self._order, self._removed
-        while order and order[0] in removed:
+        while order and order.head() in removed:
             removed.discard(order.popleft())
 
     def smallest(self) -> int | None:
-        return self._order[0] if self._order else None
+        return self._order.head() if self._order else None
 
     def live(self) -> list[int]:
         return [i for i in self._order if i not in self._removed]
+
+    def to_wire(self) -> bytes:
+        if self._removed:
+            removed = self._removed
+            return PackedInts(i for i in self._order if i not in removed).to_bytes()
+        return self._order.to_bytes()
+
+    @classmethod
+    def from_wire(cls, w: bytes | list[int]) -> "LiveIndexes":
+        """From a snapshot: packed bytes, or a list of ints (snapshots before the packed form)."""
+        if isinstance(w, bytes):
+            live = cls()
+            live._order = PackedInts.from_bytes(w)
+            return live
+        return cls(w)

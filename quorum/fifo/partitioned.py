@@ -1,4 +1,4 @@
-"""A partitioned queue's ready messages: one log-index-ordered deque per partition.
+"""A partitioned queue's ready messages: one log-index-ordered FIFO per partition.
 
 A partitioned queue is an ordinary fifo queue (one Raft group, the same consumers, settles,
 returns, limits and dead lettering) whose `QueueState.ready` is a `PartitionedReady` and
@@ -12,21 +12,21 @@ would reorder a key).
 from __future__ import annotations
 
 from bisect import insort
-from collections import deque
 
 from .messages import Message
+from .packed import PackedMessages
 
 __all__ = ["PartitionedReady"]
 
 
 class PartitionedReady:
-    """Ready messages, one index-ordered deque per partition.  Offers what the rest of the
+    """Ready messages, one index-ordered `PackedMessages` per partition.  Offers what the rest of the
     machine asks of a `ReadyQueue`: `len`, `bytes`, `push*`, `pop`/`peek`/`head` (oldest
     first over all partitions: drop-head and management reads) and `clear`."""
     __slots__ = ("parts", "bytes", "_n")
 
     def __init__(self, n: int) -> None:
-        self.parts: list[deque[Message]] = [deque() for _ in range(n)]
+        self.parts = [PackedMessages(Message, part=i) for i in range(n)]
         self.bytes = 0
         self._n = 0
 
@@ -44,9 +44,9 @@ class PartitionedReady:
     def push_return(self, msg: Message) -> None:
         """Back into its partition at its index's place (before later-published ones)."""
         dq = self.parts[msg.part]
-        if not dq or dq[-1].index < msg.index:
+        if not dq or dq.index_at(-1) < msg.index:
             dq.append(msg)
-        elif dq[0].index > msg.index:
+        elif dq.index_at(0) > msg.index:
             dq.appendleft(msg)
         else:
             items = list(dq)
@@ -67,7 +67,7 @@ class PartitionedReady:
     def _oldest(self) -> int | None:
         best = None
         for i, dq in enumerate(self.parts):
-            if dq and (best is None or dq[0].index < self.parts[best][0].index):
+            if dq and (best is None or dq.index_at(0) < self.parts[best].index_at(0)):
                 best = i
         return best
 
@@ -91,13 +91,13 @@ class PartitionedReady:
         return out
 
     def to_wire(self) -> list:
-        return [[m.to_wire() for m in dq] for dq in self.parts]
+        return [dq.to_wire() for dq in self.parts]
 
     @classmethod
     def from_wire(cls, w: list) -> "PartitionedReady":
         r = cls(len(w))
         for dq, msgs in zip(r.parts, w):
-            dq.extend(Message.from_wire(m) for m in msgs)
-        r.bytes = sum(m.size for dq in r.parts for m in dq)
+            dq.load_wire(msgs)
+        r.bytes = sum(dq.total_size() for dq in r.parts)
         r._n = sum(len(dq) for dq in r.parts)
         return r

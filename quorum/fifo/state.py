@@ -112,7 +112,7 @@ def snapshot(q: QueueState) -> bytes:
         q.sq.to_wire(),
         [[p, e.next_seq] for p, e in q.enqueuers.items()],
         q.dlx.to_wire(),
-        q.live.live(),
+        q.live.to_wire(),
         q.checked_bytes, q.last_active, q.timer_at, q.released,
         q.publish_blocked,
         None if q.parts is None else q.parts.to_wire(),
@@ -134,7 +134,7 @@ def restore(data: bytes) -> QueueState:
     q.sq = ServiceQueue.from_wire(w[5])
     q.enqueuers = {p: Enqueuer(n) for p, n in w[6]}
     q.dlx = DlxState.from_wire(w[7])
-    q.live = LiveIndexes(w[8])
+    q.live = LiveIndexes.from_wire(w[8])
     q.checked_bytes, q.last_active, q.timer_at, q.released = w[9:13]
     q.publish_blocked = bool(w[13]) if len(w) > 13 else False  # absent in older snapshots
     q.parts = Partitions.from_wire(w[14]) if len(w) > 14 and w[14] is not None else None

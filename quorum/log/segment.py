@@ -89,7 +89,8 @@ def write_segment(disk: OsDisk, directory: str, counter: int,
     final = os.path.join(directory, segment_name(counter, first, last))
     blob, offsets = encode_segment(entries)
     disk.replace_file(final, (blob,), sync_dir)
-    return SegmentInfo(final, counter, first, last, offsets, [e[1] for e in entries])
+    return SegmentInfo(final, counter, first, last, array("Q", offsets),
+                       array("Q", [e[1] for e in entries]))
 
 
 def _load_index(disk: OsDisk, seg: SegmentInfo) -> tuple[array, array]:

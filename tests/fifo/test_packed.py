@@ -1,0 +1,105 @@
+"""The packed FIFOs behave as a deque of `Message`s / ints would, across chunk boundaries and
+through their snapshot form; old (one list per message) snapshots still load."""
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from quorum.fifo import packed
+from quorum.fifo.messages import LiveIndexes, Message, ReadyQueue
+from quorum.fifo.packed import PackedInts, PackedMessages
+
+from .settings import EXAMPLES
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(packed, "_CHUNK", 3)   # every few messages cross a chunk boundary
+
+
+def _wire(m: Message) -> list:
+    return m.to_wire()
+
+
+_msgs = st.builds(Message, index=st.integers(1, 2**40), size=st.integers(0, 2**31),
+                  expiry=st.none() | st.integers(1, 2**45), hi=st.just(False),
+                  persistent=st.booleans(), acquired=st.integers(0, 50),
+                  delivery_failed=st.integers(0, 50))
+_ops = st.lists(st.one_of(st.tuples(st.just("append"), _msgs), st.just(("pop",)),
+                          st.just(("snapshot",)), st.tuples(st.just("appendleft"), _msgs)),
+                max_size=40)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(_ops)
+def test_packed_messages_match_a_deque(ops):
+    model: deque[Message] = deque()
+    fifo = PackedMessages(Message)
+    for op in ops:
+        if op[0] == "append":
+            model.append(op[1])
+            fifo.append(op[1])
+        elif op[0] == "appendleft":
+            model.appendleft(op[1])
+            fifo.appendleft(op[1])
+        elif op[0] == "pop" and model:
+            assert _wire(fifo.popleft()) == _wire(model.popleft())
+        elif op[0] == "snapshot":
+            restored = PackedMessages(Message)
+            restored.load_wire(fifo.to_wire())
+            fifo = restored
+        assert len(fifo) == len(model) and bool(fifo) == bool(model)
+        assert [_wire(m) for m in fifo] == [_wire(m) for m in model]
+        assert fifo.total_size() == sum(m.size for m in model)
+        for i in range(len(model)):
+            assert fifo.index_at(i) == model[i].index
+            assert _wire(fifo[i]) == _wire(model[i])
+        if model:
+            assert _wire(fifo[-1]) == _wire(model[-1])
+
+
+def test_a_level_keeps_its_priority_and_partition():
+    fifo = PackedMessages(Message, hi=7, part=2)
+    fifo.append(Message(5, 10))
+    m = fifo.popleft()
+    assert (m.index, m.hi, m.part) == (5, 7, 2)
+    with pytest.raises(IndexError):
+        fifo.popleft()
+
+
+def test_old_snapshots_of_a_ready_queue_still_load():
+    old = [[], [[3, 1, None, True, True, 0, 0]],
+           [[1, 4, 99, False, True, 1, 0], [2, 5, None, False, False, 0, 0]], 1]
+    q = ReadyQueue.from_wire(old)
+    assert [m.index for m in q.head(3)] == [3, 1, 2]   # high first (the 2:1 cycle is at 1)
+    assert q.lo[0].expiry == 99 and q.lo[1].persistent is False
+    assert q.bytes == 10
+    again = ReadyQueue.from_wire(q.to_wire())
+    assert [m.to_wire() for m in again.head(3)] == [m.to_wire() for m in q.head(3)]
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.integers(1, 2**50), max_size=30), st.data())
+def test_live_indexes_find_the_smallest_and_survive_snapshots(adds, data):
+    adds = sorted(set(adds))
+    live = LiveIndexes()
+    for i in adds:
+        live.add(i)
+    removed = data.draw(st.sets(st.sampled_from(adds)) if adds else st.just(set()))
+    for i in removed:
+        live.remove(i)
+    expect = [i for i in adds if i not in removed]
+    assert live.live() == expect
+    assert live.smallest() == (expect[0] if expect else None)
+    restored = LiveIndexes.from_wire(live.to_wire())
+    assert restored.live() == expect and restored.smallest() == live.smallest()
+    assert LiveIndexes.from_wire(expect).live() == expect   # a snapshot's old list form
+
+
+def test_packed_ints_pop_in_order():
+    p = PackedInts(range(10))
+    assert [p.popleft() for _ in range(4)] == [0, 1, 2, 3]
+    assert p.head() == 4 and len(p) == 6
+    assert list(PackedInts.from_bytes(p.to_bytes())) == list(range(4, 10))
