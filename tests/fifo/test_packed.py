@@ -7,16 +7,17 @@ from collections import deque
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from quorum.fifo import packed
+from quorum import packed
 from quorum.fifo.messages import LiveIndexes, Message, ReadyQueue
 from quorum.fifo.packed import PackedInts, PackedMessages
+from quorum.packed import ColumnFifo
 
 from .settings import EXAMPLES
 
 
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch):
-    monkeypatch.setattr(packed, "_CHUNK", 3)   # every few messages cross a chunk boundary
+    monkeypatch.setattr(packed, "CHUNK", 3)   # every few messages cross a chunk boundary
 
 
 def _wire(m: Message) -> list:
@@ -103,3 +104,24 @@ def test_packed_ints_pop_in_order():
     assert [p.popleft() for _ in range(4)] == [0, 1, 2, 3]
     assert p.head() == 4 and len(p) == 6
     assert list(PackedInts.from_bytes(p.to_bytes())) == list(range(4, 10))
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.integers(0, 2**40), st.sampled_from([7, 7, 7, 9])),
+                          st.none()), max_size=30))
+def test_a_defaulted_column_is_stored_only_where_a_row_departs_from_it(ops):
+    rows: deque[tuple] = deque()
+    fifo = ColumnFifo("qq", (None, 7))
+    for op in ops:
+        if op is None:
+            if rows:
+                assert fifo.popleft() == rows.popleft()
+        else:
+            rows.append(op)
+            fifo.append(op)
+        assert list(fifo) == list(rows) and list(fifo.column(1)) == [r[1] for r in rows]
+        again = ColumnFifo("qq", (None, 7))
+        again.load_wire(fifo.to_wire())
+        assert list(again) == list(rows)
+    if all(op is None or op[1] == 7 for op in ops):   # no row ever departed from the default
+        assert fifo.to_wire()[1] == b""
