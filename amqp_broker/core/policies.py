@@ -239,6 +239,8 @@ _RULES: dict[str, tuple[str, type, Callable[[Any, Any], Any] | None]] = {
     "dead-letter-strategy": ("dead_letter_strategy", str, _arg_wins),
     "delivery-limit": ("delivery_limit", int, _delivery_limit),
     "consumer-timeout": ("consumer_timeout", int, _lower),
+    # classic queues: lazy pages every message out (the argument wins, as in RabbitMQ 3.x)
+    "queue-mode": ("queue_mode", str, _arg_wins),
     # partitioned queues: the number is fixed at declaration; the times as consumer-timeout
     "partitions": ("partitions", int, None),
     "partition-handoff-timeout": ("partition_handoff_timeout", int, _lower),
@@ -269,6 +271,7 @@ class QueueSettings:
     dead_letter_strategy: str = "at-most-once"
     delivery_limit: int | None = None
     consumer_timeout: int | None = None
+    queue_mode: str = "default"
     partitions: int | None = None
     partition_handoff_timeout: int | None = None
     partition_rebalance_delay: int | None = None

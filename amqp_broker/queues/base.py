@@ -47,7 +47,7 @@ message it accepts and every one that leaves (ack, drop, expiry, purge, delete).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from amqp_broker.core.policies import QueueSettings
 from amqp_broker.queues.message import Entry, Message
@@ -61,6 +61,7 @@ __all__ = [
     "Delivery",
     "DeadLetter",
     "QueueJournal",
+    "QueuePager",
     "QueueType",
     "queue_key",
     "REASON_REJECTED",
@@ -145,6 +146,27 @@ class QueueJournal(Protocol):
     def confirm_when_durable(self, journal_seq: int, confirm: "Confirm") -> None:
         """Settle `confirm` ok once the record `journal_seq` is fsynced (the server's
         `JournalTap` hands it to the broker's `Durability` task)."""
+        ...
+
+
+class QueuePager(Protocol):
+    """Where a classic queue puts the messages it pages out of memory (implemented by
+    store/spill.py's `QueueSpill`; scratch space, not durable)."""
+
+    def write(self, message: Message) -> tuple[int, int]:
+        """Store a copy; returns its (position, length). Raises OSError if it cannot."""
+        ...
+
+    def read(self, refs: Sequence[tuple[int, int]]) -> list[Message]:
+        """The messages at `refs`, in order."""
+        ...
+
+    def release(self, position: int) -> None:
+        """The copy at `position` is no longer needed."""
+        ...
+
+    def drop(self) -> None:
+        """The queue is gone: every copy goes."""
         ...
 
 

@@ -6,9 +6,16 @@ answers, it answers at once (a durable persistent publish's confirm waits for th
 fsync through `QueueJournal.confirm_when_durable`). Pure: time comes in as `now_ms`, persistence
 goes through the injected `QueueJournal` (which only buffers), no trio, no IO.
 
-Layout: one deque of `Entry` per priority level (a single level without x-max-priority), each in
+Layout: one `PagedLevel` per priority level (a single level without x-max-priority), each in
 msg-id order; `_unacked` maps msg id -> entry for deliveries awaiting ack. Publish, dispatch and ack
 are O(1) per message; requeue merges back by msg id (only the head part that is out of order moves).
+
+Paging (with a `pager`, which the server gives every classic queue): the bodies of ready messages
+kept in memory are bounded by `memory_budget` bytes (each message also counts
+`ENTRY_OVERHEAD`; `x-queue-mode: lazy`, argument or policy, makes it 0). Past it, a message is
+paged out as it is published (a level's newer messages only: see paging.py) and paged back in,
+in order, a batch at a time, when its level's in-memory head runs out. The journal is untouched
+by paging: it records persistent messages whether they are in memory or paged out.
 
 Rules, following RabbitMQ's rabbit_amqqueue_process:
 - TTL: deadline = enqueue time + min(per-message expiration, x-message-ttl); expired messages are
@@ -45,10 +52,19 @@ from amqp_broker.queues.base import (
     QueueJournal,
     queue_key,
 )
+from amqp_broker.queues.base import QueuePager
 from amqp_broker.queues.consumers import ConsumerSet
 from amqp_broker.queues.message import Entry, Message
+from amqp_broker.queues.paging import PagedLevel
 
-__all__ = ["ClassicQueue"]
+__all__ = ["ClassicQueue", "DEFAULT_MEMORY_BUDGET", "ENTRY_OVERHEAD"]
+
+# bodies of ready messages a queue keeps in memory before paging out (classic_queue.
+# memory_budget_bytes), and what each message counts besides its body
+DEFAULT_MEMORY_BUDGET = 8 << 20
+ENTRY_OVERHEAD = 256
+# a lazy queue (budget 0) still pages in this much at a time
+_MIN_PAGE_IN = 256 << 10
 
 
 class ClassicQueue:
@@ -75,6 +91,8 @@ class ClassicQueue:
         arguments: dict[str, Any] | None = None,
         journal: QueueJournal | None = None,
         now_ms: int = 0,
+        pager: QueuePager | None = None,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
     ) -> None:
         self.name = name
         self.vhost = vhost
@@ -87,10 +105,13 @@ class ClassicQueue:
         self.key = queue_key(vhost, name)
         self._journal = journal if durable else None
         levels = (self.settings.max_priority or 0) + 1
-        self._levels: list[deque[Entry]] = [deque() for _ in range(levels)]
+        self._pager = pager
+        self._levels = [PagedLevel(pager) for _ in range(levels)]
         self._max_level = levels - 1
         self._ready_count = 0
         self._ready_bytes = 0
+        self._memory_budget = memory_budget
+        self._mem_cost = 0    # body bytes + ENTRY_OVERHEAD of the ready messages in memory
         self._unacked: dict[int, Entry] = {}
         self._next_id = 1
         self._consumers = ConsumerSet(self.settings.single_active_consumer)
@@ -124,6 +145,15 @@ class ClassicQueue:
     @property
     def message_bytes(self) -> int:
         return self._ready_bytes
+
+    @property
+    def paged_out_count(self) -> int:
+        """Ready messages whose bodies are paged out (RabbitMQ's messages_paged_out)."""
+        return sum(level.paged for level in self._levels)
+
+    @property
+    def paged_out_bytes(self) -> int:
+        return sum(level.paged_bytes for level in self._levels)
 
     @property
     def consumer_count(self) -> int:
@@ -198,13 +228,20 @@ class ClassicQueue:
             return True
         return s.max_length_bytes is not None and self._ready_bytes + size > s.max_length_bytes
 
+    def _budget(self) -> int:
+        return 0 if self.settings.queue_mode == "lazy" else self._memory_budget
+
     def _push(self, entry: Entry) -> None:
-        level = entry.message.priority
-        if level > self._max_level:
-            level = self._max_level
-        self._levels[level].append(entry)
+        level = self._levels[min(entry.message.priority, self._max_level)]
+        size = entry.message.size
         self._ready_count += 1
-        self._ready_bytes += entry.message.size
+        self._ready_bytes += size
+        cost = size + ENTRY_OVERHEAD
+        if self._pager is not None and (level.paged or self._mem_cost + cost > self._budget()):
+            if level.page_out(entry):
+                return
+        level.head.append(entry)
+        self._mem_cost += cost
 
     def _drop_head_over_limits(self) -> None:
         s = self.settings
@@ -219,8 +256,13 @@ class ClassicQueue:
         self._journal_removed(dropped)
 
     def ready_entries(self) -> list[Entry]:
-        """The ready messages in the order they would be delivered (highest level first)."""
-        return [e for level in range(self._max_level, -1, -1) for e in self._levels[level]]
+        """The ready messages in the order they would be delivered (highest level first);
+        paged-out ones are read back (and stay paged)."""
+        out: list[Entry] = []
+        for level in reversed(self._levels):
+            out.extend(level.head)
+            out.extend(level.paged_entries())
+        return out
 
     def release_held(self) -> list[tuple[Message, int, Confirm | None]]:
         """Stop holding publishes; hand back those held (still to be published)."""
@@ -228,19 +270,33 @@ class ClassicQueue:
         return held
 
     # -- ready-list primitives -------------------------------------------------------------------
-    def _head_level(self) -> deque[Entry] | None:
-        for level in range(self._max_level, -1, -1):
-            if self._levels[level]:
-                return self._levels[level]
+    def _head_level(self) -> PagedLevel | None:
+        for level in reversed(self._levels):
+            if level:
+                return level
         return None
 
-    def _pop_head(self) -> Entry:
-        dq = self._head_level()
-        assert dq is not None
-        entry = dq.popleft()
+    def _first(self, level: PagedLevel) -> Entry:
+        """The oldest message of a non-empty level, paged in if it is not in memory."""
+        if not level.head:
+            moved = level.page_in(max(self._budget() // 4, _MIN_PAGE_IN))
+            self._mem_cost += moved + ENTRY_OVERHEAD * len(level.head)
+        return level.head[0]
+
+    def _take(self, level: PagedLevel) -> Entry:
+        """Remove the oldest message of a non-empty level from the ready list."""
+        self._first(level)
+        entry = level.head.popleft()
+        size = entry.message.size
         self._ready_count -= 1
-        self._ready_bytes -= entry.message.size
+        self._ready_bytes -= size
+        self._mem_cost -= size + ENTRY_OVERHEAD
         return entry
+
+    def _pop_head(self) -> Entry:
+        level = self._head_level()
+        assert level is not None
+        return self._take(level)
 
     # -- consumers -----------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer, now_ms: int) -> None:
@@ -276,17 +332,16 @@ class ClassicQueue:
         removed: list[int] = []
         pick = self._consumers.pick
         while self._ready_count:
-            dq = self._head_level()
-            entry = dq[0]  # type: ignore[index]
-            if entry.expires_at is not None and now_ms > entry.expires_at:
-                self._expire_one(dq, removed)  # type: ignore[arg-type]
+            level = self._head_level()
+            assert level is not None
+            expires_at = level.first_expiry()
+            if expires_at is not None and now_ms > expires_at:
+                self._expire_one(level, removed)
                 continue
             consumer = pick()
             if consumer is None:
                 break
-            dq.popleft()  # type: ignore[union-attr]
-            self._ready_count -= 1
-            self._ready_bytes -= entry.message.size
+            entry = self._take(level)
             self._hand_out(entry, consumer.no_ack, first_delivered, removed)
             out.append(Delivery(consumer, entry))
         self._journal_delivered(first_delivered)
@@ -346,8 +401,9 @@ class ClassicQueue:
             by_level.setdefault(level, []).append(entry)
             self._ready_count += 1
             self._ready_bytes += entry.message.size
+            self._mem_cost += entry.message.size + ENTRY_OVERHEAD
         for level, entries in by_level.items():
-            _merge_front(self._levels[level], entries)
+            _merge_front(self._levels[level].head, entries)
         s = self.settings
         if by_level and s.overflow == OVERFLOW_DROP_HEAD and (
             s.max_length is not None or s.max_length_bytes is not None
@@ -376,11 +432,14 @@ class ClassicQueue:
     # -- whole queue ---------------------------------------------------------------------------
     def purge(self) -> int:
         count = self._ready_count
-        removed = [e.msg_id for dq in self._levels for e in dq if e.message.persistent]
-        for dq in self._levels:
-            dq.clear()
+        removed: list[int] = []
+        for level in self._levels:
+            removed.extend(e.msg_id for e in level.head if e.message.persistent)
+            removed.extend(level.paged_persistent_ids())
+            level.clear()
         self._ready_count = 0
         self._ready_bytes = 0
+        self._mem_cost = 0
         self._journal_removed(removed)
         return count
 
@@ -390,6 +449,8 @@ class ClassicQueue:
         self._unacked.clear()
         if journal is not None:
             journal.drop_queue(self.key)
+        if self._pager is not None:
+            self._pager.drop()
         self._consumers = ConsumerSet(self.settings.single_active_consumer)
         return count
 
@@ -402,9 +463,10 @@ class ClassicQueue:
     # -- timers --------------------------------------------------------------------------------
     def next_deadline(self, now_ms: int) -> int | None:
         best: int | None = None
-        for dq in self._levels:
-            if dq and dq[0].expires_at is not None:
-                due = dq[0].expires_at + 1  # expired strictly after the deadline
+        for level in self._levels:
+            expires_at = level.first_expiry()
+            if expires_at is not None:
+                due = expires_at + 1  # expired strictly after the deadline
                 best = due if best is None or due < best else best
         expires = self.settings.expires
         if expires is not None and not len(self._consumers):
@@ -420,14 +482,15 @@ class ClassicQueue:
         return expires is not None and not len(self._consumers) and now_ms >= self._last_used + expires
 
     def _expire_heads(self, now_ms: int, removed: list[int]) -> None:
-        for dq in self._levels:
-            while dq and dq[0].expires_at is not None and now_ms > dq[0].expires_at:
-                self._expire_one(dq, removed)
+        for level in self._levels:
+            while True:
+                expires_at = level.first_expiry()
+                if expires_at is None or now_ms <= expires_at:
+                    break
+                self._expire_one(level, removed)
 
-    def _expire_one(self, dq: deque[Entry], removed: list[int]) -> None:
-        entry = dq.popleft()
-        self._ready_count -= 1
-        self._ready_bytes -= entry.message.size
+    def _expire_one(self, level: PagedLevel, removed: list[int]) -> None:
+        entry = self._take(level)
         self._dead_letter(entry.message, REASON_EXPIRED, entry.redelivered)
         if entry.message.persistent:
             removed.append(entry.msg_id)

@@ -156,7 +156,7 @@ def test_arguments_alone():
         max_length=10, max_length_bytes=100, overflow="reject-publish", message_ttl=0,
         expires=1000, max_priority=5, single_active_consumer=True, dead_letter_exchange="dlx",
         dead_letter_routing_key="dk", dead_letter_strategy="at-least-once", delivery_limit=3,
-        consumer_timeout=60000)
+        consumer_timeout=60000, queue_mode="lazy")
     assert resolve_queue_settings(None) == resolve_queue_settings({}, {}) == QueueSettings()
     assert QueueSettings().overflow == "drop-head"
     assert QueueSettings().dead_letter_strategy == "at-most-once"
@@ -244,3 +244,9 @@ def test_operator_policy_caps_user_policy(queue_type):
 def test_policy_cannot_set_argument_only_keys():
     s = resolve_queue_settings({"x-max-priority": 3}, {"max-priority": 9, "single-active-consumer": True})
     assert (s.max_priority, s.single_active_consumer) == (3, False)
+
+
+def test_queue_mode_argument_wins_over_the_policy():
+    assert resolve_queue_settings({}, {"queue-mode": "lazy"}).queue_mode == "lazy"
+    assert resolve_queue_settings({"x-queue-mode": "default"},
+                                  {"queue-mode": "lazy"}).queue_mode == "default"

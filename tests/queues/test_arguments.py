@@ -121,7 +121,7 @@ def test_valid_args_become_settings():
     assert s == QueueSettings(
         max_length=10, max_length_bytes=100, overflow="reject-publish", message_ttl=0,
         expires=1000, max_priority=5, single_active_consumer=True, dead_letter_exchange="dlx",
-        dead_letter_routing_key="dk")
+        dead_letter_routing_key="dk", queue_mode="lazy")
 
 
 def test_consumer_priority():

@@ -6,10 +6,13 @@ nothing duplicated, FIFO per priority level, requeue back to the original positi
 dropping the head, and the counters.
 """
 
+import tempfile
+
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from amqp_broker.queues import ClassicQueue
+from amqp_broker.store.spill import SpillStore
 
 from .helpers import consumer, msg
 
@@ -18,12 +21,20 @@ MAX_LENGTH = 6
 
 
 class ClassicQueueMachine(RuleBasedStateMachine):
+    # None: no pager (everything in memory); else the memory budget with a real spill store
+    budget: int | None = None
+
     def __init__(self):
         super().__init__()
+        paging = {}
+        if self.budget is not None:
+            self.spill_dir = tempfile.TemporaryDirectory()
+            paging = {"pager": SpillStore(self.spill_dir.name).pager("q"),
+                      "memory_budget": self.budget}
         self.q = ClassicQueue("q", arguments={
             "x-max-priority": MAX_PRIORITY, "x-max-length": MAX_LENGTH,
             "x-dead-letter-exchange": "dlx",
-        })
+        }, **paging)
         self.ready = {level: [] for level in range(MAX_PRIORITY + 1)}
         self.unacked = set()
         self.gone = set()  # settled or dead-lettered: must never reappear
@@ -134,14 +145,32 @@ class ClassicQueueMachine(RuleBasedStateMachine):
     @invariant()
     def ready_levels_sorted_and_disjoint(self):
         seen = set()
-        for level, dq in enumerate(self.q._levels):
-            ids = [e.msg_id for e in dq]
+        for level, paged in enumerate(self.q._levels):
+            ids = paged.msg_ids()
             assert ids == sorted(ids) == self.ready[level]
             seen.update(ids)
         assert not seen & self.unacked and not seen & self.gone
 
 
-ClassicQueueMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None
-)
+    def teardown(self):
+        if self.budget is not None:
+            self.spill_dir.cleanup()
+
+
+class PagedClassicQueueMachine(ClassicQueueMachine):
+    """The same rules with a budget of about two messages: the rest paged out and back."""
+    budget = 600
+
+
+class LazyClassicQueueMachine(ClassicQueueMachine):
+    """Budget 0 (as x-queue-mode lazy): every message is paged out and read back."""
+    budget = 0
+
+
+_SETTINGS = settings(max_examples=60, stateful_step_count=40, deadline=None)
+ClassicQueueMachine.TestCase.settings = _SETTINGS
+PagedClassicQueueMachine.TestCase.settings = _SETTINGS
+LazyClassicQueueMachine.TestCase.settings = _SETTINGS
 TestClassicQueueMachine = ClassicQueueMachine.TestCase
+TestPagedClassicQueueMachine = PagedClassicQueueMachine.TestCase
+TestLazyClassicQueueMachine = LazyClassicQueueMachine.TestCase

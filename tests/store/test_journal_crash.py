@@ -21,7 +21,7 @@ QUEUES = ("a", "b")
 
 def durable_contents(q: ClassicQueue) -> list[tuple[int, bytes, bool]]:
     """What the journal must recover for `q`: its persistent ready + unacked messages."""
-    entries = [e for level in q._levels for e in level] + list(q._unacked.values())
+    entries = q.ready_entries() + list(q._unacked.values())
     return sorted(
         (e.msg_id, e.message.body, e.delivery_count > 0) for e in entries if e.message.persistent
     )

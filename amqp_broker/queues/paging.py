@@ -1,0 +1,141 @@
+"""One priority level of a classic queue whose messages may be paged out of memory.
+
+Who uses it: `classic.py` only; it decides when to page out and in (its memory budget), this
+module holds the two parts of a level and moves messages between them:
+
+- `head`: a deque of `Entry` (bodies in memory), the oldest messages of the level;
+- the paged tail: the level's newer messages, each a row of a `quorum.packed.ColumnFifo`
+  (msg id, where the pager keeps its copy, sizes, times, flags: ~40 bytes, no body), the body
+  with the queue's `QueuePager` (`store/spill.py`).
+
+Every paged message is newer than every message of the head (once a level has a paged tail,
+new messages join the tail; requeued ones rejoin the head, and were older than any paged one),
+so the level in msg-id order is head then tail.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Iterator
+
+from amqp_broker.queues.base import QueuePager
+from amqp_broker.queues.message import Entry
+from quorum.packed import ColumnFifo
+
+__all__ = ["PagedLevel"]
+
+_log = logging.getLogger(__name__)
+
+# msg_id, position, length, size, enqueued_at, expires_at, delivery_count, redelivered,
+# persistent
+_TYPES = "qqIIqqIbb"
+_NO_EXPIRY = -1
+_DEFAULTS = (None, None, None, None, None, _NO_EXPIRY, 0, 0, 1)
+_ID, _POS, _LEN, _SIZE, _EXPIRES, _PERSISTENT = 0, 1, 2, 3, 5, 8
+
+
+class PagedLevel:
+    __slots__ = ("head", "_tail", "_pager", "paged_bytes", "_write_failed")
+
+    def __init__(self, pager: QueuePager | None) -> None:
+        self.head: deque[Entry] = deque()
+        self._tail = ColumnFifo(_TYPES, _DEFAULTS)
+        self._pager = pager
+        self.paged_bytes = 0   # body bytes of the paged tail
+        self._write_failed = False
+
+    def __len__(self) -> int:
+        return len(self.head) + len(self._tail)
+
+    def __bool__(self) -> bool:
+        return bool(self.head) or bool(self._tail)
+
+    @property
+    def paged(self) -> int:
+        return len(self._tail)
+
+    def page_out(self, entry: Entry) -> bool:
+        """Append `entry` to the paged tail (its body to the pager); False if the pager could
+        not take it (the caller keeps it in memory: only allowed while the tail is empty)."""
+        assert self._pager is not None
+        try:
+            pos, length = self._pager.write(entry.message)
+        except OSError as exc:
+            if not self._write_failed:
+                _log.warning("paging a message out failed (%s); it stays in memory", exc)
+                self._write_failed = True
+            if self._tail:   # it must not overtake the paged messages: fail stop
+                raise
+            return False
+        m = entry.message
+        self._tail.append((entry.msg_id, pos, length, m.size, entry.enqueued_at,
+                           _NO_EXPIRY if entry.expires_at is None else entry.expires_at,
+                           entry.delivery_count, 1 if entry.redelivered else 0,
+                           1 if m.persistent else 0))
+        self.paged_bytes += m.size
+        return True
+
+    def page_in(self, max_bytes: int) -> int:
+        """Move paged messages to the head, oldest first, up to `max_bytes` of bodies (at
+        least one); returns the body bytes moved."""
+        tail, pager = self._tail, self._pager
+        rows = []
+        total = 0
+        while tail and (not rows or total + tail.value(0, _SIZE) <= max_bytes):
+            row = tail.popleft()
+            rows.append(row)
+            total += row[_SIZE]
+        if not rows:
+            return 0
+        assert pager is not None
+        messages = pager.read([(r[_POS], r[_LEN]) for r in rows])
+        for row, message in zip(rows, messages):
+            msg_id, pos, _, _, enqueued_at, expires_at, count, redelivered, _ = row
+            self.head.append(Entry(msg_id, message, enqueued_at,
+                                   None if expires_at == _NO_EXPIRY else expires_at,
+                                   bool(redelivered), count))
+            pager.release(pos)
+        self.paged_bytes -= total
+        return total
+
+    def first_expiry(self) -> int | None:
+        """The deadline of the level's oldest message, without paging it in."""
+        if self.head:
+            return self.head[0].expires_at
+        if self._tail:
+            e = self._tail.value(0, _EXPIRES)
+            return None if e == _NO_EXPIRY else e
+        return None
+
+    def msg_ids(self) -> list[int]:
+        """Every message's id, head then paged tail (no IO)."""
+        return [e.msg_id for e in self.head] + list(self._tail.column(_ID))
+
+    def paged_persistent_ids(self) -> Iterator[int]:
+        """The msg ids of the paged persistent messages (for the journal on purge)."""
+        for row in self._tail:
+            if row[_PERSISTENT]:
+                yield row[_ID]
+
+    def paged_entries(self) -> list[Entry]:
+        """Copies of the paged messages as entries, read back but left paged (listings, the
+        conversion to a mirrored queue): costs a read of every paged body."""
+        rows = list(self._tail)
+        if not rows:
+            return []
+        assert self._pager is not None
+        messages = self._pager.read([(r[_POS], r[_LEN]) for r in rows])
+        return [Entry(r[_ID], m, r[4], None if r[_EXPIRES] == _NO_EXPIRY else r[_EXPIRES],
+                      bool(r[7]), r[6]) for r, m in zip(rows, messages)]
+
+    def clear(self) -> None:
+        """Forget every message of the level (the caller settles the journal)."""
+        self.head.clear()
+        if self._tail:
+            pager = self._pager
+            assert pager is not None
+            for pos in self._tail.column(_POS):
+                pager.release(pos)
+            self._tail.clear()
+        self.paged_bytes = 0
