@@ -44,6 +44,9 @@ class Settings:
     frame_max: int = 131072
     channel_max: int = 2047
     max_message_size: int = 16 * 1024 * 1024
+    # Bytes of ready messages (bodies plus ~256 a message) a classic queue keeps in memory;
+    # past it messages are paged out to <data_dir>/spill (queues/classic.py). Ours.
+    classic_queue_memory_budget: int = 8 * 1024 * 1024
     consumer_timeout: float | None = 30 * 60.0  # seconds; None disables the check
     handshake_timeout: float | None = 10.0  # seconds; None = infinity
     connection_max: int | None = None

@@ -45,6 +45,7 @@ _DIRECT = {
     "anonymous_login_user": "anonymous_login_user", "anonymous_login_pass": "anonymous_login_pass",
     "heartbeat": "heartbeat", "frame_max": "frame_max", "channel_max": "channel_max",
     "max_message_size": "max_message_size", "consumer_timeout": "consumer_timeout",
+    "classic_queue.memory_budget_bytes": "classic_queue_memory_budget",
     "connection_max": "connection_max", "queue_leader_locator": "queue_leader_locator",
     "queue_master_locator": "queue_master_locator",
     "distribution.listener.port_range.min": "dist_port",

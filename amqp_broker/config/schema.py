@@ -142,6 +142,7 @@ KEYS: dict[str, v.Converter] = {
     "frame_max": _frame_max,
     "channel_max": v.integer(0, 65535),
     "max_message_size": v.integer(1, 536870912, "bytes"),
+    "classic_queue.memory_budget_bytes": lambda raw: 0 if raw == "0" else v.information_unit(raw),
     "consumer_timeout": _seconds(True, 1),
     "handshake_timeout": v.millis_or_infinity(1),  # infinity -> None
     "vm_memory_high_watermark.relative": v.fraction,

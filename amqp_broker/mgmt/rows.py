@@ -43,7 +43,7 @@ def _queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
     active = q.active_consumer
     bytes_ = q.message_bytes
     sac = bool(rt.arguments.get("x-single-active-consumer"))
-    return {
+    row = {
         "name": rt.name,
         "vhost": rt.vhost.name,
         "durable": rt.durable,
@@ -65,6 +65,10 @@ def _queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
         "exclusive_consumer_tag": None,
         "single_active_consumer_tag": active.tag if sac and active is not None else None,
     }
+    paged = getattr(q, "paged_out_count", None)   # classic queues on this node
+    if paged is not None:
+        row.update(messages_paged_out=paged, message_bytes_paged_out=q.paged_out_bytes)
+    return row
 
 
 def partition_rows(queue: Any) -> list[dict]:

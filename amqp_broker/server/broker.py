@@ -72,6 +72,7 @@ class Broker:
         self.timers = DeadlineHeap()
         journal = getattr(store, "journal", None)
         self.journal = journal
+        self.spill = getattr(store, "spill", None)   # where classic queues page out
         self.durability = Durability(journal)
         self.reply_to = ReplyTo()
         self.alarms: set[str] = set()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from amqp_broker.store import MessageJournal, MetadataStore
+from amqp_broker.store.spill import SpillStore
 
 __all__ = ["Store", "plain", "args_key"]
 
@@ -41,12 +42,15 @@ class Store:
     def __init__(self, data_dir: Path) -> None:
         self.meta = MetadataStore(str(data_dir))
         self.journal = MessageJournal(str(data_dir))
+        self.spill_dir = str(Path(data_dir) / "spill")
+        self.spill: SpillStore | None = None   # opened (wiped) by open()
         self.metadata: Any = None  # cluster_meta.ReplicatedMetadata (node.open_broker)
         self.recovered: dict = {}
 
     def open(self) -> None:
         self.meta.open()
         self.recovered = self.journal.open()
+        self.spill = SpillStore(self.spill_dir)
 
     async def run(self, *, task_status) -> None:
         await self.journal.run(task_status=task_status)

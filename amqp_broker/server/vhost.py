@@ -19,7 +19,8 @@ from amqp_broker.core.errors import (
 )
 from amqp_broker.core.fieldtypes import WireInt, args_equivalent, describe_mismatch, plain_arguments
 from amqp_broker.core.router import Topology
-from amqp_broker.queues import check_dead_letter_exchange_type, check_declare_arguments, queue_type_of
+from amqp_broker.queues import (check_dead_letter_exchange_type, check_declare_arguments, queue_key,
+                                 queue_type_of)
 from amqp_broker.queues.classic import ClassicQueue
 
 from .counters import Counters
@@ -177,9 +178,12 @@ class VHost:
         else:
             journal = self.broker.journal if durable and not exclusive else None
             tap = JournalTap(journal, self.broker.durability) if journal is not None else None
+            spill = self.broker.spill
             q = ClassicQueue(name, self.name, durable=durable, auto_delete=auto_delete,
                              exclusive=exclusive, exclusive_owner=owner, arguments=arguments,
-                             journal=tap, now_ms=self.broker.now_ms)
+                             journal=tap, now_ms=self.broker.now_ms,
+                             pager=spill.pager(queue_key(self.name, name)) if spill else None,
+                             memory_budget=self.broker.settings.classic_queue_memory_budget)
         rt = QueueRuntime(self.broker, self, q, owner)
         if owner is not None:
             owner.exclusive_queues.append(rt)  # so closing the owner costs O(its queues)

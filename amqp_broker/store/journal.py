@@ -7,14 +7,18 @@ Who calls it:
   flush with one write and one fdatasync (in `trio.to_thread.run_sync`), then marks that batch
   durable. Publisher confirms wait for that: `await wait_durable(seq)` or
   `call_when_durable(seq, fn)`; `appended_seq` is the number to wait for after a publish;
-- at startup, `open()` recovers: intact records are replayed, a torn tail is truncated, and each
-  queue's surviving messages come back in msg-id order, flagged redelivered if they had been
-  delivered (as RabbitMQ does for classic queues).
+- at startup, `open()` recovers: the file is streamed (never loaded whole) to find the live
+  records, a torn tail is truncated, and each queue's surviving messages come back in msg-id
+  order, flagged redelivered if they had been delivered (as RabbitMQ does for classic queues),
+  read from the file as the queue takes them (`RecoveredMessages`).
+
+Memory: the journal keeps no message, only which records are live (`journal_index`: a few
+bytes a message), so a classic queue that pages its messages out of memory really frees them.
 
 Compaction: when the file holds more garbage (acked messages) than live records, the flusher
-rewrites the live messages to a new file (tmp + fsync + rename + fsync dir) instead of appending.
-The live set snapshot taken at that moment already reflects every record still in the batch, so
-that batch is covered by the new file and is simply dropped.
+writes a new file instead of appending (tmp + fsync + rename + fsync dir): the live enqueue
+records copied from the old file as they are, then the pending batch, then one DELIVERED record
+per queue and a commit mark.
 
 A write, fsync, truncate or rename error raises `StoreFatalError` out of `run()` (the server stops
 the node) and out of every pending and later `wait_durable`.
@@ -34,28 +38,88 @@ from typing import Callable, Iterable
 
 import trio
 
+import msgspec
+
 from amqp_broker.queues.message import Message
 from amqp_broker.store import files
 from amqp_broker.store.errors import StoreFatalError
 from amqp_broker.store.journal_codec import (
     COMMIT_MARK,
     DELIVERED,
+    ENQUEUE,
     REMOVED,
+    decode_enqueue,
     encode_drop_queue,
     encode_enqueue,
     encode_ids,
     mark_after,
-    replay,
 )
+from amqp_broker.store.journal_index import JournalIndex, QueueRecords
+from amqp_broker.store.records import HEADER_SIZE, FileFrames
 
-__all__ = ["MessageJournal", "RecoveredQueues"]
+__all__ = ["MessageJournal", "RecoveredMessages", "RecoveredQueues"]
 
 _log = logging.getLogger(__name__)
 _FILE = "messages.journal"
-_RECORD_OVERHEAD = 40  # framing + msgpack overhead estimate for recovered messages
+_READ_RUN = 4 << 20   # recovered records read back in runs of up to this many bytes
+_fields = msgspec.msgpack.Decoder(list[msgspec.Raw])
+_decode = msgspec.msgpack.decode
 
-# queue key -> [(msg_id, message, redelivered)] in msg-id order; feeds ClassicQueue.restore
-RecoveredQueues = dict[str, list[tuple[int, Message, bool]]]
+
+class _OpenFile:
+    """A read-only descriptor of the file as it was recovered; stays valid (the same inode)
+    after a compaction renames a new file over the path. Closed when the last user goes."""
+
+    fd = -1
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def __del__(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+
+
+class RecoveredMessages:
+    """One queue's recovered messages: (msg_id, message, redelivered) in msg-id order, read
+    back from the journal file each time it is iterated. `len()` is their number."""
+
+    def __init__(self, file: _OpenFile, records: QueueRecords, delivered: set[int]) -> None:
+        self._file = file
+        self._records = records
+        self._delivered = delivered
+
+    def __len__(self) -> int:
+        return self._records.count
+
+    def __iter__(self):
+        delivered = self._delivered
+        run: list[tuple[int, int, int]] = []
+        for rec in self._records.live():
+            if run and (rec[2] != run[-1][2] + run[-1][1] or rec[2] - run[0][2] > _READ_RUN):
+                yield from self._read(run, delivered)
+                run = []
+            run.append(rec)
+        if run:
+            yield from self._read(run, delivered)
+
+    def _read(self, run: list[tuple[int, int, int]], delivered: set[int]):
+        start = run[0][2]
+        size = run[-1][2] + run[-1][1] - start
+        try:
+            data = os.pread(self._file.fd, size, start)
+        except OSError as exc:
+            raise StoreFatalError("reading the message journal back failed") from exc
+        if len(data) != size:
+            raise StoreFatalError("the message journal is shorter than when it was recovered")
+        view = memoryview(data)
+        for msg_id, length, offset in run:
+            _, _, message = decode_enqueue(view[offset - start + HEADER_SIZE:offset - start + length])
+            yield msg_id, message, msg_id in delivered
+
+
+# queue key -> its recovered messages; feeds ClassicQueue.restore
+RecoveredQueues = dict[str, RecoveredMessages]
 
 
 class MessageJournal:
@@ -77,9 +141,8 @@ class MessageJournal:
         self._fsync = fsync
         self._compact_min = compact_min_bytes
         self._fd: int | None = None
-        # live persistent messages: queue -> msg_id -> (message, record size); delivered ids
-        self._live: dict[str, dict[int, tuple[Message, int]]] = {}
-        self._delivered: dict[str, set[int]] = {}
+        # which enqueue records are live (and their sizes), and the delivered ids
+        self._index = JournalIndex()
         self._live_bytes = 0
         self._file_bytes = 0
         self._pending: list[bytes] = []
@@ -103,10 +166,22 @@ class MessageJournal:
                 os.unlink(self._path + ".tmp")  # a compaction that never got renamed
         except OSError as exc:
             raise StoreFatalError(f"cannot prepare {self._dir}") from exc
-        data = files.read_file(self._path)
-        state, valid_end = replay(data)
-        if valid_end < len(data):
-            mark = mark_after(data, valid_end)
+        try:
+            recovered = _OpenFile(self._path) if os.path.exists(self._path) else None
+        except OSError as exc:
+            raise StoreFatalError(f"reading {self._path} failed") from exc
+        index = JournalIndex(with_offsets=True)
+        valid_end = size = 0
+        if recovered is not None:
+            frames = FileFrames(recovered.fd)
+            try:
+                for offset, frame in frames:
+                    index.apply(frame[HEADER_SIZE:], offset, len(frame))
+            except OSError as exc:
+                raise StoreFatalError(f"reading {self._path} failed") from exc
+            valid_end, size = frames.valid_end, frames.size
+        if valid_end < size:
+            mark = mark_after(recovered.fd, valid_end, size)  # type: ignore[union-attr]
             if mark is not None:
                 raise StoreFatalError(
                     f"message journal {self._path}: damaged record at offset {valid_end}, "
@@ -115,24 +190,24 @@ class MessageJournal:
                     "file from a backup, or move it away to start without those messages")
             _log.warning("message journal %s: cut a torn tail of %d bytes at offset %d (a "
                          "write not yet confirmed when the node stopped)", self._path,
-                         len(data) - valid_end, valid_end)
+                         size - valid_end, valid_end)
             files.truncate(self._path, valid_end, self._fsync)
         self._mark_next = valid_end > 0  # what is on disk now is durable
-        del data
         out: RecoveredQueues = {}
-        for queue, msgs in state.items():
-            live = self._live[queue] = {}
-            delivered = self._delivered[queue] = set()
-            for msg_id, (msg, was_delivered) in msgs.items():
-                size = len(msg.body) + len(msg.properties) + len(queue) + _RECORD_OVERHEAD
-                live[msg_id] = (msg, size)
-                self._live_bytes += size
-                if was_delivered:
-                    delivered.add(msg_id)
-            out[queue] = [(i, msgs[i][0], msgs[i][1]) for i in sorted(msgs)]
+        for queue, records in list(index.queues.items()):
+            if not records.count:
+                del index.queues[queue]
+                continue
+            out[queue] = RecoveredMessages(recovered, records,  # type: ignore[arg-type]
+                                           index.delivered.get(queue, set()))
+        self._index = JournalIndex()
+        self._index.queues = {q: r.frozen() for q, r in index.queues.items()}
+        self._index.delivered = {q: set(ids) for q, ids in index.delivered.items()
+                                 if q in index.queues}
+        self._live_bytes = self._index.live_bytes()
         self._file_bytes = valid_end
         if self._file_bytes >= self._compact_min and 2 * self._live_bytes < self._file_bytes:
-            self._rewrite_sync(self._snapshot())
+            self._rewrite_sync(self._frozen(), [])
         else:
             self._open_append()
         return out
@@ -173,36 +248,22 @@ class MessageJournal:
 
     def enqueued(self, queue: str, msg_id: int, message: Message) -> int:
         record = encode_enqueue(queue, msg_id, message)
-        msgs = self._live.get(queue)
-        if msgs is None:
-            msgs = self._live[queue] = {}
-        msgs[msg_id] = (message, len(record))
-        self._live_bytes += len(record)
+        self._live_bytes += self._index.add(queue, msg_id, len(record))
         return self._add(record)
 
     def delivered(self, queue: str, msg_ids: Iterable[int]) -> int:
         ids = list(msg_ids)
-        self._delivered.setdefault(queue, set()).update(ids)
+        self._index.mark_delivered(queue, ids)
         return self._add(encode_ids(DELIVERED, queue, ids))
 
     def removed(self, queue: str, msg_ids: Iterable[int]) -> int:
         ids = list(msg_ids)
-        msgs = self._live.get(queue)
-        if msgs is not None:
-            delivered = self._delivered.get(queue)
-            for msg_id in ids:
-                entry = msgs.pop(msg_id, None)
-                if entry is not None:
-                    self._live_bytes -= entry[1]
-                if delivered:
-                    delivered.discard(msg_id)
+        self._live_bytes -= self._index.remove(queue, ids)
         return self._add(encode_ids(REMOVED, queue, ids))
 
     def drop_queue(self, queue: str) -> int:
         """A durable queue was deleted: forget all its messages (one record)."""
-        for _, size in self._live.pop(queue, {}).values():
-            self._live_bytes -= size
-        self._delivered.pop(queue, None)
+        self._live_bytes -= self._index.drop(queue)
         return self._add(encode_drop_queue(queue))
 
     # -- waiting for durability ------------------------------------------------------------------
@@ -274,8 +335,8 @@ class MessageJournal:
         self._pending, self._pending_bytes = [], 0
         total = self._file_bytes + size + (len(COMMIT_MARK) if self._mark_next else 0)
         if compact or (total >= self._compact_min and 2 * self._live_bytes < total):
-            # the snapshot covers every record in the batch, so the batch is dropped
-            return seq, partial(self._rewrite_sync, self._snapshot())
+            # the new file: the live records of the old one, then this batch
+            return seq, partial(self._rewrite_sync, self._frozen(), batch)
         self._file_bytes = total  # a failed write stops the node, so counting early is safe
         return seq, partial(self._write_sync, batch)
 
@@ -297,23 +358,47 @@ class MessageJournal:
             raise StoreFatalError(f"message journal {self._path}: append/fsync failed") \
                 from exc.__cause__
 
-    def _snapshot(self) -> list[tuple[str, list[tuple[int, Message]], list[int]]]:
-        """Copy of the live set (trio thread); messages are immutable so this is shallow."""
-        return [
-            (queue, [(i, m) for i, (m, _) in msgs.items()], sorted(self._delivered.get(queue, ())))
-            for queue, msgs in self._live.items()
-            if msgs
-        ]
+    def _frozen(self) -> tuple[dict[str, QueueRecords], list[tuple[str, list[int]]]]:
+        """Copy of the live set and the delivered ids (trio thread), for `_rewrite_sync`."""
+        live = {q: r.frozen() for q, r in self._index.queues.items() if r.count}
+        delivered = [(q, sorted(ids)) for q, ids in self._index.delivered.items() if ids]
+        return live, delivered
 
-    def _rewrite_sync(self, snapshot: list[tuple[str, list[tuple[int, Message]], list[int]]]) -> None:
-        chunks: list[bytes] = []
-        for queue, msgs, delivered in snapshot:
-            chunks.extend(encode_enqueue(queue, msg_id, msg) for msg_id, msg in msgs)
-            if delivered:
-                chunks.append(encode_ids(DELIVERED, queue, delivered))
-        chunks.append(COMMIT_MARK)  # the file is fsynced whole before it replaces the old one
-        self.close()
-        self._file_bytes = files.atomic_replace(self._path, chunks, self._fsync)
+    def _rewrite_sync(self, frozen: tuple[dict[str, QueueRecords], list[tuple[str, list[int]]]],
+                      batch: list[bytes]) -> None:
+        """Write the compacted file (worker thread): the old file's live enqueue records as they
+        are, `batch`, the delivered ids, a commit mark; then swap it in."""
+        live, delivered = frozen
+        tmp = self._path + ".tmp"
+        try:
+            src = os.open(self._path, os.O_RDONLY) if os.path.exists(self._path) else None
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                written = 0
+                pending: list[bytes | memoryview] = []
+                pending_bytes = 0
+                for _, frame in FileFrames(src) if src is not None else ():
+                    if _is_live_enqueue(frame, live):
+                        pending.append(frame)
+                        pending_bytes += len(frame)
+                        if pending_bytes >= _READ_RUN:
+                            written += _write_all(out, b"".join(pending))
+                            pending, pending_bytes = [], 0
+                pending.extend(batch)
+                pending.extend(encode_ids(DELIVERED, q, ids) for q, ids in delivered)
+                pending.append(COMMIT_MARK)  # the file is fsynced whole before it replaces
+                written += _write_all(out, b"".join(pending))
+                self._fsync(out)
+            finally:
+                os.close(out)
+                if src is not None:
+                    os.close(src)
+            self.close()
+            os.replace(tmp, self._path)
+        except OSError as exc:
+            raise StoreFatalError(f"rewriting {self._path} failed") from exc
+        files.fsync_dir(self._dir)
+        self._file_bytes = written
         self._open_append()
         self.compactions += 1
 
@@ -323,7 +408,23 @@ class MessageJournal:
             "durable_seq": self._durable_seq,
             "file_bytes": self._file_bytes,
             "live_bytes": self._live_bytes,
-            "live_messages": sum(len(m) for m in self._live.values()),
+            "live_messages": self._index.live_count(),
             "fsyncs": self.fsyncs,
             "compactions": self.compactions,
         }
+
+
+def _is_live_enqueue(frame: memoryview, live: dict[str, QueueRecords]) -> bool:
+    f = _fields.decode(frame[HEADER_SIZE:])
+    if _decode(f[0]) != ENQUEUE:
+        return False
+    records = live.get(_decode(f[1]))
+    return records is not None and records.is_live(_decode(f[2]))
+
+
+def _write_all(fd: int, data: bytes) -> int:
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        done += os.write(fd, view[done:])
+    return done

@@ -1,7 +1,7 @@
 """Length + CRC32 record framing shared by the metadata log and the message journal.
 
-Who calls it: `metadata.py` and `journal.py` (encode when appending, `scan` when recovering).
-Pure: bytes in, bytes out.
+Who calls it: `metadata.py` and `journal.py` (encode when appending, `scan` when recovering a
+small file; `FileFrames` streams a large one: the message journal).
 
 Frame: ``>II`` header (payload length, CRC32 of the payload) followed by the payload. `scan` stops
 at the first frame that is incomplete or whose CRC does not match: everything from there on is a
@@ -10,10 +10,12 @@ torn tail left by a crash mid-write, and the caller truncates the file to `valid
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
+from typing import Iterator
 
-__all__ = ["HEADER_SIZE", "MAX_RECORD", "frame", "scan", "unpack_header"]
+__all__ = ["HEADER_SIZE", "MAX_RECORD", "FileFrames", "frame", "scan", "unpack_header"]
 
 _HEADER = struct.Struct(">II")
 HEADER_SIZE = _HEADER.size
@@ -51,3 +53,45 @@ def scan(data: bytes | memoryview) -> tuple[list[memoryview], int]:
         out.append(payload)
         pos = stop
     return out, pos
+
+
+class FileFrames:
+    """The intact frames of an open file, read a block at a time (never the whole file).
+
+    Iterating yields (offset of the frame, the frame: header and payload) until the first frame
+    that is incomplete or whose CRC does not match; `valid_end` is then the offset just past the last
+    intact frame, as `scan` gives it. Reads with `os.pread` (the file position is untouched).
+    """
+
+    def __init__(self, fd: int, block: int = 8 << 20) -> None:
+        self.fd = fd
+        self.block = block
+        self.size = os.fstat(fd).st_size
+        self.valid_end = 0
+
+    def __iter__(self) -> Iterator[tuple[int, memoryview]]:
+        fd, size = self.fd, self.size
+        buf = b""
+        base = 0          # file offset of buf[0]
+        pos = 0           # offset in buf of the next frame
+        while True:
+            have = len(buf) - pos
+            need = HEADER_SIZE if have < HEADER_SIZE else \
+                HEADER_SIZE + _HEADER.unpack_from(buf, pos)[0]
+            if have < need:
+                if need > HEADER_SIZE + MAX_RECORD or base + pos + need > size:
+                    break
+                start = base + pos
+                buf = os.pread(fd, max(self.block, need), start)
+                base, pos = start, 0
+                if len(buf) < need:
+                    break
+                continue   # the header may have been all that was missing
+            view = memoryview(buf)
+            length, crc = _HEADER.unpack_from(view, pos)
+            stop = pos + HEADER_SIZE + length
+            if zlib.crc32(view[pos + HEADER_SIZE:stop]) != crc:
+                break
+            yield base + pos, view[pos:stop]
+            pos = stop
+            self.valid_end = base + pos

@@ -273,3 +273,12 @@ def test_management_over_https_alone_replaces_plain_http():
 def test_tls_configuration_errors(text, problem):
     with pytest.raises(ConfigError, match=re.escape(problem)):
         parse_text(text)
+
+
+def test_classic_queue_memory_budget():
+    assert parse_text("").classic_queue_memory_budget == 8 * 1024 * 1024
+    assert parse_text("classic_queue.memory_budget_bytes = 0\n").classic_queue_memory_budget == 0
+    assert parse_text("classic_queue.memory_budget_bytes = 64MiB\n"
+                      ).classic_queue_memory_budget == 64 * 1024 * 1024
+    with pytest.raises(ConfigError, match="classic_queue.memory_budget_bytes"):
+        parse_text("classic_queue.memory_budget_bytes = -1\n")

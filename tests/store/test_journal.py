@@ -10,7 +10,7 @@ import trio
 
 from amqp_broker.queues import ClassicQueue, Message, queue_key
 from amqp_broker.store import MessageJournal, StoreFatalError
-from amqp_broker.store.journal_codec import replay
+from amqp_broker.store.journal_index import replay
 
 from queues.helpers import consumer, msg  # tests/queues (pytest puts tests/ on sys.path)
 

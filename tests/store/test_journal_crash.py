@@ -12,7 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from amqp_broker.queues import ClassicQueue
 from amqp_broker.store import MessageJournal
-from amqp_broker.store.journal_codec import replay
+from amqp_broker.store.journal_index import replay
 
 from queues.helpers import consumer, msg  # tests/queues (pytest puts tests/ on sys.path)
 

@@ -1,0 +1,205 @@
+"""Which enqueue records of the message journal are live, a few bytes per message.
+
+Who uses it: `journal.py` (the live set it keeps while running, and the one it rebuilds when it
+recovers a file); `replay` (what a journal's bytes hold, for tests) is built on it. The journal never keeps messages in memory: a
+classic queue keeps what it needs (or pages it out), and recovery and compaction read the
+records back from the file.
+
+`QueueRecords`: one queue's live records as an `array` of frame lengths indexed by msg id from
+`base` (0: no live record; msg ids are a queue's publish counter, so they are dense and
+increasing), plus, while recovering, each record's file offset. `JournalIndex.apply` is the one
+place the meaning of each record kind lives.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Iterator
+
+import msgspec
+
+from amqp_broker.queues.message import Message
+from amqp_broker.store.journal_codec import (COMMIT, DELIVERED, DROP_QUEUE, ENQUEUE, REMOVED,
+                                             decode_enqueue)
+from amqp_broker.store.records import HEADER_SIZE, scan
+
+__all__ = ["QueueRecords", "JournalIndex", "replay"]
+
+_fields = msgspec.msgpack.Decoder(list[msgspec.Raw])
+_decode = msgspec.msgpack.decode
+_TRIM_AT = 4096   # dead ids at the front before the arrays are shifted
+
+
+class QueueRecords:
+    __slots__ = ("base", "lengths", "offsets", "count", "bytes", "_first")
+
+    def __init__(self, with_offsets: bool = False) -> None:
+        self.base = 0
+        self.lengths = array("I")
+        self.offsets: array | None = array("Q") if with_offsets else None
+        self.count = 0     # live records
+        self.bytes = 0     # their frame lengths
+        self._first = 0    # no live record below this position
+
+    def add(self, msg_id: int, length: int, offset: int = 0) -> int:
+        """Record `msg_id`'s enqueue record; returns how much `bytes` grew."""
+        lengths = self.lengths
+        if not self.count and not self._first and not lengths:
+            self.base = msg_id
+        i = msg_id - self.base
+        if i < 0:   # an id below the first one kept: make room in front (rare)
+            self._grow_front(-i)
+            i = 0
+        if i >= len(lengths):
+            extra = i + 1 - len(lengths)
+            lengths.extend(array("I", [0]) * extra)
+            if self.offsets is not None:
+                self.offsets.extend(array("Q", [0]) * extra)
+        old = lengths[i]
+        if not old:
+            self.count += 1
+        lengths[i] = length
+        self.bytes += length - old
+        if self.offsets is not None:
+            self.offsets[i] = offset
+        if i < self._first:
+            self._first = i
+        return length - old
+
+    def _grow_front(self, n: int) -> None:
+        self.lengths = array("I", [0]) * n + self.lengths
+        if self.offsets is not None:
+            self.offsets = array("Q", [0]) * n + self.offsets
+        self.base -= n
+        self._first += n
+
+    def remove(self, msg_id: int) -> int:
+        """Forget the record of `msg_id`; returns its length (0 if it was not live)."""
+        i = msg_id - self.base
+        lengths = self.lengths
+        if not 0 <= i < len(lengths) or not lengths[i]:
+            return 0
+        length = lengths[i]
+        lengths[i] = 0
+        self.count -= 1
+        self.bytes -= length
+        if i == self._first:
+            self._trim()
+        return length
+
+    def _trim(self) -> None:
+        lengths, first = self.lengths, self._first
+        while first < len(lengths) and not lengths[first]:
+            first += 1
+        if first >= _TRIM_AT and 2 * first >= len(lengths):
+            del lengths[:first]
+            if self.offsets is not None:
+                del self.offsets[:first]
+            self.base += first
+            first = 0
+        self._first = first
+
+    def is_live(self, msg_id: int) -> bool:
+        i = msg_id - self.base
+        return 0 <= i < len(self.lengths) and self.lengths[i] != 0
+
+    def live(self) -> Iterator[tuple[int, int, int]]:
+        """(msg_id, frame length, file offset) of each live record, in msg-id order."""
+        lengths, offsets, base = self.lengths, self.offsets, self.base
+        for i in range(self._first, len(lengths)):
+            if lengths[i]:
+                yield base + i, lengths[i], offsets[i] if offsets is not None else 0
+
+    def frozen(self) -> "QueueRecords":
+        """A copy of the live set (no offsets), for a compaction running in another thread."""
+        copy = QueueRecords()
+        copy.base, copy.lengths, copy._first = self.base, array("I", self.lengths), self._first
+        copy.count, copy.bytes = self.count, self.bytes
+        return copy
+
+
+class JournalIndex:
+    """The live records of every queue and the delivered ids, built by applying records in
+    file order (`apply`); with offsets when recovering a file."""
+
+    def __init__(self, with_offsets: bool = False) -> None:
+        self.with_offsets = with_offsets
+        self.queues: dict[str, QueueRecords] = {}
+        self.delivered: dict[str, set[int]] = {}
+
+    def apply(self, payload: bytes | memoryview, offset: int = 0, length: int = 0) -> None:
+        f = _fields.decode(payload)
+        kind = _decode(f[0])
+        if kind == COMMIT:
+            return
+        queue = _decode(f[1])
+        if kind == ENQUEUE:
+            self.add(queue, _decode(f[2]), length, offset)
+        elif kind == DELIVERED:
+            self.mark_delivered(queue, _decode(f[2]))
+        elif kind == REMOVED:
+            self.remove(queue, _decode(f[2]))
+        elif kind == DROP_QUEUE:
+            self.drop(queue)
+
+    def add(self, queue: str, msg_id: int, length: int, offset: int = 0) -> int:
+        """Record an enqueue; returns how much the live bytes grew."""
+        records = self.queues.get(queue)
+        if records is None:
+            records = self.queues[queue] = QueueRecords(self.with_offsets)
+        return records.add(msg_id, length, offset)
+
+    def mark_delivered(self, queue: str, msg_ids) -> None:
+        records = self.queues.get(queue)
+        if records is not None:
+            live = [i for i in msg_ids if records.is_live(i)]
+            if live:
+                self.delivered.setdefault(queue, set()).update(live)
+
+    def remove(self, queue: str, msg_ids) -> int:
+        """Forget these records; returns the frame bytes they had."""
+        records = self.queues.get(queue)
+        if records is None:
+            return 0
+        freed = 0
+        for i in msg_ids:
+            freed += records.remove(i)
+        delivered = self.delivered.get(queue)
+        if delivered:
+            delivered.difference_update(msg_ids)
+        return freed
+
+    def drop(self, queue: str) -> int:
+        """Forget a queue; returns the frame bytes its records had."""
+        self.delivered.pop(queue, None)
+        records = self.queues.pop(queue, None)
+        return records.bytes if records is not None else 0
+
+    def live_bytes(self) -> int:
+        return sum(r.bytes for r in self.queues.values())
+
+    def live_count(self) -> int:
+        return sum(r.count for r in self.queues.values())
+
+
+def replay(data: bytes) -> tuple[dict[str, dict[int, tuple[Message, bool]]], int]:
+    """What the journal bytes `data` hold: ({queue: {msg_id: (message, delivered)}} in msg-id
+    order, valid_end); bytes after `valid_end` are a torn tail."""
+    payloads, valid_end = scan(data)
+    index = JournalIndex(with_offsets=True)
+    pos = 0
+    view = memoryview(data)
+    for payload in payloads:
+        length = HEADER_SIZE + len(payload)
+        index.apply(payload, pos, length)
+        pos += length
+    out: dict[str, dict[int, tuple[Message, bool]]] = {}
+    for queue, records in index.queues.items():
+        delivered = index.delivered.get(queue, set())
+        msgs = {}
+        for msg_id, length, offset in records.live():
+            _, _, message = decode_enqueue(view[offset + HEADER_SIZE:offset + length])
+            msgs[msg_id] = (message, msg_id in delivered)
+        if msgs:
+            out[queue] = msgs
+    return out, valid_end
