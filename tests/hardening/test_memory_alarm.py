@@ -25,8 +25,10 @@ _BODY = b"a" * (256 * 1024)
 
 @pytest.fixture
 def broker(tmp_path):
+    # the queue keeps its messages in memory (no paging out), so that publishing raises RSS
     b = Broker(tmp_path, management=False,
-               config=f"vm_memory_high_watermark.absolute = {_WATERMARK}\n").start()
+               config=f"vm_memory_high_watermark.absolute = {_WATERMARK}\n"
+                      "classic_queue.memory_budget_bytes = 1GiB\n").start()
     yield b
     b.stop()
 
