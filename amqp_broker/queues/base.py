@@ -143,6 +143,11 @@ class QueueJournal(Protocol):
         """The durable queue was deleted: all its messages go with one record."""
         ...
 
+    def read(self, queue: str, msg_ids: Sequence[int]) -> list[Message]:
+        """These live messages, read back (a paged-out persistent message's body is the
+        journal's copy: paging writes nothing for it)."""
+        ...
+
     def confirm_when_durable(self, journal_seq: int, confirm: "Confirm") -> None:
         """Settle `confirm` ok once the record `journal_seq` is fsynced (the server's
         `JournalTap` hands it to the broker's `Durability` task)."""

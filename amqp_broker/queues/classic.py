@@ -14,8 +14,8 @@ Paging (with a `pager`, which the server gives every classic queue): the bodies 
 kept in memory are bounded by `memory_budget` bytes (each message also counts
 `ENTRY_OVERHEAD`; `x-queue-mode: lazy`, argument or policy, makes it 0). Past it, a message is
 paged out as it is published (a level's newer messages only: see paging.py) and paged back in,
-in order, a batch at a time, when its level's in-memory head runs out. The journal is untouched
-by paging: it records persistent messages whether they are in memory or paged out.
+in order, a batch at a time, when its level's in-memory head runs out. A durable queue's
+persistent messages are paged out for free: the journal has them and reads them back.
 
 Rules, following RabbitMQ's rabbit_amqqueue_process:
 - TTL: deadline = enqueue time + min(per-message expiration, x-message-ttl); expired messages are
@@ -106,7 +106,7 @@ class ClassicQueue:
         self._journal = journal if durable else None
         levels = (self.settings.max_priority or 0) + 1
         self._pager = pager
-        self._levels = [PagedLevel(pager) for _ in range(levels)]
+        self._levels = [PagedLevel(pager, self._journal, self.key) for _ in range(levels)]
         self._max_level = levels - 1
         self._ready_count = 0
         self._ready_bytes = 0

@@ -5,8 +5,9 @@ module holds the two parts of a level and moves messages between them:
 
 - `head`: a deque of `Entry` (bodies in memory), the oldest messages of the level;
 - the paged tail: the level's newer messages, each a row of a `quorum.packed.ColumnFifo`
-  (msg id, where the pager keeps its copy, sizes, times, flags: ~40 bytes, no body), the body
-  with the queue's `QueuePager` (`store/spill.py`).
+  (msg id, where its copy is, sizes, times, flags: ~40 bytes, no body). A persistent message of
+  a durable queue is read back from the journal, which has it anyway (paging it out writes
+  nothing); any other message's copy is written to the queue's `QueuePager` (`store/spill.py`).
 
 Every paged message is newer than every message of the head (once a level has a paged tail,
 new messages join the tail; requeued ones rejoin the head, and were older than any paged one),
@@ -19,7 +20,7 @@ import logging
 from collections import deque
 from typing import Iterator
 
-from amqp_broker.queues.base import QueuePager
+from amqp_broker.queues.base import QueueJournal, QueuePager
 from amqp_broker.queues.message import Entry
 from quorum.packed import ColumnFifo
 
@@ -33,15 +34,19 @@ _TYPES = "qqIIqqIbb"
 _NO_EXPIRY = -1
 _DEFAULTS = (None, None, None, None, None, _NO_EXPIRY, 0, 0, 1)
 _ID, _POS, _LEN, _SIZE, _EXPIRES, _PERSISTENT = 0, 1, 2, 3, 5, 8
+_IN_JOURNAL = -1   # the position of a message whose copy is the journal's
 
 
 class PagedLevel:
-    __slots__ = ("head", "_tail", "_pager", "paged_bytes", "_write_failed")
+    __slots__ = ("head", "_tail", "_pager", "_journal", "_key", "paged_bytes", "_write_failed")
 
-    def __init__(self, pager: QueuePager | None) -> None:
+    def __init__(self, pager: QueuePager | None, journal: QueueJournal | None = None,
+                 key: str = "") -> None:
         self.head: deque[Entry] = deque()
         self._tail = ColumnFifo(_TYPES, _DEFAULTS)
         self._pager = pager
+        self._journal = journal   # a durable queue's: holds its persistent messages
+        self._key = key
         self.paged_bytes = 0   # body bytes of the paged tail
         self._write_failed = False
 
@@ -59,8 +64,12 @@ class PagedLevel:
         """Append `entry` to the paged tail (its body to the pager); False if the pager could
         not take it (the caller keeps it in memory: only allowed while the tail is empty)."""
         assert self._pager is not None
+        m = entry.message
         try:
-            pos, length = self._pager.write(entry.message)
+            if m.persistent and self._journal is not None:
+                pos, length = _IN_JOURNAL, 0
+            else:
+                pos, length = self._pager.write(m)
         except OSError as exc:
             if not self._write_failed:
                 _log.warning("paging a message out failed (%s); it stays in memory", exc)
@@ -68,7 +77,6 @@ class PagedLevel:
             if self._tail:   # it must not overtake the paged messages: fail stop
                 raise
             return False
-        m = entry.message
         self._tail.append((entry.msg_id, pos, length, m.size, entry.enqueued_at,
                            _NO_EXPIRY if entry.expires_at is None else entry.expires_at,
                            entry.delivery_count, 1 if entry.redelivered else 0,
@@ -88,16 +96,22 @@ class PagedLevel:
             total += row[_SIZE]
         if not rows:
             return 0
-        assert pager is not None
-        messages = pager.read([(r[_POS], r[_LEN]) for r in rows])
-        for row, message in zip(rows, messages):
-            msg_id, pos, _, _, enqueued_at, expires_at, count, redelivered, _ = row
-            self.head.append(Entry(msg_id, message, enqueued_at,
-                                   None if expires_at == _NO_EXPIRY else expires_at,
-                                   bool(redelivered), count))
-            pager.release(pos)
+        self.head.extend(self._entries(rows))
+        for row in rows:
+            if row[_POS] != _IN_JOURNAL:
+                pager.release(row[_POS])  # type: ignore[union-attr]
         self.paged_bytes -= total
         return total
+
+    def _entries(self, rows: list[tuple]) -> list[Entry]:
+        """Entries for paged rows, their messages read back from the journal or the pager."""
+        from_journal = [r[_ID] for r in rows if r[_POS] == _IN_JOURNAL]
+        journal = iter(self._journal.read(self._key, from_journal) if from_journal else ())
+        refs = [(r[_POS], r[_LEN]) for r in rows if r[_POS] != _IN_JOURNAL]
+        spilled = iter(self._pager.read(refs) if refs else ())  # type: ignore[union-attr]
+        return [Entry(r[_ID], next(journal) if r[_POS] == _IN_JOURNAL else next(spilled), r[4],
+                      None if r[_EXPIRES] == _NO_EXPIRY else r[_EXPIRES], bool(r[7]), r[6])
+                for r in rows]
 
     def first_expiry(self) -> int | None:
         """The deadline of the level's oldest message, without paging it in."""
@@ -121,13 +135,7 @@ class PagedLevel:
     def paged_entries(self) -> list[Entry]:
         """Copies of the paged messages as entries, read back but left paged (listings, the
         conversion to a mirrored queue): costs a read of every paged body."""
-        rows = list(self._tail)
-        if not rows:
-            return []
-        assert self._pager is not None
-        messages = self._pager.read([(r[_POS], r[_LEN]) for r in rows])
-        return [Entry(r[_ID], m, r[4], None if r[_EXPIRES] == _NO_EXPIRY else r[_EXPIRES],
-                      bool(r[7]), r[6]) for r, m in zip(rows, messages)]
+        return self._entries(list(self._tail))
 
     def clear(self) -> None:
         """Forget every message of the level (the caller settles the journal)."""
@@ -136,6 +144,7 @@ class PagedLevel:
             pager = self._pager
             assert pager is not None
             for pos in self._tail.column(_POS):
-                pager.release(pos)
+                if pos != _IN_JOURNAL:
+                    pager.release(pos)
             self._tail.clear()
         self.paged_bytes = 0

@@ -41,7 +41,7 @@ class JournalTap:
     `confirm_when_durable`, which parks a publisher confirm on the broker's `Durability` task
     until the journal has fsynced that record. Built by `VHost.create_queue`."""
 
-    __slots__ = ("journal", "enqueued", "delivered", "removed", "drop_queue", "_wait")
+    __slots__ = ("journal", "enqueued", "delivered", "removed", "drop_queue", "read", "_wait")
 
     def __init__(self, journal, durability) -> None:
         self.journal = journal
@@ -49,6 +49,7 @@ class JournalTap:
         self.delivered = journal.delivered
         self.removed = journal.removed
         self.drop_queue = journal.drop_queue
+        self.read = journal.read
         self._wait = durability.wait
 
     def confirm_when_durable(self, journal_seq: int, confirm: Confirm) -> None:

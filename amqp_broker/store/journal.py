@@ -12,13 +12,16 @@ Who calls it:
   order, flagged redelivered if they had been delivered (as RabbitMQ does for classic queues),
   read from the file as the queue takes them (`RecoveredMessages`).
 
-Memory: the journal keeps no message, only which records are live (`journal_index`: a few
-bytes a message), so a classic queue that pages its messages out of memory really frees them.
+Memory: the journal keeps no message, only which records are live and where (`journal_index`:
+12 bytes a message), so a classic queue that pages its messages out of memory really frees
+them; `read` gives a paged-out persistent message back (from the file, or from the batch not
+yet written).
 
 Compaction: when the file holds more garbage (acked messages) than live records, the flusher
 writes a new file instead of appending (tmp + fsync + rename + fsync dir): the live enqueue
-records copied from the old file as they are, then the pending batch, then one DELIVERED record
-per queue and a commit mark.
+records copied from the old file (read at the offsets the index keeps, queue by queue in msg-id
+order; garbage is never read), then the pending batch, then one DELIVERED record per queue and a
+commit mark; the index then learns the records' new offsets.
 
 A write, fsync, truncate or rename error raises `StoreFatalError` out of `run()` (the server stops
 the node) and out of every pending and later `wait_durable`.
@@ -33,12 +36,11 @@ from __future__ import annotations
 
 import logging
 import os
+from array import array
 from functools import partial
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import trio
-
-import msgspec
 
 from amqp_broker.queues.message import Message
 from amqp_broker.store import files
@@ -46,7 +48,6 @@ from amqp_broker.store.errors import StoreFatalError
 from amqp_broker.store.journal_codec import (
     COMMIT_MARK,
     DELIVERED,
-    ENQUEUE,
     REMOVED,
     decode_enqueue,
     encode_drop_queue,
@@ -54,7 +55,7 @@ from amqp_broker.store.journal_codec import (
     encode_ids,
     mark_after,
 )
-from amqp_broker.store.journal_index import JournalIndex, QueueRecords
+from amqp_broker.store.journal_index import UNPLACED, JournalIndex, QueueRecords
 from amqp_broker.store.records import HEADER_SIZE, FileFrames
 
 __all__ = ["MessageJournal", "RecoveredMessages", "RecoveredQueues"]
@@ -62,8 +63,6 @@ __all__ = ["MessageJournal", "RecoveredMessages", "RecoveredQueues"]
 _log = logging.getLogger(__name__)
 _FILE = "messages.journal"
 _READ_RUN = 4 << 20   # recovered records read back in runs of up to this many bytes
-_fields = msgspec.msgpack.Decoder(list[msgspec.Raw])
-_decode = msgspec.msgpack.decode
 
 
 class _OpenFile:
@@ -147,6 +146,12 @@ class MessageJournal:
         self._file_bytes = 0
         self._pending: list[bytes] = []
         self._pending_bytes = 0
+        # the pending enqueue records: (their queue's records, msg id, offset in the batch)
+        self._pending_enqueues: list[tuple[QueueRecords, int, int]] = []
+        # enqueue records not yet written (pending or being written), for `read`
+        self._unwritten: dict[tuple[QueueRecords, int], bytes] = {}
+        self._read_fd: int | None = None   # the current file, for `read`
+        self._readable = 0                 # bytes of it written
         self._seq = 0
         self._durable_seq = 0
         self._durable_event = trio.Event()
@@ -170,7 +175,7 @@ class MessageJournal:
             recovered = _OpenFile(self._path) if os.path.exists(self._path) else None
         except OSError as exc:
             raise StoreFatalError(f"reading {self._path} failed") from exc
-        index = JournalIndex(with_offsets=True)
+        index = JournalIndex()
         valid_end = size = 0
         if recovered is not None:
             frames = FileFrames(recovered.fd)
@@ -201,15 +206,16 @@ class MessageJournal:
             out[queue] = RecoveredMessages(recovered, records,  # type: ignore[arg-type]
                                            index.delivered.get(queue, set()))
         self._index = JournalIndex()
-        self._index.queues = {q: r.frozen() for q, r in index.queues.items()}
+        self._index.queues = {q: r.copy() for q, r in index.queues.items()}
         self._index.delivered = {q: set(ids) for q, ids in index.delivered.items()
                                  if q in index.queues}
         self._live_bytes = self._index.live_bytes()
         self._file_bytes = valid_end
         if self._file_bytes >= self._compact_min and 2 * self._live_bytes < self._file_bytes:
-            self._rewrite_sync(self._frozen(), [])
+            self._placed([], self._rewrite_sync(self._frozen(), []))
         else:
             self._open_append()
+            self._reopen_read()
         return out
 
     def _open_append(self) -> None:
@@ -221,7 +227,23 @@ class MessageJournal:
         if not existed:
             files.fsync_dir(self._dir)
 
+    def _reopen_read(self) -> None:
+        """Read from the file as it is now (after open, or once a compaction replaced it)."""
+        if self._read_fd is not None:
+            os.close(self._read_fd)
+        try:
+            self._read_fd = os.open(self._path, os.O_RDONLY)
+        except OSError as exc:
+            raise StoreFatalError(f"cannot open {self._path}") from exc
+        self._readable = self._file_bytes
+
     def close(self) -> None:
+        self._close_append()
+        if self._read_fd is not None:
+            os.close(self._read_fd)
+            self._read_fd = None
+
+    def _close_append(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -248,7 +270,10 @@ class MessageJournal:
 
     def enqueued(self, queue: str, msg_id: int, message: Message) -> int:
         record = encode_enqueue(queue, msg_id, message)
-        self._live_bytes += self._index.add(queue, msg_id, len(record))
+        records = self._index.records(queue)
+        self._live_bytes += records.add(msg_id, len(record))
+        self._pending_enqueues.append((records, msg_id, self._pending_bytes))
+        self._unwritten[(records, msg_id)] = record
         return self._add(record)
 
     def delivered(self, queue: str, msg_ids: Iterable[int]) -> int:
@@ -265,6 +290,43 @@ class MessageJournal:
         """A durable queue was deleted: forget all its messages (one record)."""
         self._live_bytes -= self._index.drop(queue)
         return self._add(encode_drop_queue(queue))
+
+    def read(self, queue: str, msg_ids: Sequence[int]) -> list[Message]:
+        """The live messages `msg_ids` of `queue`, in that order: from the file (adjacent
+        records in one read) or, not yet written, from memory. Raises StoreFatalError if one
+        is not live (a caller's bug) or cannot be read."""
+        records = self._index.queues.get(queue)
+        out: list[Message | None] = [None] * len(msg_ids)
+        run: list[tuple[int, int, int]] = []   # (position in out, offset, length)
+        for n, msg_id in enumerate(msg_ids):
+            where = records.locate(msg_id) if records is not None else None
+            if where is None:
+                raise StoreFatalError(f"journal: message {msg_id} of {queue} is not live")
+            length, offset = where
+            if offset == UNPLACED or offset + length > self._readable:
+                out[n] = decode_enqueue(
+                    memoryview(self._unwritten[(records, msg_id)])[HEADER_SIZE:])[2]
+                continue
+            if run and (offset != run[-1][1] + run[-1][2] or offset - run[0][1] > _READ_RUN):
+                self._read_run(run, out)
+                run = []
+            run.append((n, offset, length))
+        if run:
+            self._read_run(run, out)
+        return out  # type: ignore[return-value]
+
+    def _read_run(self, run: list[tuple[int, int, int]], out: list) -> None:
+        start = run[0][1]
+        size = run[-1][1] + run[-1][2] - start
+        try:
+            data = os.pread(self._read_fd, size, start)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise StoreFatalError(f"reading {self._path} failed") from exc
+        if len(data) != size:
+            raise StoreFatalError(f"{self._path}: a live record is past the end of the file")
+        view = memoryview(data)
+        for n, offset, length in run:
+            out[n] = decode_enqueue(view[offset - start + HEADER_SIZE:offset - start + length])[2]
 
     # -- waiting for durability ------------------------------------------------------------------
     async def wait_durable(self, seq: int) -> None:
@@ -314,8 +376,10 @@ class MessageJournal:
             raise
 
     async def _flush_once(self) -> None:
-        seq, job = self._take_batch()
-        await trio.to_thread.run_sync(job)
+        seq, job, done = self._take_batch()
+        result = await trio.to_thread.run_sync(job)
+        if done is not None:
+            done(result)
         self.fsyncs += 1
         self._mark_durable(seq)
 
@@ -323,22 +387,37 @@ class MessageJournal:
         """Write and sync whatever is pending, from a non-async context (clean shutdown, tests);
         `compact` forces a rewrite of the live set. Never call it while `run()` is active."""
         if self._pending or compact:
-            seq, job = self._take_batch(compact)
-            job()
+            seq, job, done = self._take_batch(compact)
+            result = job()
+            if done is not None:
+                done(result)
             self.fsyncs += 1
             self._mark_durable(seq)
 
-    def _take_batch(self, compact: bool = False) -> tuple[int, Callable[[], None]]:
-        """Detach the pending batch (trio thread); return its seq and the blocking job that makes
-        it durable: an append, or a compaction when garbage dominates the file."""
+    def _take_batch(self, compact: bool = False) -> tuple[int, Callable[[], Any], Any]:
+        """Detach the pending batch (trio thread); return its seq, the blocking job that makes
+        it durable (an append, or a compaction when garbage dominates the file) and what to
+        do with the job's result back in this thread (None: nothing)."""
         seq, size, batch = self._seq, self._pending_bytes, self._pending
-        self._pending, self._pending_bytes = [], 0
-        total = self._file_bytes + size + (len(COMMIT_MARK) if self._mark_next else 0)
+        enqueues = self._pending_enqueues
+        self._pending, self._pending_bytes, self._pending_enqueues = [], 0, []
+        start = self._file_bytes + (len(COMMIT_MARK) if self._mark_next else 0)
+        total = start + size
         if compact or (total >= self._compact_min and 2 * self._live_bytes < total):
             # the new file: the live records of the old one, then this batch
-            return seq, partial(self._rewrite_sync, self._frozen(), batch)
+            return seq, partial(self._rewrite_sync, self._frozen(), batch), \
+                partial(self._placed, enqueues)
         self._file_bytes = total  # a failed write stops the node, so counting early is safe
-        return seq, partial(self._write_sync, batch)
+        for records, msg_id, pos in enqueues:   # where they will be once written
+            records.place(msg_id, start + pos)
+        return seq, partial(self._write_sync, batch), partial(self._written, enqueues, total)
+
+    def _written(self, enqueues: list[tuple[QueueRecords, int, int]], size: int, _=None) -> None:
+        """A batch is in the file (trio thread): `read` finds its records there now."""
+        self._readable = size
+        unwritten = self._unwritten
+        for records, msg_id, _pos in enqueues:
+            unwritten.pop((records, msg_id), None)
 
     def _fail(self, exc: StoreFatalError) -> None:
         self._failed = exc
@@ -358,42 +437,50 @@ class MessageJournal:
             raise StoreFatalError(f"message journal {self._path}: append/fsync failed") \
                 from exc.__cause__
 
-    def _frozen(self) -> tuple[dict[str, QueueRecords], list[tuple[str, list[int]]]]:
-        """Copy of the live set and the delivered ids (trio thread), for `_rewrite_sync`."""
-        live = {q: r.frozen() for q, r in self._index.queues.items() if r.count}
+    def _frozen(self) -> tuple[list[tuple[QueueRecords, QueueRecords]], list[tuple[str, list[int]]]]:
+        """The live set (each queue's records and a copy of them) and the delivered ids, taken
+        in the trio thread for `_rewrite_sync`."""
+        live = [(r, r.copy()) for r in self._index.queues.values() if r.count]
         delivered = [(q, sorted(ids)) for q, ids in self._index.delivered.items() if ids]
         return live, delivered
 
-    def _rewrite_sync(self, frozen: tuple[dict[str, QueueRecords], list[tuple[str, list[int]]]],
-                      batch: list[bytes]) -> None:
-        """Write the compacted file (worker thread): the old file's live enqueue records as they
-        are, `batch`, the delivered ids, a commit mark; then swap it in."""
+    def _rewrite_sync(self, frozen, batch: list[bytes]):
+        """Write the compacted file (worker thread): the old file's live enqueue records, read
+        where the index says they are, `batch`, the delivered ids, a commit mark; then swap it
+        in. Returns where the copied records now are (for `_placed`) and where `batch` begins."""
         live, delivered = frozen
         tmp = self._path + ".tmp"
+        moved = []
         try:
             src = os.open(self._path, os.O_RDONLY) if os.path.exists(self._path) else None
             out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 written = 0
-                pending: list[bytes | memoryview] = []
-                pending_bytes = 0
-                for _, frame in FileFrames(src) if src is not None else ():
-                    if _is_live_enqueue(frame, live):
-                        pending.append(frame)
-                        pending_bytes += len(frame)
-                        if pending_bytes >= _READ_RUN:
-                            written += _write_all(out, b"".join(pending))
-                            pending, pending_bytes = [], 0
-                pending.extend(batch)
-                pending.extend(encode_ids(DELIVERED, q, ids) for q, ids in delivered)
-                pending.append(COMMIT_MARK)  # the file is fsynced whole before it replaces
-                written += _write_all(out, b"".join(pending))
+                for records, copy in live:
+                    offsets = array("Q", [UNPLACED]) * len(copy.offsets)
+                    run: list[tuple[int, int]] = []   # (index, old offset) of adjacent records
+                    run_end = 0
+                    for msg_id, length, offset in copy.live():
+                        if offset == UNPLACED:
+                            continue   # in `batch`: written below
+                        if run and (offset != run_end or run_end - run[0][1] >= _READ_RUN):
+                            written += _copy_run(src, out, run, run_end, offsets, written)
+                            run = []
+                        run.append((msg_id - copy.base, offset))
+                        run_end = offset + length
+                    if run:
+                        written += _copy_run(src, out, run, run_end, offsets, written)
+                    moved.append((records, copy.base, offsets))
+                batch_start = written
+                tail = [*batch, *(encode_ids(DELIVERED, q, ids) for q, ids in delivered),
+                        COMMIT_MARK]   # the file is fsynced whole before it replaces the old
+                written += _write_all(out, b"".join(tail))
                 self._fsync(out)
             finally:
                 os.close(out)
                 if src is not None:
                     os.close(src)
-            self.close()
+            self._close_append()
             os.replace(tmp, self._path)
         except OSError as exc:
             raise StoreFatalError(f"rewriting {self._path} failed") from exc
@@ -401,6 +488,18 @@ class MessageJournal:
         self._file_bytes = written
         self._open_append()
         self.compactions += 1
+        return moved, batch_start
+
+    def _placed(self, enqueues: list[tuple[QueueRecords, int, int]], result) -> None:
+        """After a compaction (trio thread): the index learns where the records now are, and
+        `read` reads the new file."""
+        moved, batch_start = result
+        for records, base, offsets in moved:
+            records.relocate(base, offsets)
+        for records, msg_id, pos in enqueues:
+            records.place(msg_id, batch_start + pos)
+        self._reopen_read()
+        self._written(enqueues, self._file_bytes)
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -414,12 +513,18 @@ class MessageJournal:
         }
 
 
-def _is_live_enqueue(frame: memoryview, live: dict[str, QueueRecords]) -> bool:
-    f = _fields.decode(frame[HEADER_SIZE:])
-    if _decode(f[0]) != ENQUEUE:
-        return False
-    records = live.get(_decode(f[1]))
-    return records is not None and records.is_live(_decode(f[2]))
+def _copy_run(src: int | None, out: int, run: list[tuple[int, int]], end: int,
+              offsets: array, written: int) -> int:
+    """Copy the adjacent records `run` ((index, old offset), up to `end`) from `src` to the end
+    of `out` (at `written`); note their new offsets. Returns the bytes copied."""
+    start = run[0][1]
+    data = os.pread(src, end - start, start) if src is not None else b""
+    if len(data) != end - start:
+        raise OSError(f"the journal ends before a live record at offset {start}")
+    _write_all(out, data)
+    for i, offset in run:
+        offsets[i] = written + offset - start
+    return len(data)
 
 
 def _write_all(fd: int, data: bytes) -> int:

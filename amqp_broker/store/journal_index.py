@@ -5,10 +5,10 @@ recovers a file); `replay` (what a journal's bytes hold, for tests) is built on 
 classic queue keeps what it needs (or pages it out), and recovery and compaction read the
 records back from the file.
 
-`QueueRecords`: one queue's live records as an `array` of frame lengths indexed by msg id from
-`base` (0: no live record; msg ids are a queue's publish counter, so they are dense and
-increasing), plus, while recovering, each record's file offset. `JournalIndex.apply` is the one
-place the meaning of each record kind lives.
+`QueueRecords`: one queue's live records as two `array`s indexed by msg id from `base` (msg ids
+are a queue's publish counter, so they are dense and increasing): the frame length (0: no live
+record) and the file offset (`UNPLACED` until the batch holding the record is written), 12
+bytes a message. `JournalIndex.apply` is the one place the meaning of each record kind lives.
 """
 
 from __future__ import annotations
@@ -23,25 +23,26 @@ from amqp_broker.store.journal_codec import (COMMIT, DELIVERED, DROP_QUEUE, ENQU
                                              decode_enqueue)
 from amqp_broker.store.records import HEADER_SIZE, scan
 
-__all__ = ["QueueRecords", "JournalIndex", "replay"]
+__all__ = ["QueueRecords", "JournalIndex", "UNPLACED", "replay"]
 
 _fields = msgspec.msgpack.Decoder(list[msgspec.Raw])
 _decode = msgspec.msgpack.decode
 _TRIM_AT = 4096   # dead ids at the front before the arrays are shifted
+UNPLACED = 2 ** 64 - 1   # the offset of a record still in the pending batch
 
 
 class QueueRecords:
     __slots__ = ("base", "lengths", "offsets", "count", "bytes", "_first")
 
-    def __init__(self, with_offsets: bool = False) -> None:
+    def __init__(self) -> None:
         self.base = 0
         self.lengths = array("I")
-        self.offsets: array | None = array("Q") if with_offsets else None
+        self.offsets = array("Q")
         self.count = 0     # live records
         self.bytes = 0     # their frame lengths
         self._first = 0    # no live record below this position
 
-    def add(self, msg_id: int, length: int, offset: int = 0) -> int:
+    def add(self, msg_id: int, length: int, offset: int = UNPLACED) -> int:
         """Record `msg_id`'s enqueue record; returns how much `bytes` grew."""
         lengths = self.lengths
         if not self.count and not self._first and not lengths:
@@ -53,23 +54,20 @@ class QueueRecords:
         if i >= len(lengths):
             extra = i + 1 - len(lengths)
             lengths.extend(array("I", [0]) * extra)
-            if self.offsets is not None:
-                self.offsets.extend(array("Q", [0]) * extra)
+            self.offsets.extend(array("Q", [0]) * extra)
         old = lengths[i]
         if not old:
             self.count += 1
         lengths[i] = length
         self.bytes += length - old
-        if self.offsets is not None:
-            self.offsets[i] = offset
+        self.offsets[i] = offset
         if i < self._first:
             self._first = i
         return length - old
 
     def _grow_front(self, n: int) -> None:
         self.lengths = array("I", [0]) * n + self.lengths
-        if self.offsets is not None:
-            self.offsets = array("Q", [0]) * n + self.offsets
+        self.offsets = array("Q", [0]) * n + self.offsets
         self.base -= n
         self._first += n
 
@@ -93,8 +91,7 @@ class QueueRecords:
             first += 1
         if first >= _TRIM_AT and 2 * first >= len(lengths):
             del lengths[:first]
-            if self.offsets is not None:
-                del self.offsets[:first]
+            del self.offsets[:first]
             self.base += first
             first = 0
         self._first = first
@@ -103,31 +100,50 @@ class QueueRecords:
         i = msg_id - self.base
         return 0 <= i < len(self.lengths) and self.lengths[i] != 0
 
+    def locate(self, msg_id: int) -> tuple[int, int] | None:
+        """(frame length, file offset) of a live record, else None."""
+        i = msg_id - self.base
+        if 0 <= i < len(self.lengths) and self.lengths[i]:
+            return self.lengths[i], self.offsets[i]
+        return None
+
+    def place(self, msg_id: int, offset: int) -> None:
+        """The record of `msg_id` (if still live) was written at `offset`."""
+        i = msg_id - self.base
+        if 0 <= i < len(self.lengths) and self.lengths[i]:
+            self.offsets[i] = offset
+
+    def relocate(self, base: int, offsets: array) -> None:
+        """After a compaction: `offsets`, indexed from `base`, are where the records copied
+        into the new file now are (UNPLACED for those that were not copied)."""
+        lo = max(base, self.base)
+        hi = min(base + len(offsets), self.base + len(self.offsets))
+        if lo < hi:
+            self.offsets[lo - self.base:hi - self.base] = offsets[lo - base:hi - base]
+
     def live(self) -> Iterator[tuple[int, int, int]]:
         """(msg_id, frame length, file offset) of each live record, in msg-id order."""
         lengths, offsets, base = self.lengths, self.offsets, self.base
         for i in range(self._first, len(lengths)):
             if lengths[i]:
-                yield base + i, lengths[i], offsets[i] if offsets is not None else 0
+                yield base + i, lengths[i], offsets[i]
 
-    def frozen(self) -> "QueueRecords":
-        """A copy of the live set (no offsets), for a compaction running in another thread."""
-        copy = QueueRecords()
-        copy.base, copy.lengths, copy._first = self.base, array("I", self.lengths), self._first
-        copy.count, copy.bytes = self.count, self.bytes
-        return copy
+    def copy(self) -> "QueueRecords":
+        c = QueueRecords()
+        c.base, c._first, c.count, c.bytes = self.base, self._first, self.count, self.bytes
+        c.lengths, c.offsets = array("I", self.lengths), array("Q", self.offsets)
+        return c
 
 
 class JournalIndex:
     """The live records of every queue and the delivered ids, built by applying records in
-    file order (`apply`); with offsets when recovering a file."""
+    file order (`apply`, when recovering a file) or as they are appended."""
 
-    def __init__(self, with_offsets: bool = False) -> None:
-        self.with_offsets = with_offsets
+    def __init__(self) -> None:
         self.queues: dict[str, QueueRecords] = {}
         self.delivered: dict[str, set[int]] = {}
 
-    def apply(self, payload: bytes | memoryview, offset: int = 0, length: int = 0) -> None:
+    def apply(self, payload: bytes | memoryview, offset: int, length: int) -> None:
         f = _fields.decode(payload)
         kind = _decode(f[0])
         if kind == COMMIT:
@@ -142,12 +158,15 @@ class JournalIndex:
         elif kind == DROP_QUEUE:
             self.drop(queue)
 
-    def add(self, queue: str, msg_id: int, length: int, offset: int = 0) -> int:
+    def add(self, queue: str, msg_id: int, length: int, offset: int = UNPLACED) -> int:
         """Record an enqueue; returns how much the live bytes grew."""
+        return self.records(queue).add(msg_id, length, offset)
+
+    def records(self, queue: str) -> QueueRecords:
         records = self.queues.get(queue)
         if records is None:
-            records = self.queues[queue] = QueueRecords(self.with_offsets)
-        return records.add(msg_id, length, offset)
+            records = self.queues[queue] = QueueRecords()
+        return records
 
     def mark_delivered(self, queue: str, msg_ids) -> None:
         records = self.queues.get(queue)
@@ -186,7 +205,7 @@ def replay(data: bytes) -> tuple[dict[str, dict[int, tuple[Message, bool]]], int
     """What the journal bytes `data` hold: ({queue: {msg_id: (message, delivered)}} in msg-id
     order, valid_end); bytes after `valid_end` are a torn tail."""
     payloads, valid_end = scan(data)
-    index = JournalIndex(with_offsets=True)
+    index = JournalIndex()
     pos = 0
     view = memoryview(data)
     for payload in payloads:

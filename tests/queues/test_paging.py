@@ -109,3 +109,23 @@ def test_without_a_pager_nothing_is_paged(store):
     for i in range(10):
         q.publish(msg(b"%d" % i), 0)
     assert q.paged_out_count == 0 and _drain(q) == [b"%d" % i for i in range(10)]
+
+
+def test_a_durable_queue_pages_persistent_messages_out_through_its_journal(store, tmp_path):
+    from amqp_broker.store import MessageJournal
+
+    journal = MessageJournal(str(tmp_path / "j"), compact_min_bytes=1)
+    journal.open()
+    q = ClassicQueue("d", durable=True, journal=journal, pager=store.pager("d"),
+                     memory_budget=0)
+    for i in range(6):
+        q.publish(msg(b"m%d" % i, persistent=i % 3 != 0), 0)
+    assert q.paged_out_count == 6
+    assert sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(store.directory)
+               for f in fs) == 0   # transient ones are buffered, persistent ones never written
+    assert _drain(q, 2) == [b"m0", b"m1"]          # m1 read from the batch not yet written
+    journal.flush_sync()
+    assert _drain(q, 2) == [b"m2", b"m3"]          # m2 from the file
+    journal.flush_sync(compact=True)                # the records move to a new file
+    assert _drain(q) == [b"m4", b"m5"]
+    journal.close()

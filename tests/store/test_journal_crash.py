@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 from amqp_broker.queues import ClassicQueue
 from amqp_broker.store import MessageJournal
 from amqp_broker.store.journal_index import replay
+from amqp_broker.store.spill import SpillStore
 
 from queues.helpers import consumer, msg  # tests/queues (pytest puts tests/ on sys.path)
 
@@ -28,17 +29,28 @@ def durable_contents(q: ClassicQueue) -> list[tuple[int, bytes, bool]]:
 
 
 class JournalCrashMachine(RuleBasedStateMachine):
+    # None: queues keep every message in memory; else their memory budget (paging out to a
+    # spill store, and persistent messages read back from the journal)
+    budget: int | None = None
+
     def __init__(self):
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="h6a-journal-")
         self.journal = MessageJournal(self.dir, compact_min_bytes=1)
         self.journal.open()
-        self.queues = {n: ClassicQueue(n, durable=True, journal=self.journal) for n in QUEUES}
+        self.spill = SpillStore(os.path.join(self.dir, "spill"))
+        self.queues = {n: self._queue(n) for n in QUEUES}
         for name, q in self.queues.items():
             q.add_consumer(consumer(name, prefetch=None), 0)
         self.unacked = {n: [] for n in QUEUES}
         self.flushed = {n: [] for n in QUEUES}
         self.counter = 0
+
+    def _queue(self, name: str) -> ClassicQueue:
+        if self.budget is None:
+            return ClassicQueue(name, durable=True, journal=self.journal)
+        return ClassicQueue(name, durable=True, journal=self.journal,
+                            pager=self.spill.pager(name), memory_budget=self.budget)
 
     def teardown(self):
         self.journal.close()
@@ -101,7 +113,7 @@ class JournalCrashMachine(RuleBasedStateMachine):
         # carry on with fresh queues built from the recovered state, as the server does
         self.queues = {}
         for name in QUEUES:
-            q = ClassicQueue(name, durable=True, journal=self.journal)
+            q = self._queue(name)
             q.restore(recovered.get(q.key, []), 0)
             q.add_consumer(consumer(name), 0)
             self.queues[name] = q
@@ -113,3 +125,16 @@ JournalCrashMachine.TestCase.settings = settings(
     max_examples=60, stateful_step_count=40, deadline=None
 )
 TestJournalCrash = JournalCrashMachine.TestCase
+
+
+class PagedJournalCrashMachine(JournalCrashMachine):
+    """The same with every message paged out (budget 0, as a lazy queue): persistent ones read
+    back from the journal (written, still pending, or moved by a compaction), transient ones
+    from the spill store."""
+    budget = 0
+
+
+PagedJournalCrashMachine.TestCase.settings = settings(
+    max_examples=100, stateful_step_count=40, deadline=None
+)
+TestPagedJournalCrash = PagedJournalCrashMachine.TestCase
