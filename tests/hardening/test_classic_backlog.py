@@ -2,8 +2,8 @@
 
 N x 16 KiB messages go to a durable classic queue (persistent, with confirms) and to a
 non-durable one (transient). The broker's RSS grows by a small fraction of a body per queued
-message (the default 8 MiB budget per queue; the rest is in `<data_dir>/spill` and, for the
-persistent ones, the journal), the management API shows them paged out, and everything is
+message (the default 8 MiB budget per queue; the rest is in `<data_dir>/spill`, or, for the
+persistent ones, only in the journal), the management API shows them paged out, and everything is
 consumed back whole and in order. Then, with the durable backlog in place, kill -9 and a
 restart: every persistent message is back, in order, flagged redelivered only if it had been
 delivered; the restarted broker pages the recovered backlog out again instead of holding it.
@@ -94,7 +94,10 @@ def test_a_classic_backlog_pages_out_and_comes_back_in_order(tmp_path):
               f"{after / MiB:.0f} MiB ({per_message:.0f} B per queued message), spill "
               f"{_spill_bytes(b.data_dir) / MiB:.0f} MiB")
         assert per_message < SIZE / 4, f"{per_message:.0f} B per 16 KiB message: bodies held"
-        assert _spill_bytes(b.data_dir) > N * SIZE   # both queues' overflow is on disk
+        # the transient queue's overflow is in the spill store; the durable queue's persistent
+        # messages are paged out through the journal, which has them anyway: no second copy
+        spill = _spill_bytes(b.data_dir)
+        assert N * SIZE - 16 * MiB < spill < N * SIZE + 16 * MiB
         info = _queue_info(b, "durable")
         assert info["messages"] == N and info["messages_paged_out"] > N // 2
         assert info["message_bytes_paged_out"] == info["messages_paged_out"] * SIZE
