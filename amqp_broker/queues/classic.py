@@ -201,7 +201,7 @@ class ClassicQueue:
             if confirm is not None:
                 confirm[0].settle(confirm[1], False)
             return False
-        entry = Entry(self._next_id, message, now_ms, self._deadline(message, now_ms))
+        entry = Entry(self._next_id, message, self._deadline(message, now_ms))
         self._next_id += 1
         journal = self._journal
         if journal is not None and message.persistent:
@@ -500,7 +500,7 @@ class ClassicQueue:
         """Load recovered messages (msg id order) into an empty queue: (msg_id, message,
         redelivered). TTL deadlines restart from `now_ms`. Used by store recovery only."""
         for msg_id, message, redelivered in entries:
-            entry = Entry(msg_id, message, now_ms, self._deadline(message, now_ms), redelivered)
+            entry = Entry(msg_id, message, self._deadline(message, now_ms), redelivered)
             if redelivered:
                 entry.delivery_count = 1
             self._push(entry)

@@ -184,20 +184,18 @@ class Entry:
     use it to set `redelivered`).
     """
 
-    __slots__ = ("msg_id", "message", "redelivered", "delivery_count", "enqueued_at", "expires_at")
+    __slots__ = ("msg_id", "message", "redelivered", "delivery_count", "expires_at")
 
     def __init__(
         self,
         msg_id: int,
         message: Message,
-        enqueued_at: int,
         expires_at: int | None = None,
         redelivered: bool = False,
         delivery_count: int = 0,
     ) -> None:
         self.msg_id = msg_id
         self.message = message
-        self.enqueued_at = enqueued_at
         self.expires_at = expires_at
         self.redelivered = redelivered
         self.delivery_count = delivery_count

@@ -5,7 +5,7 @@ module holds the two parts of a level and moves messages between them:
 
 - `head`: a deque of `Entry` (bodies in memory), the oldest messages of the level;
 - the paged tail: the level's newer messages, each a row of a `quorum.packed.ColumnFifo`
-  (msg id, where its copy is, sizes, times, flags: ~40 bytes, no body). A persistent message of
+  (msg id, where its copy is, sizes, expiry, flags: 12 to 37 bytes, no body). A persistent message of
   a durable queue is read back from the journal, which has it anyway (paging it out writes
   nothing); any other message's copy is written to the queue's `QueuePager` (`store/spill.py`).
 
@@ -28,13 +28,14 @@ __all__ = ["PagedLevel"]
 
 _log = logging.getLogger(__name__)
 
-# msg_id, position, length, size, enqueued_at, expires_at, delivery_count, redelivered,
-# persistent
-_TYPES = "qqIIqqIbb"
-_NO_EXPIRY = -1
-_DEFAULTS = (None, None, None, None, None, _NO_EXPIRY, 0, 0, 1)
-_ID, _POS, _LEN, _SIZE, _EXPIRES, _PERSISTENT = 0, 1, 2, 3, 5, 8
+# msg_id, position (of the pager's copy), length, size, expires_at, delivery_count, redelivered,
+# persistent; the defaulted columns cost nothing until a row departs from the default, so a
+# persistent message of a durable queue (in the journal) costs msg id and size: 12 bytes
 _IN_JOURNAL = -1   # the position of a message whose copy is the journal's
+_NO_EXPIRY = -1
+_TYPES = "qqIIqIbb"
+_DEFAULTS = (None, _IN_JOURNAL, 0, None, _NO_EXPIRY, 0, 0, 1)
+_ID, _POS, _LEN, _SIZE, _EXPIRES, _COUNT, _REDELIVERED, _PERSISTENT = range(8)
 
 
 class PagedLevel:
@@ -77,7 +78,7 @@ class PagedLevel:
             if self._tail:   # it must not overtake the paged messages: fail stop
                 raise
             return False
-        self._tail.append((entry.msg_id, pos, length, m.size, entry.enqueued_at,
+        self._tail.append((entry.msg_id, pos, length, m.size,
                            _NO_EXPIRY if entry.expires_at is None else entry.expires_at,
                            entry.delivery_count, 1 if entry.redelivered else 0,
                            1 if m.persistent else 0))
@@ -109,9 +110,9 @@ class PagedLevel:
         journal = iter(self._journal.read(self._key, from_journal) if from_journal else ())
         refs = [(r[_POS], r[_LEN]) for r in rows if r[_POS] != _IN_JOURNAL]
         spilled = iter(self._pager.read(refs) if refs else ())  # type: ignore[union-attr]
-        return [Entry(r[_ID], next(journal) if r[_POS] == _IN_JOURNAL else next(spilled), r[4],
-                      None if r[_EXPIRES] == _NO_EXPIRY else r[_EXPIRES], bool(r[7]), r[6])
-                for r in rows]
+        return [Entry(r[_ID], next(journal) if r[_POS] == _IN_JOURNAL else next(spilled),
+                      None if r[_EXPIRES] == _NO_EXPIRY else r[_EXPIRES], bool(r[_REDELIVERED]),
+                      r[_COUNT]) for r in rows]
 
     def first_expiry(self) -> int | None:
         """The deadline of the level's oldest message, without paging it in."""

@@ -107,7 +107,7 @@ def delivery_entry(key: fifo.ConsumerKey, d: fifo.Delivery, msg: Message,
     (`counted`: not on a mirrored classic queue, whose clients never see that header)."""
     if d.acquired and counted:
         msg = with_delivery_count(msg, d.acquired)
-    return Entry((key, d.msg_id), msg, 0, None, d.acquired > 0, d.acquired)
+    return Entry((key, d.msg_id), msg, None, d.acquired > 0, d.acquired)
 
 
 class EffectRunner:

@@ -349,4 +349,4 @@ class RemoteQueue:
 
 def _entry(msg_id: int, redelivered: bool, delivery_count: int, msg: Any) -> Entry:
     message = Message.from_publish(msg.exchange, msg.routing_key, msg.properties, msg.body)
-    return Entry(msg_id, message, 0, None, redelivered, delivery_count)
+    return Entry(msg_id, message, None, redelivered, delivery_count)
