@@ -1,10 +1,12 @@
 """What the hardening tests watch on a running `amqp-broker` process: its resident memory and
 open file descriptors (from /proc), the peak RSS over a stretch of load, a canary connection
-that publishes with confirms and consumes throughout, and tracebacks in the broker's log."""
+that publishes with confirms and consumes throughout, tracebacks in the broker's log; and the
+numbered messages of the backlog tests (`numbered`, `consume_numbered`)."""
 
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
 import uuid
@@ -12,6 +14,39 @@ import uuid
 import pika
 
 MiB = 1024 * 1024
+_SEQ = struct.Struct(">I")
+
+
+def numbered(i: int, size: int) -> bytes:
+    """Body number `i` of `size` bytes: the number, then a byte pattern that depends on it."""
+    return _SEQ.pack(i) + bytes([i % 251]) * (size - _SEQ.size)
+
+
+def consume_numbered(url: str, name: str, n: int, size: int, *, total: int | None = None,
+                     durable: bool = True, ack: bool = True) -> list[tuple[int, bool]]:
+    """Consume the first `n` of the `total` (default `n`) numbered messages in queue `name`:
+    each body checked whole, (number, redelivered) returned in delivery order. Without `ack`
+    exactly `n` are delivered (prefetch `n`) and left unacked."""
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        ch = conn.channel()
+        count = ch.queue_declare(name, passive=True, durable=durable).method.message_count
+        assert count == (n if total is None else total)
+        ch.basic_qos(prefetch_count=200 if ack else n)
+        seen: list[tuple[int, bool]] = []
+        for method, _, body in ch.consume(name, inactivity_timeout=30):
+            assert method is not None, f"only {len(seen)} of {n} came back"
+            i = _SEQ.unpack_from(body)[0]
+            assert body == numbered(i, size), f"message {i} came back damaged"
+            seen.append((i, method.redelivered))
+            if ack:
+                ch.basic_ack(method.delivery_tag)
+            if len(seen) == n:
+                break
+        ch.cancel()
+        return seen
+    finally:
+        conn.close()
 
 
 def rss_bytes(pid: int) -> int:

@@ -14,22 +14,20 @@ N: CLASSIC_BACKLOG_N (default 6000, i.e. ~94 MiB per queue).
 from __future__ import annotations
 
 import os
-import struct
 
 import httpx
 import pika
 
 from compat_tests.support.launcher import Broker
 
-from .probes import MiB, rss_bytes, settle_rss
+from .probes import MiB, consume_numbered, numbered, rss_bytes, settle_rss
 
 N = int(os.environ.get("CLASSIC_BACKLOG_N", "6000"))
 SIZE = 16 * 1024
-_SEQ = struct.Struct(">I")
 
 
 def _body(i: int) -> bytes:
-    return _SEQ.pack(i) + bytes([i % 251]) * (SIZE - _SEQ.size)
+    return numbered(i, SIZE)
 
 
 def _publish(url: str, name: str, n: int, *, durable: bool) -> None:
@@ -47,26 +45,8 @@ def _publish(url: str, name: str, n: int, *, durable: bool) -> None:
 
 def _consume(url: str, name: str, n: int, *, durable: bool, ack: bool = True
              ) -> list[tuple[int, bool]]:
-    """The first `n` of the queue's N messages as (sequence number, redelivered)."""
-    conn = pika.BlockingConnection(pika.URLParameters(url))
-    try:
-        ch = conn.channel()
-        assert ch.queue_declare(name, passive=True, durable=durable).method.message_count == N
-        ch.basic_qos(prefetch_count=300 if ack else n)   # unacked: exactly n delivered
-        seen: list[tuple[int, bool]] = []
-        for method, _, body in ch.consume(name, inactivity_timeout=30):
-            assert method is not None, f"only {len(seen)} of {n} came back"
-            i = _SEQ.unpack_from(body)[0]
-            assert body == _body(i), f"message {i} came back damaged"
-            seen.append((i, method.redelivered))
-            if ack:
-                ch.basic_ack(method.delivery_tag)
-            if len(seen) == n:
-                break
-        ch.cancel()
-        return seen
-    finally:
-        conn.close()
+    """The first `n` of the queue's N messages as (number, redelivered)."""
+    return consume_numbered(url, name, n, SIZE, total=N, durable=durable, ack=ack)
 
 
 def _spill_bytes(data_dir) -> int:

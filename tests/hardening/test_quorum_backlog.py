@@ -13,21 +13,16 @@ N: QUORUM_BACKLOG_N (default 4000, i.e. 250 MiB of 64 KiB bodies on disk).
 from __future__ import annotations
 
 import os
-import struct
 
 import pika
 
 from compat_tests.support.launcher import Broker
 
-from .probes import MiB, rss_bytes, settle_rss
+from .probes import MiB, consume_numbered, numbered, rss_bytes, settle_rss
 
 N = int(os.environ.get("QUORUM_BACKLOG_N", "4000"))
 BIG = 64 * 1024
-_SEQ = struct.Struct(">I")
-
-
-def _body(i: int, size: int) -> bytes:
-    return _SEQ.pack(i) + bytes([i % 251]) * (size - _SEQ.size)
+_body = numbered
 
 
 def _declare(ch, name: str) -> None:
@@ -64,25 +59,7 @@ def _growth_per_message(tmp_path, size: int) -> tuple[float, Broker]:
 
 
 def _consume_all(url: str, name: str, n: int, size: int) -> list[int]:
-    conn = pika.BlockingConnection(pika.URLParameters(url))
-    try:
-        ch = conn.channel()
-        assert ch.queue_declare(name, passive=True, durable=True).method.message_count == n
-        ch.basic_qos(prefetch_count=200)
-        seen: list[int] = []
-        for method, _, body in ch.consume(name, inactivity_timeout=30):
-            if method is None:
-                break
-            i = _SEQ.unpack_from(body)[0]
-            assert body == _body(i, size), f"message {i} came back damaged"
-            seen.append(i)
-            ch.basic_ack(method.delivery_tag)
-            if len(seen) == n:
-                break
-        ch.cancel()
-        return seen
-    finally:
-        conn.close()
+    return [i for i, _ in consume_numbered(url, name, n, size)]
 
 
 def test_backlog_memory_does_not_follow_body_size_and_survives_kill_9(tmp_path):
