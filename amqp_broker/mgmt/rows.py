@@ -67,7 +67,9 @@ def _queue_row(rt: Any, node: str, policy: Any, effective: dict) -> dict:
     }
     paged = getattr(q, "paged_out_count", None)   # classic queues on this node
     if paged is not None:
-        row.update(messages_paged_out=paged, message_bytes_paged_out=q.paged_out_bytes)
+        row.update(messages_paged_out=paged, message_bytes_paged_out=q.paged_out_bytes,
+                   messages_ready_ram=ready - paged, messages_unacknowledged_ram=unacked,
+                   messages_ram=ready - paged + unacked, message_bytes_ram=q.ram_bytes)
     return row
 
 

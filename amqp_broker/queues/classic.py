@@ -156,6 +156,13 @@ class ClassicQueue:
         return sum(level.paged_bytes for level in self._levels)
 
     @property
+    def ram_bytes(self) -> int:
+        """Body bytes held in memory: ready ones not paged out, and unacked ones (RabbitMQ's
+        message_bytes_ram)."""
+        return self._ready_bytes - self.paged_out_bytes + \
+            sum(e.message.size for e in self._unacked.values())
+
+    @property
     def consumer_count(self) -> int:
         return len(self._consumers)
 
