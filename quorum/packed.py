@@ -167,6 +167,24 @@ class ColumnFifo:
             out.append(_le_bytes(col))
         return out
 
+    @staticmethod
+    def concat_wire(first: "ColumnFifo", second: "ColumnFifo") -> list[bytes]:
+        """`to_wire` of `first`'s rows followed by `second`'s (same column types)."""
+        a, b = first.to_wire(), second.to_wire()
+        out = []
+        for i, t in enumerate(first._types):
+            x, y = a[i], b[i]
+            if x and y or (not x and not y):
+                out.append(x + y)
+                continue
+            d = first._defaults[i]   # one side left a defaulted column out: spell it out
+            if not x:
+                x = _le_bytes(array(t, [d]) * len(first)) if len(first) else b""
+            else:
+                y = _le_bytes(array(t, [d]) * len(second)) if len(second) else b""
+            out.append(x + y)
+        return out
+
     def load_wire(self, w: Sequence[bytes]) -> None:
         """Replace the contents with `to_wire`'s output."""
         self.clear()

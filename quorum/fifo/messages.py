@@ -116,16 +116,19 @@ class ReadyQueue:
         if self.strict:
             return self.strict[max(self.strict)]
         hi, lo = self.hi, self.lo
-        if hi and lo and self.counter == _WEIGHT:
+        hh, lh = hi.hot, lo.hot   # deques: empty only when their FIFO is
+        if hh and lh and self.counter == _WEIGHT:
             # normal's turn, but a high message published earlier still goes first
-            return hi if hi.index_at(0) < lo.index_at(0) else lo
-        if hi:
+            return hi if hh[0].index < lh[0].index else lo
+        if hh:
             return hi
-        return lo if lo else None
+        return lo if lh else None
 
     def peek(self) -> Message | None:
         q = self._pick()
-        return q[0] if q is not None else None
+        if q is None:
+            return None
+        return q[0] if q is self.returns else q.hot[0]
 
     def head(self, n: int) -> list[Message]:
         """The first `n` messages in delivery order, without taking them (a management
@@ -215,11 +218,13 @@ class LiveIndexes:
 
     def _trim(self) -> None:
         order, removed = self._order, self._removed
-        while order and order.head() in removed:
+        hot = order.hot   # empty only when `order` is
+        while hot and hot[0] in removed:
             removed.discard(order.popleft())
 
     def smallest(self) -> int | None:
-        return self._order.head() if self._order else None
+        hot = self._order.hot
+        return hot[0] if hot else None
 
     def live(self) -> list[int]:
         return [i for i in self._order if i not in self._removed]

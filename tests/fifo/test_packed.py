@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from quorum import packed
+from quorum.fifo import packed as fifo_packed
 from quorum.fifo.messages import LiveIndexes, Message, ReadyQueue
 from quorum.fifo.packed import PackedInts, PackedMessages
 from quorum.packed import ColumnFifo
@@ -18,6 +19,8 @@ from .settings import EXAMPLES
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch):
     monkeypatch.setattr(packed, "CHUNK", 3)   # every few messages cross a chunk boundary
+    monkeypatch.setattr(fifo_packed, "_HOT", 2)     # all but the first two are packed
+    monkeypatch.setattr(fifo_packed, "_REFILL", 2)
 
 
 def _wire(m: Message) -> list:
@@ -63,11 +66,14 @@ def test_packed_messages_match_a_deque(ops):
 
 def test_a_level_keeps_its_priority_and_partition():
     fifo = PackedMessages(Message, hi=7, part=2)
-    fifo.append(Message(5, 10))
-    m = fifo.popleft()
-    assert (m.index, m.hi, m.part) == (5, 7, 2)
+    for i in range(5):
+        fifo.append(Message(i, 10, hi=7, part=2))
+    again = PackedMessages(Message, hi=7, part=2)
+    again.load_wire(fifo.to_wire())   # every one packed: hi and part are the level's
+    assert [(m.index, m.hi, m.part) for m in (again.popleft() for _ in range(5))] == \
+        [(i, 7, 2) for i in range(5)]
     with pytest.raises(IndexError):
-        fifo.popleft()
+        again.popleft()
 
 
 def test_old_snapshots_of_a_ready_queue_still_load():
