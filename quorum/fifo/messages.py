@@ -1,8 +1,8 @@
 """Message records and the ready queue of the quorum queue state machine.
 
 A message in the state is its log index plus a small header (`Message`); the body stays
-in the Raft log.  Ready messages and live indexes are held packed (`packed.py`: about 21
-bytes a message), a `Message` object is made when one is taken.  `ReadyQueue` holds the messages waiting for a consumer in delivery
+in the Raft log.  Ready messages and live indexes are held packed past their oldest few
+thousand (`packed.py`: about 20 bytes a message).  `ReadyQueue` holds the messages waiting for a consumer in delivery
 order: returned messages first (delivery limit set: "near the head"), then two priority
 levels served 2:1 like rabbit_fifo_q; or, for a mirrored classic queue (`QueueConfig.
 max_priority`), strict levels as a classic queue's: a message's `hi` is then its level (an
