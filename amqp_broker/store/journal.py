@@ -62,7 +62,7 @@ __all__ = ["MessageJournal", "RecoveredMessages", "RecoveredQueues"]
 
 _log = logging.getLogger(__name__)
 _FILE = "messages.journal"
-_READ_RUN = 4 << 20   # recovered records read back in runs of up to this many bytes
+_READ_RUN = 4 << 20   # records read back in runs of up to this many bytes
 
 
 class _OpenFile:
@@ -93,28 +93,45 @@ class RecoveredMessages:
 
     def __iter__(self):
         delivered = self._delivered
-        run: list[tuple[int, int, int]] = []
-        for rec in self._records.live():
-            if run and (rec[2] != run[-1][2] + run[-1][1] or rec[2] - run[0][2] > _READ_RUN):
-                yield from self._read(run, delivered)
-                run = []
-            run.append(rec)
-        if run:
-            yield from self._read(run, delivered)
+        batch: list[tuple[int, int, int]] = []
+        size = 0
+        for rec in self._records.live():   # read back _READ_RUN bytes at a time
+            batch.append(rec)
+            size += rec[1]
+            if size >= _READ_RUN:
+                yield from self._read(batch, delivered)
+                batch, size = [], 0
+        yield from self._read(batch, delivered)
 
-    def _read(self, run: list[tuple[int, int, int]], delivered: set[int]):
-        start = run[0][2]
-        size = run[-1][2] + run[-1][1] - start
-        try:
-            data = os.pread(self._file.fd, size, start)
-        except OSError as exc:
-            raise StoreFatalError("reading the message journal back failed") from exc
-        if len(data) != size:
-            raise StoreFatalError("the message journal is shorter than when it was recovered")
-        view = memoryview(data)
-        for msg_id, length, offset in run:
-            _, _, message = decode_enqueue(view[offset - start + HEADER_SIZE:offset - start + length])
+    def _read(self, batch: list[tuple[int, int, int]], delivered: set[int]):
+        messages = _read_messages(self._file.fd, "the message journal",
+                                  [(offset, length) for _, length, offset in batch])
+        for (msg_id, _, _), message in zip(batch, messages):
             yield msg_id, message, msg_id in delivered
+
+
+def _read_messages(fd: int, path: str, spans: list[tuple[int, int]]) -> list[Message]:
+    """The messages of the enqueue records at `spans` ((offset, frame length), in order) of
+    the file `fd`: one read per run of adjacent records, up to `_READ_RUN` bytes."""
+    out: list[Message] = []
+    i = 0
+    while i < len(spans):
+        start, end = spans[i][0], spans[i][0] + spans[i][1]
+        j = i + 1
+        while j < len(spans) and spans[j][0] == end and end - start < _READ_RUN:
+            end += spans[j][1]
+            j += 1
+        try:
+            data = os.pread(fd, end - start, start)
+        except OSError as exc:
+            raise StoreFatalError(f"reading {path} back failed") from exc
+        if len(data) != end - start:
+            raise StoreFatalError(f"{path}: a live record is past the end of the file")
+        view = memoryview(data)
+        for offset, length in spans[i:j]:
+            out.append(decode_enqueue(view[offset - start + HEADER_SIZE:offset - start + length])[2])
+        i = j
+    return out
 
 
 # queue key -> its recovered messages; feeds ClassicQueue.restore
@@ -297,7 +314,8 @@ class MessageJournal:
         is not live (a caller's bug) or cannot be read."""
         records = self._index.queues.get(queue)
         out: list[Message | None] = [None] * len(msg_ids)
-        run: list[tuple[int, int, int]] = []   # (position in out, offset, length)
+        in_file: list[int] = []                # positions in `out` read from the file
+        spans: list[tuple[int, int]] = []      # their (offset, length)
         for n, msg_id in enumerate(msg_ids):
             where = records.locate(msg_id) if records is not None else None
             if where is None:
@@ -306,27 +324,13 @@ class MessageJournal:
             if offset == UNPLACED or offset + length > self._readable:
                 out[n] = decode_enqueue(
                     memoryview(self._unwritten[(records, msg_id)])[HEADER_SIZE:])[2]
-                continue
-            if run and (offset != run[-1][1] + run[-1][2] or offset - run[0][1] > _READ_RUN):
-                self._read_run(run, out)
-                run = []
-            run.append((n, offset, length))
-        if run:
-            self._read_run(run, out)
+            else:
+                in_file.append(n)
+                spans.append((offset, length))
+        if spans:
+            for n, message in zip(in_file, _read_messages(self._read_fd, self._path, spans)):
+                out[n] = message
         return out  # type: ignore[return-value]
-
-    def _read_run(self, run: list[tuple[int, int, int]], out: list) -> None:
-        start = run[0][1]
-        size = run[-1][1] + run[-1][2] - start
-        try:
-            data = os.pread(self._read_fd, size, start)  # type: ignore[arg-type]
-        except OSError as exc:
-            raise StoreFatalError(f"reading {self._path} failed") from exc
-        if len(data) != size:
-            raise StoreFatalError(f"{self._path}: a live record is past the end of the file")
-        view = memoryview(data)
-        for n, offset, length in run:
-            out[n] = decode_enqueue(view[offset - start + HEADER_SIZE:offset - start + length])[2]
 
     # -- waiting for durability ------------------------------------------------------------------
     async def wait_durable(self, seq: int) -> None:
