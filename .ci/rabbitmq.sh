@@ -25,8 +25,9 @@
 # background, with its own node name, mnesia, log, config, plugins file and Erlang cookie.
 # RabbitMQ defaults are kept on purpose (frame_max 131072, heartbeat 60, max_message_size 128 MiB in
 # 3.10, consumer_timeout 30 min); the tests do not depend on shortened timeouts. One exception:
-# message rates are sampled every second (collect_statistics_interval, default 5 s), so the
-# message_stats tests wait one second, not five.
+# message rates are sampled every second (collect_statistics_interval, default 5 s), and quorum
+# queues report to the management API every second (quorum_tick_interval, default 5 s), so tests
+# that wait for a rate or for a policy to show on a queue wait one second, not five or ten.
 set -eu
 
 RMQ_BIN=/usr/lib/rabbitmq/bin
@@ -126,7 +127,7 @@ collect_statistics_interval = 1000
 EOF
     # RMQ_EXTRA_CONF: a file of more rabbitmq.conf lines (e.g. TLS listeners), appended as is
     if [ -n "${RMQ_EXTRA_CONF:-}" ]; then cat "$RMQ_EXTRA_CONF" >>"$BASE/rabbitmq.conf"; fi
-    echo "[]." >"$BASE/advanced.config"
+    echo "[{rabbit, [{quorum_tick_interval, 1000}]}]." >"$BASE/advanced.config"
     echo "[rabbitmq_management]." >"$BASE/enabled_plugins"
     : >"$BASE/rabbitmq-env.conf"
     # A fixed cookie for this private node; readable by its owner only (Erlang insists).
