@@ -7,7 +7,8 @@ per-message acks, as in DESIGN.md's reference figures):
   e2e       one publisher and one consumer in separate processes; msg/s until the consumer has
             acked all N
   latency   a publisher paced at a fixed rate, a consumer measuring publish->deliver latency;
-            p50 / p99 in ms
+            p50 / p99 in ms, and the broker process's CPU time (user + system, from /proc, of
+            the process listening on the URL's port) per message over the run, in µs
 
 Usage:
   python bench/broker_bench.py                       # starts our broker and RabbitMQ (5673) itself
@@ -24,6 +25,7 @@ import argparse
 import multiprocessing as mp
 import os
 import queue as queue_mod
+import re
 import shutil
 import socket
 import statistics
@@ -32,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
@@ -250,12 +253,34 @@ def run_latency(url: str, args, consume_url: str | None = None) -> dict:
                       args=(consume_url, args.queue, count, args.prefetch, results, True))
     cons.start()
     time.sleep(0.3)
+    # one broker process when publisher and consumer share a node (a cluster's other nodes
+    # work too, and are not counted)
+    pid = listening_pid(urllib.parse.urlsplit(url).port or 5672)
+    cpu_before = process_cpu_seconds(pid)
     publisher(url, args.queue, count, args.size, args.window, rate=args.rate)
     _, latencies = _wait_consumer(cons, results)
+    cpu_used = process_cpu_seconds(pid) - cpu_before
     cons.join()
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99) - 1]
-    return {"p50 ms": statistics.median(latencies), "p99 ms": p99}
+    return {"p50 ms": statistics.median(latencies), "p99 ms": p99,
+            "cpu µs/msg": cpu_used / count * 1e6}
+
+
+def listening_pid(port: int) -> int:
+    """The pid of the process listening on TCP `port` of this machine (ours or beam.smp)."""
+    out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True,
+                         check=True).stdout
+    match = re.search(r"pid=(\d+)", out)
+    if match is None:
+        raise RuntimeError(f"no process found listening on port {port} (ss -ltnp)")
+    return int(match.group(1))
+
+
+def process_cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 SCENARIOS = {"publish": run_publish, "e2e": run_e2e, "latency": run_latency}
@@ -287,7 +312,7 @@ def measure(name: str, url: str, args) -> dict:
     for scenario in args.scenarios:
         figures.update(SCENARIOS[scenario](url, args))
         print(f"  {name:9} {scenario:8} " + "  ".join(f"{k} {v:,.1f}" for k, v in figures.items()
-                                                      if k.split()[0] in (scenario, "p50", "p99")
+                                                      if k.split()[0] in (scenario, "p50", "p99", "cpu")
                                                       or scenario in k), flush=True)
     return figures
 
@@ -324,7 +349,7 @@ def main() -> None:
         ratio = "" if other is None else f"{value / other:8.2f}"
         other_text = "" if other is None else f"{other:12,.1f}"
         print(f"{key:16} {value:12,.1f} {other_text:>12} {ratio:>8}")
-    print("(ratio = ours / rabbitmq: above 1 is better for msg/s, below 1 is better for latency)")
+    print("(ratio = ours / rabbitmq: above 1 is better for msg/s, below 1 is better for latency and CPU)")
 
 
 @contextmanager
