@@ -5,7 +5,9 @@ For each broker: publish N x SIZE persistent messages with confirms to a fresh q
 then to a fresh classic queue; record the process's RSS (VmRSS from /proc) before and after
 each, i.e. RSS per queued message; then kill -9 the broker with both backlogs in place, start
 it again on the same data and time how long until both queues report all N messages again
-(recovery); then consume everything back (counted) and record the RSS at the end.
+(recovery); then consume everything back and record the RSS at the end. Each message carries
+its sequence number in its first 8 body bytes, and the consumer checks that every queue gives
+back 0..N-1 exactly in publish order (the script fails otherwise).
 
 Usage (by hand; RabbitMQ 3.10 through .ci/rabbitmq.sh on a port of your own):
   python bench/backlog.py --count 1000000 --size 1024 --rabbit-port 5675
@@ -18,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import multiprocessing as mp
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -26,8 +30,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from amqp_wire import WireClient  # noqa: E402
-from broker_bench import _declare_fresh, consumer, publisher  # noqa: E402
+from amqp_wire import FRAME_METHOD, WireClient, method_ids, parse_deliver_tag  # noqa: E402
+from broker_bench import _declare_fresh, _handle_non_ack, publisher  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -132,14 +136,58 @@ def wait_counts(url: str, names: list[str], n: int, timeout: float) -> float:
     return time.perf_counter() - start
 
 
-def consume_all(url: str, name: str, n: int) -> float:
-    import multiprocessing as mp
+def publish_numbered(url: str, queue: str, args) -> float:
+    """Publish with confirms (broker_bench's publisher), message n's body starting with n
+    (8 bytes, big-endian); seconds until the last confirm."""
+    body = bytearray(os.urandom(max(args.size, 8)))
+
+    def frames(client: WireClient, n: int) -> bytes:
+        struct.pack_into(">Q", body, 0, n)
+        return client.publish_frames("", queue, bytes(body))
+    return publisher(url, queue, args.count, args.size, args.window, frames=frames)
+
+
+def ordered_consumer(url: str, queue: str, count: int, results) -> None:
+    """Consume `count` messages (prefetch 500, acks) and check that their first body frames
+    carry 0..count-1 in order; put None, or what went wrong, on `results`."""
+    client = WireClient(url)
+    client.qos(500)
+    client.consume(queue)
+    expected, first_body, problem = 0, False, None
+    out = bytearray()
+    while expected < count:
+        ftype, _, payload = client.read_frame()
+        if ftype == FRAME_METHOD:
+            if method_ids(payload) == (60, 60):
+                out += client.ack_frame(parse_deliver_tag(payload))
+                first_body = True
+            else:
+                _handle_non_ack(payload)
+        elif ftype == 3 and first_body:
+            first_body = False
+            seq = struct.unpack_from(">Q", payload, 0)[0]
+            if seq != expected and problem is None:
+                problem = f"{queue}: message {expected} expected, got {seq}"
+            expected += 1
+        if out and not client.frames_available():
+            client.send_raw(bytes(out))
+            out.clear()
+    if out:
+        client.send_raw(bytes(out))
+    results.put(problem)
+    client.close()
+
+
+def consume_in_order(url: str, name: str, n: int) -> float:
+    """Seconds to consume the `n` messages of `name`; raises if they come back out of order."""
     results = mp.Queue()
     start = time.perf_counter()
-    proc = mp.Process(target=consumer, args=(url, name, n, 500, results, False))
+    proc = mp.Process(target=ordered_consumer, args=(url, name, n, results))
     proc.start()
-    results.get(timeout=3600)
+    problem = results.get(timeout=3600)
     proc.join()
+    if problem is not None:
+        raise RuntimeError(problem)
     return time.perf_counter() - start
 
 
@@ -152,7 +200,7 @@ def run(side, args) -> dict:
             _declare_fresh(side.url, name, qargs)
             time.sleep(1.0)
             before = rss(side.pid())
-            elapsed = publisher(side.url, name, args.count, args.size, args.window)
+            elapsed = publish_numbered(side.url, name, args)
             time.sleep(2.0)
             after = rss(side.pid())
             out[f"{qtype} publish msg/s"] = args.count / elapsed
@@ -169,8 +217,10 @@ def run(side, args) -> dict:
         print(f"  {side.name:9} kill -9 + restart: both queues back with {args.count} in "
               f"{out['recovery s']:.1f}s", flush=True)
         for qtype in QUEUES:
-            took = consume_all(side.url, f"backlog.{qtype}", args.count)
+            took = consume_in_order(side.url, f"backlog.{qtype}", args.count)
             out[f"{qtype} consume msg/s"] = args.count / took
+            print(f"  {side.name:9} {qtype:8} all {args.count} consumed back in publish order",
+                  flush=True)
         time.sleep(2.0)
         out["RSS MiB drained"] = rss(side.pid()) / MiB
         print(f"  {side.name:9} drained: RSS {out['RSS MiB drained']:.0f} MiB", flush=True)

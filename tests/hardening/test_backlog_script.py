@@ -1,6 +1,7 @@
 """`bench/backlog.py` at a small size, as CI runs it (this broker only; by hand it runs beside
 RabbitMQ): the script publishes a quorum and a classic backlog, kills the broker with both in
-place, restarts it, waits for both queues to come back whole and consumes everything."""
+place, restarts it, waits for both queues to come back whole and consumes everything, checking
+that each queue gives its messages back in publish order."""
 
 from __future__ import annotations
 
@@ -21,5 +22,7 @@ def test_backlog_script_runs_at_a_small_size():
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     text = out.stdout
     assert "both queues back with 2000" in text
+    for qtype in ("quorum", "classic"):
+        assert f"{qtype}  all 2000 consumed back in publish order" in text
     for figure in ("quorum RSS B/msg", "classic RSS B/msg", "recovery s", "RSS MiB drained"):
         assert f"| {figure} |" in text
