@@ -71,6 +71,10 @@ def _print_phases(result: dict, elapsed: float) -> None:
                        if k != "triggerExecution")
     print(f"    source phases over {result['batches']} batches (ms): triggers {inside} "
           f"[{phases}]; outside triggers {elapsed * 1000 - inside:.0f}", file=sys.stderr)
+    for k, (rows, phase_ms) in enumerate(result.get("triggers") or []):
+        print(f"      trigger {k}: {rows} rows, latestOffset {phase_ms.get('latestOffset', 0)}, "
+              f"addBatch {phase_ms.get('addBatch', 0)}, "
+              f"triggerExecution {phase_ms.get('triggerExecution', 0)} ms", file=sys.stderr)
 
 
 def bench_queues(spark, url: str, work: Path, queues: int, count: int, size: int, batch: int) -> float:

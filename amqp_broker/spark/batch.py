@@ -70,7 +70,8 @@ def drain_queue(spark, url: str, queue: str, path: str, checkpoint: str, *,
                 fmt: str = "parquet", partition_by: list[str] | None = None,
                 **options: str) -> dict:
     """Drain what is in `queue` now into files at `path`, acking only after Spark commits
-    (Trigger.AvailableNow).  Returns totals from the query's progress."""
+    (Trigger.AvailableNow).  Returns totals from the query's progress, and each trigger's
+    rows and Spark durationMs (`triggers`)."""
     reader = spark.readStream.format("amqp").option("url", url).option("queue", queue)
     for key, value in options.items():
         reader = reader.option(key, str(value))
@@ -86,4 +87,7 @@ def drain_queue(spark, url: str, queue: str, path: str, checkpoint: str, *,
     for p in progress:
         for phase, ms in (p.get("durationMs") or {}).items():
             durations[phase] = durations.get(phase, 0) + int(ms)
-    return {"batches": sum(1 for n in counts if n), "rows": sum(counts), "durations_ms": durations}
+    triggers = [(n, {k: int(v) for k, v in (p.get("durationMs") or {}).items()})
+                for n, p in zip(counts, progress)]
+    return {"batches": sum(1 for n in counts if n), "rows": sum(counts), "durations_ms": durations,
+            "triggers": triggers}
