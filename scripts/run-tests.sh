@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README and CI run it.
 #  1. unit, property, simulation and integration tests, plus compat_tests against this broker
-#     (compat_tests/conftest.py starts `amqp-broker` on a free port), in two pytest processes
-#     at once (below);
+#     (compat_tests/conftest.py starts `amqp-broker` on a free port);
 #  2. compat_tests (and the Spark source/sink tests) again against a real RabbitMQ 3.10 on port
 #     5673 (AMQPS on 5693, management over HTTPS on 15693, for test_tls.py), to prove every
 #     expectation is RabbitMQ's behaviour (skipped with a message when rabbitmq-server is not installed;
@@ -12,22 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 status=0
-# Stage 1 runs as two pytest processes side by side, each with its own temporary directory: the
-# Spark, browser and hardening tests (JVMs, Chromium, big backlogs) and the rest (clusters,
-# integration, compat, pure cores). Most of either's time is spent waiting on brokers and
-# timers, so together they take little longer than the longer one alone.
-tmp_root=$(mktemp -d)
-heavy=(tests/spark tests/webui tests/hardening)
-python3 -m pytest "${heavy[@]}" -q -p no:cacheprovider --basetemp="$tmp_root/heavy" "$@" \
-  >"$tmp_root/heavy.log" 2>&1 &
-heavy_pid=$!
-python3 -m pytest tests compat_tests -q -p no:cacheprovider --basetemp="$tmp_root/rest" \
-  $(printf -- '--ignore=%s ' "${heavy[@]}") "$@" || status=$?
-heavy_status=0
-wait "$heavy_pid" || heavy_status=$?
-echo "--- ${heavy[*]} (run alongside) ---"
-cat "$tmp_root/heavy.log"
-[ "$heavy_status" = 0 ] || status=$heavy_status
+python3 -m pytest tests compat_tests -q -p no:cacheprovider "$@" || status=$?
 
 if [ "${SKIP_RABBITMQ:-0}" != "1" ]; then
   if command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ]; then
