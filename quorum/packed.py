@@ -174,7 +174,7 @@ class ColumnFifo:
         out = []
         for i, t in enumerate(first._types):
             x, y = a[i], b[i]
-            if x and y or (not x and not y):
+            if bool(x) == bool(y):  # both spelled out, or both defaulted throughout
                 out.append(x + y)
                 continue
             d = first._defaults[i]   # one side left a defaulted column out: spell it out

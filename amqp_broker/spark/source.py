@@ -128,11 +128,10 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         count = total_message_count(self._opts.urls, rt.queues, self._opts.heartbeat)
         if count is None and self._opts.fail_on_missing_queue:
             raise ConsumerError(f"queue {self._opts.queue!r} does not exist")
-        # The target: the count, plus what this runner holds already (delivered before the
-        # count, so not in it), taken after the count: a delivery in between is counted twice,
-        # which costs one idle wait at the end, where the other order could leave it behind.
-        # Taken before consuming starts: what arrives after that is all in the count (adding
-        # it again made every AvailableNow query end with an idle wait).
+        # The target: the count plus what this runner already holds (not in the count), taken
+        # after the count (a delivery in between is counted twice: one idle wait at the end,
+        # never a message left behind) and before consuming starts (all that arrives after it
+        # is in the count).
         with rt.cond:
             held = len(rt.ledger.pending)
         if count is not None:
