@@ -349,8 +349,10 @@ class ReplicatedMetadata:
     async def seed_defaults(self) -> None:
         """A cluster without users gets the default vhost, user and permissions (from
         whichever nodes find it so first: the same defaults everywhere), committed before
-        the node serves clients."""
-        if self.state().items("user"):
+        the node serves clients. A node that joined a running cluster seeds nothing: the
+        cluster's own records (seeded, or emptied of users on purpose) come with its log, and
+        until a leader adds it there is nobody to commit a seed anyway."""
+        if self.state().items("user") or self.runtime.cluster.joining:
             return
         _, changes = self.collect(self.broker.admin.seed)
         await self.commit_all(changes)

@@ -18,6 +18,7 @@ that order, and the host must be loopback (a peer entry carries a port, the host
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,7 +157,9 @@ class LocalCluster:
     def __enter__(self) -> "LocalCluster":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *_exc) -> None:
+        if exc_type is not None:  # the logs go with the node directories: show them first
+            print(f"node logs at the failure:\n{self.log_tails(40)}", file=sys.stderr)
         self.close()
 
     # -- facts ----------------------------------------------------------------------------------
