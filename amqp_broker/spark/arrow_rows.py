@@ -9,6 +9,8 @@ LONG int64, INT int32, TIMESTAMP timestamp[us, UTC], MAP map<string, string>.
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 import pyarrow as pa
 
 from .rows import COLUMNS
@@ -46,14 +48,10 @@ def _struct_dicts(values, fields: pa.StructType) -> list:
 
 def _binary(values) -> pa.Array:
     """Bodies as one joined buffer plus offsets: far cheaper than pa.array over bytes objects."""
-    if any(v is None for v in values):
+    if None in values:
         return pa.array(values, type=pa.binary())
-    offsets = [0]
-    total = 0
-    for v in values:
-        total += len(v)
-        offsets.append(total)
-    if total >= 2**31:
+    offsets = list(accumulate(map(len, values), initial=0))
+    if offsets[-1] >= 2**31:
         return pa.array(values, type=pa.large_binary()).cast(pa.binary())
     return pa.Array.from_buffers(pa.binary(), len(values),
                                  [None, pa.py_buffer(pa.array(offsets, pa.int32()).buffers()[1]),
@@ -64,7 +62,24 @@ def _properties(values) -> pa.Array:
     """The struct built from its 12 child columns (rows.properties_struct never yields None)."""
     children = list(zip(*values)) if values else [()] * _PROPERTIES.num_fields
     return pa.StructArray.from_arrays(
-        [pa.array(c, type=f.type) for c, f in zip(children, _PROPERTIES)], fields=list(_PROPERTIES))
+        [_plain(c, f.type) for c, f in zip(children, _PROPERTIES)], fields=list(_PROPERTIES))
+
+
+def _plain(values, kind: pa.DataType) -> pa.Array:
+    """A column that is mostly absent (most properties, the dead-letter fields) costs no
+    per-row conversion when it is absent throughout."""
+    if values.count(None) == len(values):
+        return pa.nulls(len(values), kind)
+    return pa.array(values, type=kind)
+
+
+def _all_empty(values, kind: pa.DataType) -> pa.Array:
+    """Every row an empty map or list (not null): zero offsets, no per-row conversion."""
+    offsets = pa.array([0] * (len(values) + 1), pa.int32())
+    if pa.types.is_map(kind):
+        return pa.MapArray.from_arrays(offsets, pa.array([], kind.key_type),
+                                       pa.array([], kind.item_type))
+    return pa.ListArray.from_arrays(offsets, pa.array([], kind.value_type))
 
 
 def _column(values, field: pa.Field) -> pa.Array:
@@ -73,15 +88,13 @@ def _column(values, field: pa.Field) -> pa.Array:
         return _binary(values)
     if name == "properties":
         return _properties(values)
-    if name in ("x_death", "headers") and all(v is None or not v for v in values):
-        # the usual case (no headers, never dead-lettered): no per-row conversion
-        empty = [None if v is None else [] for v in values]
-        return pa.array(empty, type=field.type)
+    if name in ("x_death", "headers") and None not in values and not any(values):
+        return _all_empty(values, field.type)  # the usual headers: none
     if name == "x_death":
         values = [None if v is None else _struct_dicts(v, _DEATH) for v in values]
     elif name == "headers":
         values = [None if v is None else list(v.items()) for v in values]
-    return pa.array(values, type=field.type)
+    return _plain(values, field.type)
 
 
 def record_batch(rows: list[tuple]) -> pa.RecordBatch:
