@@ -10,6 +10,7 @@ import trio
 
 from amqp_broker.queues import ClassicQueue, Message, queue_key
 from amqp_broker.store import MessageJournal, StoreFatalError
+from amqp_broker.store.journal import REMOVALS_DELAY
 from amqp_broker.store.journal_index import replay
 
 from queues.helpers import consumer, msg  # tests/queues (pytest puts tests/ on sys.path)
@@ -238,3 +239,30 @@ def test_recovered_message_matches_original(tmp_path):
     assert (m.exchange, m.routing_key, m.properties, m.body) == (
         original.exchange, original.routing_key, original.properties, original.body)
     assert (m.persistent, m.priority, m.expiration_ms, m.headers) == (True, 4, 60000, {"h": "v"})
+
+
+@pytest.mark.trio
+async def test_acks_alone_wait_for_company_then_share_an_fsync(tmp_path, autojump_clock):
+    """Removals (acks) nobody waits on are not flushed at once: they go with the next record
+    that must be flushed, or after REMOVALS_DELAY (virtual time: the clock jumps when all
+    tasks wait)."""
+    fsync = CountingFsync()
+    j, _ = opened(tmp_path, fsync=fsync)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        j.enqueued("q", 1, msg(b"a", persistent=True))
+        await j.wait_durable(j.appended_seq)
+        base = fsync.calls
+        ack = j.removed("q", [1])
+        await trio.sleep(REMOVALS_DELAY / 5)
+        assert fsync.calls == base and j.durable_seq < ack  # waiting for company
+        j.enqueued("q", 2, msg(b"b", persistent=True))  # a publish: flushed now, the ack with it
+        await j.wait_durable(j.appended_seq)
+        assert fsync.calls == base + 1 and j.durable_seq > ack
+        alone = j.removed("q", [2])
+        await j.wait_durable(alone)  # no company came: flushed after the delay
+        assert fsync.calls == base + 2
+        nursery.cancel_scope.cancel()
+    j.close()
+    _, recovered = opened(tmp_path)
+    assert "q" not in recovered  # both acks are in the file: nothing comes back
