@@ -140,25 +140,23 @@ def delivery_count(headers: dict | None) -> int | None:
     return _int_or_none((headers or {}).get("x-delivery-count"))
 
 
+_DEATH_HEADERS = ("x-first-death-reason", "x-first-death-queue", "x-first-death-exchange",
+                  "x-last-death-reason", "x-last-death-queue", "x-last-death-exchange")
+_NO_DEATHS = (None,) * len(_DEATH_HEADERS)
+
+
 def make_row(*, seq: int, queue: str, body: bytes | None, exchange: str, routing_key: str,
              redelivered: bool, delivery_tag: int, properties: Any,
              consumed_at: dt.datetime) -> tuple:
     """One row in `COLUMNS` order.  `body=None` when includeBody=false."""
-    headers = getattr(properties, "headers", None) or {}
-    return (
-        seq, queue, body, exchange, routing_key, bool(redelivered), delivery_tag,
-        delivery_count(headers),
-        headers_map(headers),
-        properties_struct(properties),
-        x_death(headers),
-        _text(headers.get("x-first-death-reason")),
-        _text(headers.get("x-first-death-queue")),
-        _text(headers.get("x-first-death-exchange")),
-        _text(headers.get("x-last-death-reason")),
-        _text(headers.get("x-last-death-queue")),
-        _text(headers.get("x-last-death-exchange")),
-        _utc(consumed_at),
-    )
+    headers = getattr(properties, "headers", None)
+    if headers:
+        count, mapped, death = delivery_count(headers), headers_map(headers), x_death(headers)
+        deaths = tuple(_text(headers.get(name)) for name in _DEATH_HEADERS)
+    else:  # the usual message: nothing to work out
+        count, mapped, death, deaths = None, {}, None, _NO_DEATHS
+    return (seq, queue, body, exchange, routing_key, bool(redelivered), delivery_tag, count,
+            mapped, properties_struct(properties), death, *deaths, _utc(consumed_at))
 
 
 def with_seq(row: tuple, seq: int) -> tuple:

@@ -78,12 +78,12 @@ def encode_properties(props: dict) -> bytes:
 
 
 class Properties:
-    """Decoded basic.properties with pika's attribute names (what `rows.make_row` reads)."""
-    __slots__ = tuple(name for name, _, _ in PROPERTY_LAYOUT)
+    """Decoded basic.properties with pika's attribute names (what `rows.make_row` reads):
+    absent ones are the class's None, so a new instance costs nothing per property."""
 
-    def __init__(self) -> None:
-        for name in self.__slots__:
-            setattr(self, name, None)
+
+for _name, _, _ in PROPERTY_LAYOUT:
+    setattr(Properties, _name, None)
 
 
 def decode_properties(data: bytes, offset: int = 0) -> Properties:
