@@ -4,7 +4,7 @@ Who calls it:
 - durable `ClassicQueue`s call `enqueued` / `delivered` / `removed` (the `QueueJournal` protocol);
   these only encode a record into an in-memory batch and return its sequence number;
 - the server runs `run()` as one task in its nursery: it writes everything appended since the last
-  flush with one write and one fdatasync (on the journal's own `SyncThread`), then marks that batch
+  flush with one write and one fdatasync (in `trio.to_thread.run_sync`), then marks that batch
   durable. Publisher confirms wait for that: `await wait_durable(seq)` or
   `call_when_durable(seq, fn)`; `appended_seq` is the number to wait for after a publish.
   A batch of removals alone (acks) waits up to `REMOVALS_DELAY` for company: nobody waits on
@@ -61,7 +61,6 @@ from amqp_broker.store.journal_codec import (
 )
 from amqp_broker.store.journal_index import UNPLACED, JournalIndex, QueueRecords
 from amqp_broker.store.records import HEADER_SIZE, FileFrames
-from quorum.log.sync_thread import SyncThread
 
 __all__ = ["MessageJournal", "RecoveredMessages", "RecoveredQueues"]
 
@@ -181,7 +180,6 @@ class MessageJournal:
         self._durable_seq = 0
         self._durable_event = trio.Event()
         self._callbacks: list[tuple[int, Callable[[], None]]] = []
-        self._disk_thread = SyncThread("journal")  # the flusher's writes and fdatasyncs
         self._wakeup: trio.Event | None = None
         self._waiting_for_any = False  # the flusher idles: any record wakes it
         self._urgent = False  # the pending batch holds more than removals
@@ -266,7 +264,6 @@ class MessageJournal:
         self._readable = self._file_bytes
 
     def close(self) -> None:
-        self._disk_thread.close()
         self._close_append()
         if self._read_fd is not None:
             os.close(self._read_fd)
@@ -401,7 +398,7 @@ class MessageJournal:
 
     async def _flush_once(self) -> None:
         seq, job, done = self._take_batch()
-        result = await self._disk_thread.run(job)
+        result = await trio.to_thread.run_sync(job)
         if done is not None:
             done(result)
         self.fsyncs += 1

@@ -19,7 +19,6 @@ import trio
 from .disk import OsDisk
 from .recover import open_store
 from .snapshot import StoredSnapshot
-from .sync_thread import SyncThread
 from .store import GroupState, LogConfig, LogFailed, LogStore
 
 __all__ = ["AsyncLog"]
@@ -31,7 +30,6 @@ class AsyncLog:
         self._wake = trio.Event()
         self._durable_ev = trio.Event()
         self.on_durable: Callable[[int], None] | None = None  # called after each batch
-        self._disk_thread = SyncThread("raft-wal")  # the writer's blocking calls, in order
 
     @classmethod
     def open(cls, directory: str, config: LogConfig | None = None, disk: OsDisk | None = None) -> "AsyncLog":
@@ -109,16 +107,16 @@ class AsyncLog:
                 while store.last_token > store.durable:
                     data, upto = store.take_batch()
                     # not abandoned on cancel: a write in flight is waited for
-                    await self._disk_thread.run(store.write_batch, data)
+                    await trio.to_thread.run_sync(store.write_batch, data)
                     data = b""  # this frame outlives the loop: hold no batch (payloads)
                     store.mark_durable(upto)
                     self._notify()
                     dead = store.take_deletions()
                     if dead:
-                        await self._disk_thread.run(store.remove_files, dead)
+                        await trio.to_thread.run_sync(store.remove_files, dead)
                     if store.needs_rollover():
                         plan = store.begin_rollover()
-                        await self._disk_thread.run(store.run_rollover, plan)
+                        await trio.to_thread.run_sync(store.run_rollover, plan)
                         store.finish_rollover(plan)
                         # nor the plan: its frozen memory tables hold every payload of the
                         # old WAL, and deleted groups with them, until the next rollover
@@ -134,7 +132,6 @@ class AsyncLog:
             self.on_durable(self.store.durable)
 
     def close(self) -> None:
-        self._disk_thread.close()
         self.store.close()
 
     def statistics(self) -> dict[str, int]:
