@@ -82,12 +82,11 @@ def drain_queue(spark, url: str, queue: str, path: str, checkpoint: str, *,
     query = writer.start()
     query.awaitTermination()
     progress = query.recentProgress  # dicts (StreamingQueryProgress is one in PySpark 4)
-    counts = [int(p.get("numInputRows", 0)) for p in progress]
-    triggers = [(n, {k: int(v) for k, v in (p.get("durationMs") or {}).items()})
-                for n, p in zip(counts, progress)]
+    triggers = [(int(p.get("numInputRows", 0)),
+                 {k: int(v) for k, v in (p.get("durationMs") or {}).items()}) for p in progress]
     durations: dict[str, int] = {}  # Spark's durationMs of every trigger, summed per phase
     for _, phase_ms in triggers:
         for phase, ms in phase_ms.items():
             durations[phase] = durations.get(phase, 0) + ms
-    return {"batches": sum(1 for n in counts if n), "rows": sum(counts), "durations_ms": durations,
-            "triggers": triggers}
+    return {"batches": sum(1 for n, _ in triggers if n), "rows": sum(n for n, _ in triggers),
+            "durations_ms": durations, "triggers": triggers}

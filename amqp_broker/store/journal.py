@@ -181,7 +181,6 @@ class MessageJournal:
         self._durable_event = trio.Event()
         self._callbacks: list[tuple[int, Callable[[], None]]] = []
         self._wakeup: trio.Event | None = None
-        self._waiting_for_any = False  # the flusher idles: any record wakes it
         self._urgent = False  # the pending batch holds more than removals
         self._failed: StoreFatalError | None = None
         self.fsyncs = 0  # number of flushes done (statistics)
@@ -285,12 +284,13 @@ class MessageJournal:
         return self._durable_seq
 
     def _add(self, record: bytes, urgent: bool = True) -> int:
+        idle = not self._pending  # a flusher waiting now waits for any record, not company
         self._pending.append(record)
         self._pending_bytes += len(record)
         self._seq += 1
         self._urgent = self._urgent or urgent
         wakeup = self._wakeup
-        if wakeup is not None and (urgent or self._waiting_for_any):
+        if wakeup is not None and (urgent or idle):
             self._wakeup = None
             wakeup.set()
         return self._seq
@@ -382,10 +382,8 @@ class MessageJournal:
         try:
             while True:
                 while not self._pending:
-                    self._waiting_for_any = True
                     self._wakeup = trio.Event()
                     await self._wakeup.wait()
-                self._waiting_for_any = False
                 if not self._urgent:
                     self._wakeup = trio.Event()
                     with trio.move_on_after(REMOVALS_DELAY):
