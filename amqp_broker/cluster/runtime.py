@@ -110,6 +110,9 @@ class QuorumRuntime:
         # group, a moving average per group; the other proposals stay callback-free
         self._sampling: dict[str, float] = {}
         self._latency: dict[str, float] = {}
+        self._replaying: set[str] = set()  # groups added whose `on_ready` has not run yet
+        self._replayed = trio.Event()
+        self._replayed.set()
 
     # -- process ids ----------------------------------------------------------------------------
     def pid_of(self, owner: Any) -> str:
@@ -329,7 +332,19 @@ class QuorumRuntime:
         self.driver.wake(group)
         st = self.driver.status(group)
         target = st.last_index if alone else self.log.state(group).commit
-        self.spawn(lambda: self._wait_ready(group, on_ready, alone, target))
+        if not self._replaying:
+            self._replayed = trio.Event()
+        self._replaying.add(group)
+        self.spawn(lambda: self._replay(group, on_ready, alone, target))
+
+    async def _replay(self, group: str, on_ready: Callable[[], None], alone: bool,
+                      target: int) -> None:
+        try:
+            await self._wait_ready(group, on_ready, alone, target)
+        finally:
+            self._replaying.discard(group)
+            if not self._replaying:
+                self._replayed.set()
 
     async def _wait_ready(self, group: str, on_ready: Callable[[], None], alone: bool = True,
                           target: int = 0) -> None:
@@ -342,6 +357,18 @@ class QuorumRuntime:
                 return
             await trio.sleep(delay)
             delay = min(delay * 2, 0.05)  # many groups replaying at start-up: poll less
+
+    async def replayed(self, report_every: float = 10.0) -> None:
+        """Return once every group added so far has replayed its local log (`on_ready` ran,
+        or the group went): the node opens its listeners only then, as RabbitMQ recovers its
+        queues before it starts networking, so that a client never sees a recovered queue
+        half replayed (a passive declare counting part of its backlog). Logs who it waits for
+        every `report_every` seconds."""
+        while self._replaying:
+            with trio.move_on_after(report_every):
+                await self._replayed.wait()
+                return
+            _log.info("waiting for %d Raft group(s) to replay their logs", len(self._replaying))
 
     def propose(self, group: str, data: bytes, callback: ProposalCallback | None = None) -> None:
         """Propose on this replica, leader or not (`NodeDriver.submit`): `callback(reply,

@@ -152,6 +152,7 @@ async def _serve(broker: Broker, store, stop: trio.Event | None, task_status,
         await import_local_metadata(broker)  # a data dir from before the metadata group
         await meta.seed_defaults()
         store.drop_orphans()  # journal entries of queues that no longer exist
+        await broker.quorum.replayed()  # recovered quorum queues: whole before clients see them
         _start_reconciliation(nursery, broker)
         if broker.mirror_conversions is not None:
             nursery.start_soon(broker.mirror_conversions.run)

@@ -31,7 +31,8 @@ def consume_numbered(url: str, name: str, n: int, size: int, *, total: int | Non
     try:
         ch = conn.channel()
         count = ch.queue_declare(name, passive=True, durable=durable).method.message_count
-        assert count == (n if total is None else total)
+        expected = n if total is None else total
+        assert count == expected, f"{name} holds {count} messages, expected {expected}"
         ch.basic_qos(prefetch_count=200 if ack else n)
         seen: list[tuple[int, bool]] = []
         for method, _, body in ch.consume(name, inactivity_timeout=30):

@@ -82,6 +82,34 @@ def test_backlog_memory_does_not_follow_body_size_and_survives_kill_9(tmp_path):
         b.stop()
 
 
+def test_a_restarted_node_counts_a_recovered_backlog_whole_from_its_first_connection(tmp_path):
+    """The node opens its AMQP port only once its quorum queues have replayed their logs (as
+    RabbitMQ recovers queues before it starts networking): the first passive declare after a
+    kill -9 counts the whole backlog, not the part replayed so far."""
+    n = 300_000
+    b = Broker(tmp_path / "replay", management=False).start()
+    try:
+        conn = pika.BlockingConnection(pika.URLParameters(b.url))
+        ch = conn.channel()
+        _declare(ch, "replayed")
+        props = pika.BasicProperties(delivery_mode=2)
+        for i in range(n):  # no confirms: fast; the count below says when all are in
+            ch.basic_publish("", "replayed", _body(i, 16), props)
+        while ch.queue_declare("replayed", passive=True).method.message_count < n:
+            conn.sleep(0.1)
+        ch.confirm_delivery()  # one confirmed publish after them: every entry before it is
+        ch.basic_publish("", "replayed", _body(n, 16), props)  # committed, so durable
+        conn.close()
+        b.kill()
+        b.start(timeout=120)
+        conn = pika.BlockingConnection(pika.URLParameters(b.url))
+        count = conn.channel().queue_declare("replayed", passive=True).method.message_count
+        conn.close()
+        assert count == n + 1
+    finally:
+        b.stop()
+
+
 def test_segments_of_settled_messages_are_deleted(tmp_path):
     """Once a backlog is consumed, its log goes (release cursor, then the WAL rollovers that
     delete the segments it no longer needs)."""
