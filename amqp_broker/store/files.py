@@ -37,11 +37,11 @@ def atomic_replace(path: str, chunks: list[bytes], fsync: FsyncFn) -> int:
         raise StoreFatalError(f"rewriting {path} failed") from exc
 
 
-def append(fd: int, data: bytes, fsync: FsyncFn) -> None:
-    """Append `data` and make it durable (one write, one fsync)."""
+def append(fd: int, pieces: list, fsync: FsyncFn) -> None:
+    """Append the buffers `pieces` and make them durable (vectored writes, one fsync)."""
     try:
         disk = OsDisk(fsync)
-        disk.write(fd, data)
+        disk.write_pieces(fd, pieces)
         disk.fdatasync(fd)
     except OSError as exc:
         raise StoreFatalError("append/fsync failed") from exc

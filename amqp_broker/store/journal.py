@@ -60,7 +60,7 @@ from amqp_broker.store.journal_codec import (
     mark_after,
 )
 from amqp_broker.store.journal_index import UNPLACED, JournalIndex, QueueRecords
-from amqp_broker.store.records import HEADER_SIZE, FileFrames
+from amqp_broker.store.records import HEADER_SIZE, FileFrames, frame_pieces
 
 __all__ = ["MessageJournal", "RecoveredMessages", "RecoveredQueues"]
 
@@ -286,7 +286,7 @@ class MessageJournal:
     def _add(self, record: bytes, urgent: bool = True) -> int:
         idle = not self._pending  # a flusher waiting now waits for any record, not company
         self._pending.append(record)
-        self._pending_bytes += len(record)
+        self._pending_bytes += HEADER_SIZE + len(record)
         self._seq += 1
         self._urgent = self._urgent or urgent
         wakeup = self._wakeup
@@ -298,7 +298,7 @@ class MessageJournal:
     def enqueued(self, queue: str, msg_id: int, message: Message) -> int:
         record = encode_enqueue(queue, msg_id, message)
         records = self._index.records(queue)
-        self._live_bytes += records.add(msg_id, len(record))
+        self._live_bytes += records.add(msg_id, HEADER_SIZE + len(record))
         self._pending_enqueues.append((records, msg_id, self._pending_bytes))
         self._unwritten[(records, msg_id)] = record
         return self._add(record)
@@ -332,8 +332,7 @@ class MessageJournal:
                 raise StoreFatalError(f"journal: message {msg_id} of {queue} is not live")
             length, offset = where
             if offset == UNPLACED or offset + length > self._readable:
-                out[n] = decode_enqueue(
-                    memoryview(self._unwritten[(records, msg_id)])[HEADER_SIZE:])[2]
+                out[n] = decode_enqueue(self._unwritten[(records, msg_id)])[2]
             else:
                 in_file.append(n)
                 spans.append((offset, length))
@@ -447,11 +446,10 @@ class MessageJournal:
     # -- worker-thread side ----------------------------------------------------------------------
     def _write_sync(self, batch: list[bytes]) -> None:
         assert self._fd is not None
-        data = b"".join(batch)
-        if self._mark_next:  # everything before this write was fsynced
-            data = COMMIT_MARK + data
+        # everything before this write was fsynced: it starts with a commit mark
+        pieces = frame_pieces(batch, COMMIT_MARK if self._mark_next else b"")
         try:
-            files.append(self._fd, data, self._fsync)
+            files.append(self._fd, pieces, self._fsync)
             self._mark_next = True
         except StoreFatalError as exc:  # say which file
             raise StoreFatalError(f"message journal {self._path}: append/fsync failed") \
@@ -492,9 +490,9 @@ class MessageJournal:
                         written += _copy_run(src, out, run, run_end, offsets, written)
                     moved.append((records, copy.base, offsets))
                 batch_start = written
-                tail = [*batch, *(encode_ids(DELIVERED, q, ids) for q, ids in delivered),
-                        COMMIT_MARK]   # the file is fsynced whole before it replaces the old
-                written += _write_all(out, b"".join(tail))
+                tail = [*batch, *(encode_ids(DELIVERED, q, ids) for q, ids in delivered)]
+                # the file is fsynced whole before it replaces the old
+                written += _write_all(out, b"".join([*frame_pieces(tail), COMMIT_MARK]))
                 self._fsync(out)
             finally:
                 os.close(out)

@@ -117,7 +117,7 @@ class MetadataStore:
     def _append(self, record: tuple[Any, ...]) -> None:
         if self._fd is None:
             raise RuntimeError("MetadataStore.open() was not called")
-        files.append(self._fd, frame(_encode(record)), self._fsync)
+        files.append(self._fd, [frame(_encode(record))], self._fsync)
         self._records += 1
 
     def _maybe_compact(self) -> None:
