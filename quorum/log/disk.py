@@ -83,12 +83,9 @@ class OsDisk:
         """
         tmp = path + ".tmp"
         self.remove(tmp)  # a crash may have left one; never append to it
-        size = 0
         fd = self.open_append(tmp)
         try:
-            for chunk in chunks:
-                self.write(fd, chunk)
-                size += len(chunk)
+            size = self.write_pieces(fd, list(chunks))
             self.fdatasync(fd)
         finally:
             self.close(fd)

@@ -31,6 +31,7 @@ __all__ = [
     "Record",
     "encode_entry",
     "entry_head",
+    "wal_pieces",
     "entry_prefix",
     "encode_hard_state",
     "encode_truncate",
@@ -121,18 +122,47 @@ def entry_prefix(group: bytes) -> bytes:
     return b"\x01" + _GROUP_LEN.pack(len(group)) + group
 
 
-def entry_head(prefix: bytes, index: int, term: int, payload: bytes) -> bytes:
-    """The bytes of an entry record before its payload: ``entry_head(...) + payload`` is
-    `encode_entry(...)`; `prefix` is `entry_prefix(group)`. The WAL writer queues both
-    pieces, so the payload is copied once (into the batch) instead of three times; the crc
-    runs over the pieces in turn."""
-    head = prefix + _ENTRY.pack(index, term)
+def entry_head(prefix: bytes, index: int, term: int) -> bytes:
+    """The body of an entry record before its payload, unframed; `prefix` is
+    `entry_prefix(group)`. The WAL queues ``(head, payload)`` and frames the pair in its writer
+    thread (`wal_pieces`), so the trio thread neither computes the payload's crc nor copies it."""
+    return prefix + _ENTRY.pack(index, term)
+
+
+def _framed_entry(head: bytes, payload: bytes) -> bytes:
     return _FRAME.pack(len(head) + len(payload), zlib.crc32(payload, zlib.crc32(head))) + head
 
 
 def encode_entry(group: bytes, index: int, term: int, payload: bytes) -> bytes:
-    """`group` is the utf-8 group id (callers cache it: this is the hot path)."""
-    return entry_head(entry_prefix(group), index, term, payload) + payload
+    """`group` is the utf-8 group id (callers cache it)."""
+    return _framed_entry(entry_head(entry_prefix(group), index, term), payload) + payload
+
+
+# a payload this large is written from where it is, a piece of its own in the vectored write
+_OWN_PIECE = 4096
+
+
+def wal_pieces(batch: list, first: bytes = b"") -> list[bytes | bytearray]:
+    """The bytes of a WAL batch as pieces for one vectored write (`OsDisk.write_pieces`): each
+    item is a whole record (bytes) or an entry's ``(head, payload)`` (`entry_head`), framed
+    here; small records are joined into runs, a large payload is never copied."""
+    pieces: list[bytes | bytearray] = []
+    run = bytearray(first)
+    for item in batch:
+        if type(item) is tuple:
+            head, payload = item
+            run += _framed_entry(head, payload)
+            if len(payload) < _OWN_PIECE:
+                run += payload
+                continue
+            pieces.append(run)
+            pieces.append(payload)
+            run = bytearray()
+        else:
+            run += item
+    if run:
+        pieces.append(run)
+    return pieces
 
 
 def encode_hard_state(group: bytes, term: int, vote: str | None, commit: int) -> bytes:

@@ -7,12 +7,13 @@ Called once at node start (`open_store`, or `quorum.log.wal.AsyncLog.open`). Lay
     <dir>/groups/<hex group id>/snapshot
 
 Replay order mirrors the order things happened: segments in creation order (each supersedes
-older entries from its first index on), then the newest WAL, whose first records are the
-checkpoint (hard state and log end of every group) written when it was started, then the
-snapshot file if it is newer than any snapshot record seen. A torn or corrupt WAL tail is cut
-off (truncate + fdatasync) before the file is reopened for appends. Older WAL files and ``.tmp``
-files are leftovers of an interrupted rollover or snapshot and are deleted: a WAL gets its final
-name only after the segments it replaces are durable.
+older entries from its first index on), then the WAL files oldest first, each beginning with
+the checkpoint (hard state and log end of every group) written when it was started, then the
+snapshot file if it is newer than any snapshot record seen. There are two WAL files when the
+node stopped during a rollover: the new one takes writes as soon as it exists, and the old one
+is deleted only once the segments holding its entries are durable. A torn or corrupt WAL tail
+is cut off (truncate + fdatasync) before the newest file is reopened for appends. ``.tmp``
+files are leftovers of an interrupted rollover or snapshot and are deleted.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def _load_groups(store: LogStore) -> int:
 
 
 def _replay_wal(store: LogStore) -> list[str]:
-    """Replay the newest WAL; returns the groups it deleted (ids are never reused, so a
+    """Replay the WAL files; returns the groups they deleted (ids are never reused, so a
     DELETE record is final)."""
     disk = store.disk
     deleted: list[str] = []
@@ -102,9 +103,28 @@ def _replay_wal(store: LogStore) -> list[str]:
     if not names:
         store._start_wal(1, b"")
         return deleted
-    for old in names[:-1]:
-        disk.remove(os.path.join(store.wal_dir, old))
-    path = os.path.join(store.wal_dir, names[-1])
+    # every WAL left is replayed, oldest first: an older one is the WAL of a rollover whose
+    # segments were not all durable yet (each begins with a checkpoint, so order is enough)
+    for name in names:
+        path = os.path.join(store.wal_dir, name)
+        end = _replay_file(store, path, deleted)
+    disk.fsync_dir(store.wal_dir)
+    store._wal_fd = disk.open_append(path)
+    store._wal_path = path
+    store._wal_seq = int(names[-1][:-4])
+    store._wal_size = end
+    store._mark_next = True  # what is on disk now is durable
+    if len(names) > 1:
+        # their entries are in the memory tables now: the next rollover writes them to
+        # segments and then deletes them with its garbage; it comes at the first chance
+        store._garbage.extend(os.path.join(store.wal_dir, n) for n in names[:-1])
+        store._mem_bytes = store.config.mem_max_bytes + 1
+    return deleted
+
+
+def _replay_file(store: LogStore, path: str, deleted: list[str]) -> int:
+    """Apply one WAL file's records; cut a torn tail. Returns where its intact records end."""
+    disk = store.disk
     data = disk.read_file(path)
     start = len(R.WAL_MAGIC)
     if data[:start] != R.WAL_MAGIC:
@@ -129,13 +149,7 @@ def _replay_wal(store: LogStore) -> list[str]:
         fd = disk.open_append(path)
         disk.fdatasync(fd)
         disk.close(fd)
-    disk.fsync_dir(store.wal_dir)
-    store._wal_fd = disk.open_append(path)
-    store._wal_path = path
-    store._wal_seq = int(names[-1][:-4])
-    store._wal_size = end
-    store._mark_next = True  # what is on disk now is durable
-    return deleted
+    return end
 
 
 def _apply(store: LogStore, rec: R.Record) -> None:

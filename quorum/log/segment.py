@@ -65,21 +65,34 @@ def parse_segment_name(name: str) -> tuple[int, int, int] | None:
     return int(parts[0]), int(parts[1]), int(parts[2])
 
 
-def encode_segment(entries: Sequence[tuple[int, int, bytes]]) -> tuple[bytes, list[int]]:
-    """Entries are consecutive (index, term, payload) tuples. Returns the file's bytes and the
-    offset of each record."""
-    parts = [SEG_MAGIC]
+# a payload this large is written from where it is rather than copied into a run
+_OWN_PIECE = 4096
+
+
+def encode_segment(entries: Sequence[tuple[int, int, bytes]]) -> tuple[list, list[int]]:
+    """Entries are consecutive (index, term, payload) tuples. Returns the file's bytes as
+    pieces for a vectored write (small records joined into runs, a large payload a piece of
+    its own: a segment is never one big copy of its payloads) and the offset of each record."""
+    pieces: list = []
+    run = bytearray(SEG_MAGIC)
     offsets = []
     pos = len(SEG_MAGIC)
     for index, term, payload in entries:
         it = _IT.pack(index, term)
         crc = zlib.crc32(payload, zlib.crc32(it))
-        parts.append(struct.pack("<II", len(it) + len(payload), crc))
-        parts.append(it)
-        parts.append(payload)
+        run += struct.pack("<II", len(it) + len(payload), crc)
+        run += it
+        if len(payload) < _OWN_PIECE:
+            run += payload
+        else:
+            pieces.append(run)
+            pieces.append(payload)
+            run = bytearray()
         offsets.append(pos)
         pos += 8 + len(it) + len(payload)
-    return b"".join(parts), offsets
+    if run:
+        pieces.append(run)
+    return pieces, offsets
 
 
 def write_segment(disk: OsDisk, directory: str, counter: int,
@@ -87,8 +100,8 @@ def write_segment(disk: OsDisk, directory: str, counter: int,
     """Write, fsync and rename one segment into place. Runs in the WAL writer's thread."""
     first, last = entries[0][0], entries[-1][0]
     final = os.path.join(directory, segment_name(counter, first, last))
-    blob, offsets = encode_segment(entries)
-    disk.replace_file(final, (blob,), sync_dir)
+    pieces, offsets = encode_segment(entries)
+    disk.replace_file(final, pieces, sync_dir)
     return SegmentInfo(final, counter, first, last, array("Q", offsets),
                        array("Q", [e[1] for e in entries]))
 

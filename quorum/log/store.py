@@ -5,17 +5,18 @@ thread. Writes update the in-memory view at once (so reads see them) and queue a
 record; nothing is durable until a batch has been written and fdatasynced:
 
     token = store.append("q1", [(1, 1, b"cmd")])    # in memory now
-    data, upto = store.take_batch()                   # every record queued by any group
-    store.write_batch(data)                           # IO: one write + one fdatasync
+    batch, upto = store.take_batch()                  # every record queued by any group
+    store.write_batch(batch)                          # IO: vectored writes + one fdatasync
     store.mark_durable(upto)                          # tokens <= upto are durable
 
 `sync()` does those three steps (and a rollover when due) in one call. When the WAL grows past
 `wal_max_size_bytes`, or the entries appended to memory tables since the last rollover pass
 `mem_max_bytes` (payloads plus a per-entry overhead; memory tables hold every payload until then: quorum queue bodies stay in the
 log, so this bounds what a backlog costs in memory), `begin_rollover()` freezes every group's memory table,
-`run_rollover()` (IO) writes them to segment files and starts a new WAL that begins with a
-checkpoint of every group's hard state and log end, and `finish_rollover()` swaps the
-in-memory view over. Any IO error puts the store in a failed state: every later call raises
+`switch_wal()` (IO) starts a new WAL that begins with a checkpoint of every group's hard state
+and log end (later batches go to it), `write_segments()` (IO, may run beside those batches)
+writes the frozen tables to segment files, `finish_rollover()` swaps the in-memory view over and
+`drop_old_wal()` (IO) deletes the old WAL, which recovery replays until then. Any IO error puts the store in a failed state: every later call raises
 `LogFailed`, and the node must stop (a write whose fate is unknown must not be built upon).
 """
 
@@ -76,6 +77,8 @@ class _Rollover:
     wal_seq: int
     garbage: list[str] = field(default_factory=list)
     segments: dict[str, list[SegmentInfo]] = field(default_factory=dict)
+    old_wal: tuple[int | None, str | None] = (None, None)  # (fd, path) until the segments are durable
+    fsyncs: int = 0
 
 
 def wal_name(seq: int) -> str:
@@ -97,7 +100,8 @@ class LogStore:
         self.groups: dict[str, GroupLog] = {}
         self.wal_dir = os.path.join(directory, "wal")
         self.groups_dir = os.path.join(directory, "groups")
-        self._pending: list[bytes] = []
+        # whole records (bytes) and entries as (head, payload), framed by `write_batch`
+        self._pending: list[bytes | tuple[bytes, bytes]] = []
         self._seq = 0  # token of the latest queued write
         self._durable = 0
         self._wal_fd: int | None = None
@@ -176,9 +180,7 @@ class LogStore:
             elif index != g.last_index + 1:
                 raise LogError(f"group {group!r}: entries not consecutive at {index}")
             g.put(index, term, payload)
-            # two pieces of one record: take_batch joins them (the only copy of the payload)
-            add(head(prefix, index, term, payload))
-            add(payload)
+            add((head(prefix, index, term), payload))  # framed and written by the writer thread
             size += len(payload) + _ENTRY_OVERHEAD
             n += 1
         self._mem_bytes += size
@@ -280,20 +282,20 @@ class LogStore:
         return read_snapshot(self.disk, os.path.join(self.groups_dir, group_dir_name(group)))
 
     # -- batches -----------------------------------------------------------------------------
-    def take_batch(self) -> tuple[bytes, int]:
+    def take_batch(self) -> tuple[list, int]:
         """Everything queued since the last batch, and the token it makes durable."""
-        data = b"".join(self._pending)
-        self._pending.clear()
-        return data, self._seq
+        batch, self._pending = self._pending, []
+        return batch, self._seq
 
-    def write_batch(self, data: bytes, fsync: bool = True) -> None:
-        """IO: one write and one fdatasync of the current WAL file. `fsync=False` is for
+    def write_batch(self, batch: list, fsync: bool = True) -> None:
+        """IO: the records of `batch` (from `take_batch`) framed, written with vectored writes
+        and made durable with one fdatasync of the current WAL file. `fsync=False` is for
         crash tests only (written, not durable: a later fdatasync or a crash decides)."""
         self._check()
-        if self._mark_next:  # everything before this write was fsynced
-            data = R.COMMIT_MARK + data
+        # everything before this write was fsynced: it starts with a commit mark
+        pieces = R.wal_pieces(batch, R.COMMIT_MARK if self._mark_next else b"")
         try:
-            self.disk.write(self._wal_fd, data)  # type: ignore[arg-type]
+            size = self.disk.write_pieces(self._wal_fd, pieces)  # type: ignore[arg-type]
             self._mark_next = False
             if fsync:
                 self.disk.fdatasync(self._wal_fd)  # type: ignore[arg-type]
@@ -301,7 +303,7 @@ class LogStore:
         except OSError as e:
             self._failed = e
             raise LogFailed(f"WAL {self._wal_path} write failed: {e!r}") from e
-        self._wal_size += len(data)
+        self._wal_size += size
         self.fsyncs += fsync
         self.batches += 1
 
@@ -311,9 +313,9 @@ class LogStore:
     def sync(self) -> int:
         """Synchronous group commit of everything queued, then a rollover if one is due."""
         self._check()
-        data, upto = self.take_batch()
-        if data or upto > self._durable:
-            self.write_batch(data)
+        batch, upto = self.take_batch()
+        if batch or upto > self._durable:
+            self.write_batch(batch)
         self.mark_durable(upto)
         if self._deleting:
             self.remove_files(self.take_deletions())
@@ -354,8 +356,27 @@ class LogStore:
             self.disk.fsync_dir(os.path.dirname(d))
 
     def run_rollover(self, plan: _Rollover) -> None:
-        """IO: segments, then the new WAL (checkpoint first), then delete the old WAL and
-        garbage. Each step is durable before the next one depends on it."""
+        """IO, the three steps in a row (`sync`, tests). `AsyncLog` runs `switch_wal` in its
+        writer's sequence and the other two beside later WAL batches."""
+        self.switch_wal(plan)
+        self.write_segments(plan)
+        self.drop_old_wal(plan)
+
+    def switch_wal(self, plan: _Rollover) -> None:
+        """IO: start the next WAL, its checkpoint first; later batches go to it. The old WAL
+        stays until the segments that hold its entries are durable (`drop_old_wal`): until
+        then recovery replays both, in order."""
+        self._check()
+        try:
+            plan.old_wal = (self._wal_fd, self._wal_path)
+            self._start_wal(plan.wal_seq, plan.checkpoint)
+        except OSError as e:
+            self._failed = e
+            raise LogFailed(f"WAL rollover failed: {e!r}") from e
+
+    def write_segments(self, plan: _Rollover) -> None:
+        """IO: the frozen memory tables to segment files, durable (names and directories
+        too). Touches nothing a concurrent `write_batch` does."""
         self._check()
         try:
             dirs = []
@@ -367,15 +388,24 @@ class LogStore:
                     dirs.append(g.directory)
             for d in dirs:
                 self.disk.fsync_dir(d)
-            old_fd, old_path = self._wal_fd, self._wal_path
-            self._start_wal(plan.wal_seq, plan.checkpoint)
+            plan.fsyncs = len(plan.chunks)
+        except OSError as e:
+            self._failed = e
+            raise LogFailed(f"WAL rollover failed: {e!r}") from e
+
+    def drop_old_wal(self, plan: _Rollover) -> None:
+        """IO, once the segments are durable: delete the old WAL and the garbage."""
+        try:
+            old_fd, old_path = plan.old_wal
             if old_fd is not None:
                 self.disk.close(old_fd)
-            self.disk.remove(old_path)
+            if old_path is not None:
+                self.disk.remove(old_path)
+            plan.old_wal = (None, None)
             for path in plan.garbage:
                 self.disk.remove(path)
             self.disk.fsync_dir(self.wal_dir)
-            self.fsyncs += len(plan.chunks) + 1
+            plan.fsyncs += 1
         except OSError as e:
             self._failed = e
             raise LogFailed(f"WAL rollover failed: {e!r}") from e
@@ -390,6 +420,8 @@ class LogStore:
         self._mark_next = True  # the new file is durable as written
 
     def finish_rollover(self, plan: _Rollover) -> None:
+        """Once `write_segments` is done: reads go to the segments, the frozen tables go."""
+        self.fsyncs += plan.fsyncs
         for g, mem in plan.frozen:
             g.mems = [m for m in g.mems if m is not mem]
             dropped = g.add_segments(plan.segments.get(g.name, []))

@@ -29,6 +29,7 @@ class AsyncLog:
         self.store = store
         self._wake = trio.Event()
         self._durable_ev = trio.Event()
+        self._rolling: trio.Event | None = None  # a rollover under way; set when it is done
         self.on_durable: Callable[[int], None] | None = None  # called after each batch
 
     @classmethod
@@ -97,33 +98,65 @@ class AsyncLog:
 
     # -- the writer task --------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The single WAL writer. Run it in the node's nursery for the life of the node."""
-        store = self.store
+        """The single WAL writer. Run it in the node's nursery for the life of the node.
+
+        A rollover does not stall the WAL: the writer starts the next WAL file in its own
+        sequence, and the frozen memory tables go to segment files in a second task while
+        batches go on being written to the new file."""
         task_status.started()
+        async with trio.open_nursery() as nursery:
+            await self._write(nursery)
+
+    async def _write(self, nursery: trio.Nursery) -> None:
+        store = self.store
         try:
             while True:
                 await self._wake.wait()
                 self._wake = trio.Event()
                 while store.last_token > store.durable:
-                    data, upto = store.take_batch()
+                    batch, upto = store.take_batch()
                     # not abandoned on cancel: a write in flight is waited for
-                    await trio.to_thread.run_sync(store.write_batch, data)
-                    data = b""  # this frame outlives the loop: hold no batch (payloads)
+                    await trio.to_thread.run_sync(store.write_batch, batch)
+                    batch = []  # this frame outlives the loop: hold no batch (payloads)
                     store.mark_durable(upto)
                     self._notify()
-                    dead = store.take_deletions()
-                    if dead:
-                        await trio.to_thread.run_sync(store.remove_files, dead)
-                    if store.needs_rollover():
-                        plan = store.begin_rollover()
-                        await trio.to_thread.run_sync(store.run_rollover, plan)
-                        store.finish_rollover(plan)
-                        # nor the plan: its frozen memory tables hold every payload of the
-                        # old WAL, and deleted groups with them, until the next rollover
-                        plan = None
+                    await self._housekeep(nursery)
+                await self._housekeep(nursery)
+        except LogFailed:
+            self._notify()  # waiters see the failure
+            raise
+
+    async def _housekeep(self, nursery: trio.Nursery) -> None:
+        """Unless a rollover is under way (it writes into group directories): remove deleted
+        groups' files, and start a rollover if one is due: the next WAL file now, in the
+        writer's sequence; the segments in `_roll`, beside the batches that follow."""
+        store = self.store
+        if self._rolling is not None:
+            if not self._rolling.is_set():
+                return
+            self._rolling = None
+        dead = store.take_deletions()
+        if dead:
+            await trio.to_thread.run_sync(store.remove_files, dead)
+        if store.needs_rollover():
+            plan = store.begin_rollover()
+            await trio.to_thread.run_sync(store.switch_wal, plan)
+            self._rolling = trio.Event()
+            nursery.start_soon(self._roll, plan, self._rolling)
+
+    async def _roll(self, plan, done: trio.Event) -> None:
+        """The rest of a rollover, beside the writer: segments, then the old WAL goes. The
+        plan's frozen memory tables hold every payload of the old WAL until it returns."""
+        store = self.store
+        try:
+            await trio.to_thread.run_sync(store.write_segments, plan)
+            store.finish_rollover(plan)
+            await trio.to_thread.run_sync(store.drop_old_wal, plan)
         except LogFailed:
             self._notify()
             raise
+        done.set()
+        self._wake.set()  # another rollover may be due
 
     def _notify(self) -> None:
         ev, self._durable_ev = self._durable_ev, trio.Event()

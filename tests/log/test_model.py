@@ -36,6 +36,7 @@ op = st.one_of(
     st.tuples(st.just("snap"), st.sampled_from(GROUPS), st.integers(-2, 6), st.booleans()),
     st.tuples(st.just("sync")),
     st.tuples(st.just("roll")),
+    st.tuples(st.just("split_roll"), st.lists(small_op, max_size=4), st.integers(0, 2), st.booleans()),
     st.tuples(st.just("write_nosync")),
     st.tuples(st.just("crash"), st.booleans()),
     st.tuples(st.just("failsync"), st.integers(0, 6)),
@@ -143,13 +144,34 @@ class Harness:
         if snap_during:  # the snapshot's record must be durable before a crash (see op_snap)
             self.op_sync()
 
+    def op_split_roll(self, ops: list, stage: int, torn: bool) -> None:
+        """The async writer's rollover: the next WAL at once, batches written to it while the
+        segments are written beside them; a crash before the segments are durable (stage 0),
+        before the old WAL is deleted (1), or none (2)."""
+        self.op_sync()
+        plan = self.store.begin_rollover()
+        self.store.switch_wal(plan)
+        for o in ops:
+            self.do(o)
+        batch, upto = self.store.take_batch()  # a batch into the new WAL, beside the segments
+        self.store.write_batch(batch)
+        self.store.mark_durable(upto)
+        self.durable_now()
+        if stage >= 1:
+            self.store.write_segments(plan)
+        if stage < 2:
+            self.op_crash(torn)
+            return
+        self.store.finish_rollover(plan)
+        self.store.drop_old_wal(plan)
+
     def op_sync(self) -> None:
         self.store.sync()
         self.durable_now()
 
     def op_write_nosync(self) -> None:
-        data, _ = self.store.take_batch()
-        self.store.write_batch(data, fsync=False)
+        batch, _ = self.store.take_batch()
+        self.store.write_batch(batch, fsync=False)
 
     def op_crash(self, torn: bool) -> None:
         self.store.close()

@@ -302,8 +302,8 @@ def test_delete_recorded_in_wal_removes_files_found_at_recovery(tmp_path):
     s.sync()
     gdir = os.path.join(d, "groups", "q".encode().hex())
     s.delete_group("q")
-    data, upto = s.take_batch()
-    s.write_batch(data)  # the DELETE is durable, then the node dies before removing files
+    batch, upto = s.take_batch()
+    s.write_batch(batch)  # the DELETE is durable, then the node dies before removing files
     s.close()
     assert os.path.exists(gdir)
     r = open_store(d, SMALL)
@@ -311,16 +311,25 @@ def test_delete_recorded_in_wal_removes_files_found_at_recovery(tmp_path):
     assert "q" not in r.group_names()
 
 
-def test_entry_record_in_two_pieces_is_one_scannable_record():
-    from quorum.log.records import EntryRec, encode_entry, entry_head, entry_prefix, scan
+def test_a_batch_framed_in_pieces_is_the_records_one_after_another():
+    """The writer frames entries from (head, payload) pairs: a large payload is a piece of its
+    own, small records are joined; the bytes are the records as `encode_entry` makes them."""
+    from quorum.log.records import (COMMIT_MARK, EntryRec, encode_entry, encode_truncate,
+                                    entry_head, entry_prefix, scan, wal_pieces)
 
-    payload = b"p" * 1000
-    rec = entry_head(entry_prefix(b"grp"), 7, 3, payload) + payload
-    assert rec == encode_entry(b"grp", 7, 3, payload)
-    records, end = scan(rec + encode_entry(b"grp", 8, 3, b""))
-    assert end == len(rec) + len(encode_entry(b"grp", 8, 3, b""))
-    assert [(type(r), r.index, r.term, bytes(r.payload)) for r in records] == [
-        (EntryRec, 7, 3, payload), (EntryRec, 8, 3, b"")]
+    prefix = entry_prefix(b"grp")
+    big, small = b"p" * 70_000, b"s" * 10
+    batch = [(entry_head(prefix, 7, 3), big), encode_truncate(b"grp", 9),
+             (entry_head(prefix, 8, 3), small), (entry_head(prefix, 9, 3), b"")]
+    pieces = wal_pieces(batch, COMMIT_MARK)
+    assert any(p is big for p in pieces)  # written from where it is, not copied
+    data = b"".join(pieces)
+    assert data == COMMIT_MARK + encode_entry(b"grp", 7, 3, big) + encode_truncate(b"grp", 9) \
+        + encode_entry(b"grp", 8, 3, small) + encode_entry(b"grp", 9, 3, b"")
+    records, end = scan(data)
+    assert end == len(data)
+    assert [(r.index, bytes(r.payload)) for r in records if type(r) is EntryRec] == [
+        (7, big), (8, small), (9, b"")]
 
 
 def test_memory_tables_holding_mem_max_bytes_roll_the_wal_over(tmp_path):
