@@ -244,12 +244,14 @@ def scan(data: bytes, start: int = 0) -> tuple[list[Record], int]:
     pos = start
     end = len(data)
     for rec, nxt in _iter(view, pos, end):
-        out.append(rec)
-        pos = nxt
+        if rec is not None:
+            out.append(rec)
+        pos = nxt  # past a commit mark too: an intact mark is part of the valid prefix
     return out, pos
 
 
-def _iter(view: memoryview, pos: int, end: int) -> Iterator[tuple[Record, int]]:
+def _iter(view: memoryview, pos: int, end: int) -> Iterator[tuple[Record | None, int]]:
+    """(record, where the next one starts) for each intact frame; None for a commit mark."""
     while pos + _FRAME.size <= end:
         length, crc = _FRAME.unpack_from(view, pos)
         body_at = pos + _FRAME.size
@@ -260,6 +262,7 @@ def _iter(view: memoryview, pos: int, end: int) -> Iterator[tuple[Record, int]]:
             return
         if length == 1 and body[0] == _K_MARK:
             pos = body_at + length
+            yield None, pos
             continue
         try:
             rec = _decode(body)

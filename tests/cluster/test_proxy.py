@@ -85,8 +85,13 @@ def test_cut_resets_live_connections_and_refuses_new_ones(proxy):
     proxy.cut("a->b")
     assert _closed_by_peer(s)
     s.close()
-    with _dial(proxy) as s2:  # the listener accepts, then resets at once
-        assert _closed_by_peer(s2)
+    try:
+        s2 = _dial(proxy)  # the listener accepts, then resets at once
+    except ConnectionResetError:
+        pass  # the reset arrived before connect() returned (a loaded machine): refused too
+    else:
+        with s2:
+            assert _closed_by_peer(s2)
     assert proxy.stats("a->b").reset == 1
     assert proxy.stats("a->b").refused == 1
     assert proxy.live("a->b") == 0

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from quorum.log import LogConfig, LogError, StoredSnapshot, open_store
-from quorum.log.records import WAL_MAGIC
+from quorum.log.records import COMMIT_MARK, WAL_MAGIC
 
 SMALL = LogConfig(wal_max_size_bytes=4096, segment_max_entries=16)
 
@@ -108,7 +108,11 @@ def test_torn_tail_truncated_at_every_offset(tmp_path):
             f.write(original[:cut])
         r = open_store(work)
         assert r.state("g").last_index == 3, cut
-        assert os.path.getsize(wal_files(work)[0]) == base, cut
+        # the torn write began with a commit mark (everything before it was synced): when
+        # the mark is whole it stays, as part of the intact prefix
+        assert original[base:base + len(COMMIT_MARK)] == COMMIT_MARK
+        kept = base + len(COMMIT_MARK) if cut >= base + len(COMMIT_MARK) else base
+        assert os.path.getsize(wal_files(work)[0]) == kept, cut
         # the log keeps working after the cut: a new record lands where the torn one was
         r.append("g", [(4, 2, b"after")])
         r.sync()
@@ -131,7 +135,10 @@ def test_corrupt_crc_ends_the_valid_prefix(tmp_path, where):
     open(path, "wb").write(bytes(data))
     r = open_store(d)
     assert r.state("g").last_index == expect
-    assert os.path.getsize(path) == (base if where == "last" else len(WAL_MAGIC))
+    # the damaged write's leading commit mark is intact, so it stays
+    start = base if where == "last" else len(WAL_MAGIC)
+    assert data[start:start + len(COMMIT_MARK)] == COMMIT_MARK
+    assert os.path.getsize(path) == start + len(COMMIT_MARK)
 
 
 def test_rollover_moves_entries_to_segments(tmp_path):
@@ -355,3 +362,22 @@ def test_memory_tables_holding_mem_max_bytes_roll_the_wal_over(tmp_path):
     s.close()
     r = open_store(d, config)
     assert len(r.entries("a", 1, 2040)) == 2040
+
+
+def test_a_torn_write_after_two_commit_marks_is_cut_not_taken_for_damage(tmp_path):
+    """Commit marks count as part of the intact prefix: after [entry][mark][mark][torn entry]
+    recovery cuts the torn entry. (It used to end the prefix before the marks, take the
+    second mark for durable data after damage, and refuse to start.)"""
+    from quorum.log.records import COMMIT_MARK, encode_entry, scan
+
+    d = str(tmp_path)
+    open_store(d, SMALL).close()
+    wal = os.path.join(d, "wal", sorted(os.listdir(os.path.join(d, "wal")))[-1])
+    torn = encode_entry(b"q", 2, 1, b"second")[:-3]
+    with open(wal, "ab") as f:
+        f.write(encode_entry(b"q", 1, 1, b"first") + COMMIT_MARK + COMMIT_MARK + torn)
+    data = open(wal, "rb").read()
+    assert scan(data, 8)[1] == len(data) - len(torn)
+    s = open_store(d, SMALL)
+    assert s.entries("q", 1, 1) == [(1, 1, b"first")]
+    assert s.state("q").last_index == 1
