@@ -15,6 +15,8 @@ import struct
 import zlib
 from typing import Iterator
 
+from quorum.log.disk import Pieces
+
 __all__ = ["HEADER_SIZE", "MAX_RECORD", "FileFrames", "frame", "frame_pieces", "scan",
            "unpack_header"]
 
@@ -28,29 +30,15 @@ def frame(payload: bytes) -> bytes:
     return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
-# a payload this large is written from where it is (its own piece of a vectored write) rather
-# than copied into a run of small records
-_OWN_PIECE = 4096
-
-
 def frame_pieces(payloads: list[bytes], first: bytes = b"") -> list[bytes | bytearray]:
     """The framed records of `payloads` (after the bytes `first`) as pieces for one vectored
-    write (`quorum.log.disk.OsDisk.write_pieces`): small records joined into runs, a large
-    payload a piece of its own, never copied. Runs in the journal's worker thread, where the
-    CRC32 of a large payload does not hold the GIL."""
-    pieces: list[bytes | bytearray] = []
-    run = bytearray(first)
+    write (`quorum.log.disk.Pieces`: a large payload is never copied). Runs in the journal's
+    worker thread, where the CRC32 of a large payload does not hold the GIL."""
+    out = Pieces(first)
     for payload in payloads:
-        run += _HEADER.pack(len(payload), zlib.crc32(payload))
-        if len(payload) < _OWN_PIECE:
-            run += payload
-        else:
-            pieces.append(run)
-            pieces.append(payload)
-            run = bytearray()
-    if run:
-        pieces.append(run)
-    return pieces
+        out.put(_HEADER.pack(len(payload), zlib.crc32(payload)))
+        out.put(payload)
+    return out.done()
 
 
 def unpack_header(view: memoryview, pos: int) -> tuple[int, int]:

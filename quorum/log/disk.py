@@ -19,9 +19,35 @@ import threading
 import time
 from typing import Callable, Iterable
 
-__all__ = ["Disk", "OsDisk", "CrashDisk"]
+__all__ = ["Disk", "OsDisk", "CrashDisk", "Pieces"]
 
 _IOV_MAX = 1024  # buffers per writev call (Linux's IOV_MAX)
+
+
+class Pieces:
+    """The buffers of one vectored write (`OsDisk.write_pieces`), built a record at a time:
+    small parts are joined into runs, a part of `OWN_PIECE` bytes or more (a message body)
+    becomes a piece of its own and is never copied."""
+
+    OWN_PIECE = 4096
+
+    def __init__(self, first: bytes = b"") -> None:
+        self._pieces: list[bytes | bytearray] = []
+        self._run = bytearray(first)
+
+    def put(self, data: bytes) -> None:
+        if len(data) < self.OWN_PIECE:
+            self._run += data
+        else:
+            self._pieces.append(self._run)
+            self._pieces.append(data)
+            self._run = bytearray()
+
+    def done(self) -> list[bytes | bytearray]:
+        if self._run:
+            self._pieces.append(self._run)
+            self._run = bytearray()
+        return self._pieces
 
 
 class OsDisk:

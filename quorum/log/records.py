@@ -21,6 +21,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Iterator
 
+from .disk import Pieces
+
 __all__ = [
     "WAL_MAGIC",
     "EntryRec",
@@ -138,31 +140,19 @@ def encode_entry(group: bytes, index: int, term: int, payload: bytes) -> bytes:
     return _framed_entry(entry_head(entry_prefix(group), index, term), payload) + payload
 
 
-# a payload this large is written from where it is, a piece of its own in the vectored write
-_OWN_PIECE = 4096
-
-
 def wal_pieces(batch: list, first: bytes = b"") -> list[bytes | bytearray]:
-    """The bytes of a WAL batch as pieces for one vectored write (`OsDisk.write_pieces`): each
-    item is a whole record (bytes) or an entry's ``(head, payload)`` (`entry_head`), framed
-    here; small records are joined into runs, a large payload is never copied."""
-    pieces: list[bytes | bytearray] = []
-    run = bytearray(first)
+    """The bytes of a WAL batch as pieces for one vectored write: each item is a whole record
+    (bytes) or an entry's ``(head, payload)`` (`entry_head`), framed here; a large payload is
+    never copied (`disk.Pieces`)."""
+    out = Pieces(first)
     for item in batch:
         if type(item) is tuple:
             head, payload = item
-            run += _framed_entry(head, payload)
-            if len(payload) < _OWN_PIECE:
-                run += payload
-                continue
-            pieces.append(run)
-            pieces.append(payload)
-            run = bytearray()
+            out.put(_framed_entry(head, payload))
+            out.put(payload)
         else:
-            run += item
-    if run:
-        pieces.append(run)
-    return pieces
+            out.put(item)
+    return out.done()
 
 
 def encode_hard_state(group: bytes, term: int, vote: str | None, commit: int) -> bytes:

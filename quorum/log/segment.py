@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from array import array
 from typing import Sequence
 
-from .disk import OsDisk
+from .disk import OsDisk, Pieces
 
 __all__ = ["SEG_MAGIC", "SegmentInfo", "CorruptSegment", "segment_name", "parse_segment_name",
            "write_segment", "read_segment_range"]
@@ -65,34 +65,21 @@ def parse_segment_name(name: str) -> tuple[int, int, int] | None:
     return int(parts[0]), int(parts[1]), int(parts[2])
 
 
-# a payload this large is written from where it is rather than copied into a run
-_OWN_PIECE = 4096
-
-
 def encode_segment(entries: Sequence[tuple[int, int, bytes]]) -> tuple[list, list[int]]:
     """Entries are consecutive (index, term, payload) tuples. Returns the file's bytes as
-    pieces for a vectored write (small records joined into runs, a large payload a piece of
-    its own: a segment is never one big copy of its payloads) and the offset of each record."""
-    pieces: list = []
-    run = bytearray(SEG_MAGIC)
+    pieces for a vectored write (`disk.Pieces`: a segment is never one big copy of its
+    payloads) and the offset of each record."""
+    out = Pieces(SEG_MAGIC)
     offsets = []
     pos = len(SEG_MAGIC)
     for index, term, payload in entries:
         it = _IT.pack(index, term)
         crc = zlib.crc32(payload, zlib.crc32(it))
-        run += struct.pack("<II", len(it) + len(payload), crc)
-        run += it
-        if len(payload) < _OWN_PIECE:
-            run += payload
-        else:
-            pieces.append(run)
-            pieces.append(payload)
-            run = bytearray()
+        out.put(struct.pack("<II", len(it) + len(payload), crc) + it)
+        out.put(payload)
         offsets.append(pos)
         pos += 8 + len(it) + len(payload)
-    if run:
-        pieces.append(run)
-    return pieces, offsets
+    return out.done(), offsets
 
 
 def write_segment(disk: OsDisk, directory: str, counter: int,
