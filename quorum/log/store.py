@@ -115,6 +115,7 @@ class LogStore:
         self._deleting: list[tuple[int, str]] = []  # (token of the DELETE record, group)
         self._deleted: set[str] = set()  # ids deleted in this process (reuse is refused)
         self._failed: BaseException | None = None
+        self._failure = ""
         self.fsyncs = 0
         self.batches = 0
 
@@ -132,9 +133,20 @@ class LogStore:
     def failed(self) -> BaseException | None:
         return self._failed
 
+    @property
+    def failure(self) -> str:
+        """What failed, and where (the text of the first `LogFailed`); "" while healthy."""
+        return self._failure
+
+    def _fail(self, error: OSError, what: str) -> LogFailed:
+        """Enter the failed state; returns the `LogFailed` to raise."""
+        self._failed = error
+        self._failure = f"{what}: {error!r}"
+        return LogFailed(self._failure)
+
     def _check(self) -> None:
         if self._failed is not None:
-            raise LogFailed(f"log failed: {self._failed!r}") from self._failed
+            raise LogFailed(f"log failed: {self._failure or repr(self._failed)}") from self._failed
 
     def _group(self, group: str) -> GroupLog:
         g = self.groups.get(group)
@@ -243,8 +255,7 @@ class LogStore:
             if dirs:
                 self.disk.fsync_dir(self.groups_dir)
         except OSError as e:
-            self._failed = e
-            raise LogFailed(f"removing deleted groups failed: {e!r}") from e
+            raise self._fail(e, "removing deleted groups failed") from e
 
     def write_snapshot_file(self, group: str, snap: StoredSnapshot) -> None:
         """IO (worker thread in the async log): make the snapshot file durable. Call
@@ -255,8 +266,7 @@ class LogStore:
             self._ensure_dir(d)
             write_snapshot(self.disk, d, snap)
         except OSError as e:
-            self._failed = e
-            raise LogFailed(f"snapshot write failed: {e!r}") from e
+            raise self._fail(e, "snapshot write failed") from e
 
     def note_snapshot(self, group: str, index: int, term: int, discard: bool) -> int:
         """The snapshot file at (index, term) is durable: compact (or with `discard`, replace)
@@ -301,8 +311,7 @@ class LogStore:
                 self.disk.fdatasync(self._wal_fd)  # type: ignore[arg-type]
                 self._mark_next = True
         except OSError as e:
-            self._failed = e
-            raise LogFailed(f"WAL {self._wal_path} write failed: {e!r}") from e
+            raise self._fail(e, f"WAL {self._wal_path} write failed") from e
         self._wal_size += size
         self.fsyncs += fsync
         self.batches += 1
@@ -371,8 +380,7 @@ class LogStore:
             plan.old_wal = (self._wal_fd, self._wal_path)
             self._start_wal(plan.wal_seq, plan.checkpoint)
         except OSError as e:
-            self._failed = e
-            raise LogFailed(f"WAL rollover failed: {e!r}") from e
+            raise self._fail(e, f"WAL rollover ({self.wal_dir}) failed") from e
 
     def write_segments(self, plan: _Rollover) -> None:
         """IO: the frozen memory tables to segment files, durable (names and directories
@@ -390,8 +398,7 @@ class LogStore:
                 self.disk.fsync_dir(d)
             plan.fsyncs = len(plan.chunks)
         except OSError as e:
-            self._failed = e
-            raise LogFailed(f"WAL rollover failed: {e!r}") from e
+            raise self._fail(e, f"WAL rollover ({self.wal_dir}) failed") from e
 
     def drop_old_wal(self, plan: _Rollover) -> None:
         """IO, once the segments are durable: delete the old WAL and the garbage."""
@@ -407,8 +414,7 @@ class LogStore:
             self.disk.fsync_dir(self.wal_dir)
             plan.fsyncs += 1
         except OSError as e:
-            self._failed = e
-            raise LogFailed(f"WAL rollover failed: {e!r}") from e
+            raise self._fail(e, f"WAL rollover ({self.wal_dir}) failed") from e
 
     def _start_wal(self, seq: int, head: bytes) -> None:
         """Create WAL `seq` holding `head`, atomically: tmp, fsync, rename, fsync dir."""
