@@ -21,6 +21,7 @@ def small_chunks(monkeypatch):
     monkeypatch.setattr(packed, "CHUNK", 3)   # every few messages cross a chunk boundary
     monkeypatch.setattr(fifo_packed, "_HOT", 2)     # all but the first two are packed
     monkeypatch.setattr(fifo_packed, "_REFILL", 2)
+    monkeypatch.setattr(fifo_packed, "_BATCH", 2)      # the newest wait unpacked in pairs
 
 
 def _wire(m: Message) -> list:
@@ -131,3 +132,55 @@ def test_a_defaulted_column_is_stored_only_where_a_row_departs_from_it(ops):
         assert list(again) == list(rows)
     if all(op is None or op[1] == 7 for op in ops):   # no row ever departed from the default
         assert fifo.to_wire()[1] == b""
+
+
+_row_st = st.tuples(st.integers(0, 2**40), st.sampled_from([7, 7, 7, 9]))
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("extend"), st.lists(_row_st, max_size=8)),
+                          st.tuples(st.just("pop"), st.integers(0, 8)),
+                          st.tuples(st.just("append"), _row_st), st.just(("popleft",))),
+                max_size=30))
+def test_column_wise_extend_and_pop_match_rows(ops):
+    """`extend_columns` / `pop_columns` (the packing of a batch at once) keep the same rows
+    in the same order as appending and popping them one by one, across chunk boundaries."""
+    rows: deque[tuple] = deque()
+    fifo = ColumnFifo("qq", (None, 7))
+    for op in ops:
+        if op[0] == "extend":
+            new = op[1]
+            if new:
+                fifo.extend_columns([[r[0] for r in new], [r[1] for r in new]])
+                rows.extend(new)
+        elif op[0] == "pop":
+            expect = [rows.popleft() for _ in range(min(op[1], len(rows)))]
+            firsts, seconds = fifo.pop_columns(op[1])
+            assert list(zip(firsts, seconds)) == expect
+        elif op[0] == "append":
+            fifo.append(op[1])
+            rows.append(op[1])
+        elif rows:
+            assert fifo.popleft() == rows.popleft()
+        assert len(fifo) == len(rows) and list(fifo) == list(rows)
+    half = ColumnFifo("qq", (None, 7))   # a snapshot of three parts, e.g. hot, packed, tail
+    wire = ColumnFifo.concat_wire(fifo, half, fifo)
+    again = ColumnFifo("qq", (None, 7))
+    again.load_wire(wire)
+    assert list(again) == list(rows) * 2
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 2**40), st.none()), max_size=40))
+def test_packed_ints_match_a_deque(ops):
+    model: deque[int] = deque()
+    p = PackedInts()
+    for op in ops:
+        if op is None:
+            if model:
+                assert p.popleft() == model.popleft()
+        else:
+            p.append(op)
+            model.append(op)
+        assert len(p) == len(model) and bool(p) == bool(model) and list(p) == list(model)
+        assert list(PackedInts.from_bytes(p.to_bytes())) == list(model)
