@@ -146,7 +146,11 @@ class LogStore:
 
     def _check(self) -> None:
         if self._failed is not None:
-            raise LogFailed(f"log failed: {self._failure or repr(self._failed)}") from self._failed
+            raise self.failed_error() from self._failed
+
+    def failed_error(self) -> LogFailed:
+        """The error every call after the failure raises: it repeats what failed, and where."""
+        return LogFailed(f"log failed: {self._failure or repr(self._failed)}")
 
     def _group(self, group: str) -> GroupLog:
         g = self.groups.get(group)

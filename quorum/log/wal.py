@@ -93,7 +93,7 @@ class AsyncLog:
         """Return once `token` is durable; raise `LogFailed` if the log failed first."""
         while self.store.durable < token:
             if self.store.failed is not None:
-                raise LogFailed(f"log failed: {self.store.failure or repr(self.store.failed)}")
+                raise self.store.failed_error()
             await self._durable_ev.wait()
 
     # -- the writer task --------------------------------------------------------------------
