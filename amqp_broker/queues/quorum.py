@@ -256,9 +256,12 @@ class QuorumQueue:
         said so (a dropped link, a full send queue) are sent again. Enqueues still
         unconfirmed since the last audit go again in order; a local consumer the replicated
         state no longer has (taken down while this node was cut off) checks out again, and a
-        consumer of this node that no channel here holds is taken down."""
+        consumer of this node that no channel here holds is taken down. The leader also
+        restores consumers suspected on a node it reaches (`_restore_suspected`)."""
         if self.deleted or not self.ready:
             return
+        if self.runtime.driver.status(self.group).is_leader:
+            self._restore_suspected()
         if self._effects.holding and not self.behind():
             self._effects.run(self.group, [])  # deliveries held while catching up
         oldest = min(self._unconfirmed) if self._unconfirmed else None
@@ -280,6 +283,17 @@ class QuorumQueue:
                 if c.key.node == self.node and self.live_channel(c.key.pid) is None}
         for pid in dead:
             self.propose(fifo.ConsumerDown(pid))
+
+    def _restore_suspected(self) -> None:
+        """Leader: consumers the state holds as suspected (a NodeDown) on a node whose link
+        is up, or on this very node, get a NodeUp. The NodeUp that a link coming back makes
+        the leader send (`node_changed`) is lost when that leader stops before it commits,
+        and a node that sees the link come back while it follows sends none, nor does a
+        leader for its own node: those consumers would get no deliveries for good (found by
+        test_jepsen.py: confirmed messages ready on every node, live consumers idle)."""
+        for node in sorted(fifo.suspected_nodes(self.state.fifo)):
+            if self.runtime.is_running(node):
+                self.propose(fifo.NodeUp(node))
 
     def _down_earlier_processes(self) -> None:
         """Consumers and publishers of this node's previous run are dead: say so (their

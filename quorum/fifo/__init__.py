@@ -21,11 +21,12 @@ from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUP
 from .hooks import FifoMachine, leader_effects, return_commands, snapshot_installed_effects
 from .machine import apply
 from .state import (QueueState, active_consumer, digest, handoff_counts, init, overview,
-                    partition_overview, restore, snapshot)
+                    partition_overview, restore, snapshot, suspected_nodes)
 
 __all__ = [
     "apply", "FifoMachine", "return_commands", "leader_effects", "snapshot_installed_effects", "should_run", "init", "snapshot", "restore", "digest", "overview",
     "active_consumer", "partition_overview", "handoff_counts", "QueueState", "encode_command", "decode_command",
+    "suspected_nodes",
     # commands
     "Meta", "ConsumerKey", "QueueConfig", "Command", "Enqueue", "Checkout", "Dequeue",
     "Settle", "Return", "Requeue", "Discard", "Credit", "Cancel", "ConsumerDown",

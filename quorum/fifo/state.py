@@ -146,6 +146,11 @@ def digest(q: QueueState) -> str:
     return hashlib.sha256(snapshot(q)).hexdigest()[:16]
 
 
+def suspected_nodes(q: QueueState) -> set[str]:
+    """Nodes with consumers suspected down (a NodeDown, no NodeUp since)."""
+    return {c.key.node for c in (*q.consumers.values(), *q.waiting) if c.status == SUSPECTED}
+
+
 def overview(q: QueueState) -> dict:
     """Counters for management / list_queues."""
     cfg = q.config

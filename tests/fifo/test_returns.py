@@ -1,6 +1,7 @@
 """Requeue, delivery count and delivery limit (RabbitMQ 4.x rules)."""
 from quorum.fifo import (Checkout, ConsumerDown, DeadLetter, Discard, NodeDown, NodeUp,
-                         QueueConfig, Requeue, Return, Settle, return_commands)
+                         QueueConfig, Requeue, Return, Settle, return_commands,
+                         suspected_nodes)
 
 from .harness import C1, C2, Harness, delivered, effects
 
@@ -133,8 +134,11 @@ def test_node_down_suspects_consumers_and_node_up_restores():
     h = Harness()
     h(Checkout(C1, prefetch=1))
     h.publish(1)
+    assert suspected_nodes(h.q) == set()
     a = h(NodeDown("node-a"))
     assert h.q.consumers[C1].status == "suspected_down"
+    assert suspected_nodes(h.q) == {"node-a"}  # what a leader's audit sends NodeUp for
     assert h.q.messages_ready() == 1 and delivered(a) == []
     a = h(NodeUp("node-a"))
     assert [(d.index, d.acquired) for d in delivered(a, C1)] == [(2, 1)]
+    assert suspected_nodes(h.q) == set()
