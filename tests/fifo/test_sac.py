@@ -98,4 +98,3 @@ def test_cancelled_consumer_resubscribing_waits_then_takes_over():
     a = h(Cancel(C2))                  # ...and the waiting C1 becomes active
     assert ConsumerActive(C1, True) in a.effects
     assert [d.index for d in delivered(h.publish(1), C1)] == [8]
-
