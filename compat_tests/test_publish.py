@@ -2,6 +2,8 @@
 transactions, mode switching (406), missing exchange (404), immediate (540), user_id checks,
 message size, and direct reply-to RPC."""
 
+import struct
+
 import pika
 import pika.exceptions
 import pytest
@@ -202,6 +204,26 @@ def test_user_id_mismatch_is_406(conn, names):
     with channel_closed(406, "PRECONDITION_FAILED - user_id property set to 'someone-else' "
                              "but authenticated user was 'guest'"):
         ch.basic_publish("amq.direct", "k", b"x", pika.BasicProperties(user_id="someone-else"))
+
+
+def test_user_id_that_is_not_utf8_is_406_not_an_internal_error(broker_url):
+    # found by tests/hardening/test_fuzz_live.py: the broker raised decoding it
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.open_channel(1)
+        raw.send(1, commands.Basic.Publish(exchange="amq.direct", routing_key="k"))
+        user_id = b"\xe6\x00x"  # pamqp encodes only str: the content header by hand
+        props = struct.pack(">H", 0x0010) + bytes([len(user_id)]) + user_id  # user_id flag
+        payload = struct.pack(">HHQ", 60, 0, 1) + props
+        raw.send_raw(struct.pack(">BHI", 2, 1, len(payload)) + payload + b"\xce")
+        raw.send_raw(struct.pack(">BHI", 3, 1, 1) + b"x\xce")
+        # read undecoded: RabbitMQ echoes the raw bytes in reply_text, which pamqp refuses
+        kind, channel, payload = raw.read_raw_frame()
+        assert (kind, channel) == (1, 1)
+        assert struct.unpack_from(">HHH", payload, 0) == (20, 40, 406)  # channel.close 406
+        text_len = payload[6]
+        assert payload[7:7 + text_len].startswith(b"PRECONDITION_FAILED")
+        assert struct.unpack_from(">HH", payload, 7 + text_len) == (60, 40)
 
 
 def test_user_id_matching_is_delivered(ch, names):

@@ -153,8 +153,8 @@ def peek(raw: bytes, name: str) -> Any:
     if pos < 0:
         return None
     kind = _FIELDS[_INDEX[name]][2]
-    if kind == "s":
-        return raw[pos + 1 : pos + 1 + raw[pos]].decode("utf-8")
+    if kind == "s":  # bytes that are not UTF-8 compare unequal, never raise (user_id, expiration)
+        return raw[pos + 1 : pos + 1 + raw[pos]].decode("utf-8", "replace")
     if kind == "o":
         return raw[pos]
     if kind == "t":
