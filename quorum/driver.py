@@ -644,11 +644,17 @@ class NodeDriver:
                     waiters[first + i] = w
 
     async def _persist(self, g: _Group, rd: Ready) -> int:
-        """Queue this Ready's durable state in the WAL; returns the token to wait for."""
+        """Queue this Ready's durable state in the WAL; returns the token to wait for.
+        Nothing for a group removed during an earlier await of the pass (its queue deleted):
+        no record may follow its DELETE."""
         token = 0
         log = self.log
+        if self._groups.get(g.id) is not g:
+            return 0
         if rd.snapshot is not None:
             token = await log.save_snapshot(g.id, _stored(rd.snapshot), discard=True)
+            if self._groups.get(g.id) is not g:
+                return 0
             g.state, g.installed = install_snapshot(g.machine, rd.snapshot.data)
             # the state is applied up to the snapshot: without this a replica that caught up
             # through a snapshot with nothing after it stayed `behind` for good, and a quorum

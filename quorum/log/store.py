@@ -23,6 +23,7 @@ writes the frozen tables to segment files, `finish_rollover()` swaps the in-memo
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -114,6 +115,10 @@ class LogStore:
         self._garbage: list[str] = []  # files to delete once a rollover checkpoint is durable
         self._deleting: list[tuple[int, str]] = []  # (token of the DELETE record, group)
         self._deleted: set[str] = set()  # ids deleted in this process (reuse is refused)
+        # held by the worker threads that write a snapshot file or remove deleted groups'
+        # directories: a snapshot of a group deleted meanwhile is then either removed with its
+        # directory or never written (see write_snapshot_file)
+        self._dirs_lock = threading.Lock()
         self._failed: BaseException | None = None
         self._failure = ""
         self.fsyncs = 0
@@ -248,8 +253,19 @@ class LogStore:
         self._deleting = keep
         return dirs
 
+    def is_deleted(self, group: str) -> bool:
+        """Deleted, or its DELETE record is queued."""
+        if group in self._deleted:
+            return True
+        g = self.groups.get(group)
+        return g is not None and g.deleted
+
     def remove_files(self, dirs: list[str]) -> None:
         """IO: remove deleted groups' directories (snapshot, segments)."""
+        with self._dirs_lock:
+            self._remove_dirs(dirs)
+
+    def _remove_dirs(self, dirs: list[str]) -> None:
         try:
             for d in dirs:
                 for name in self.disk.listdir(d):
@@ -263,19 +279,28 @@ class LogStore:
 
     def write_snapshot_file(self, group: str, snap: StoredSnapshot) -> None:
         """IO (worker thread in the async log): make the snapshot file durable. Call
-        `note_snapshot` afterwards, from the owning thread."""
+        `note_snapshot` afterwards, from the owning thread. Nothing is written for a group
+        deleted meanwhile (a queue deleted while its snapshot was on the way): its directory
+        may be gone already, and must not come back."""
         self._check()
         d = os.path.join(self.groups_dir, group_dir_name(group))
-        try:
-            self._ensure_dir(d)
-            write_snapshot(self.disk, d, snap)
-        except OSError as e:
-            raise self._fail(e, "snapshot write failed") from e
+        with self._dirs_lock:
+            if self.is_deleted(group):
+                return
+            try:
+                self._ensure_dir(d)
+                write_snapshot(self.disk, d, snap)
+            except OSError as e:
+                raise self._fail(e, "snapshot write failed") from e
 
     def note_snapshot(self, group: str, index: int, term: int, discard: bool) -> int:
         """The snapshot file at (index, term) is durable: compact (or with `discard`, replace)
-        the group's log and queue the WAL record that says so."""
+        the group's log and queue the WAL record that says so. For a group deleted meanwhile
+        nothing (0): no record may follow its DELETE, and a file written before the deletion
+        goes with the group's directory."""
         self._check()
+        if self.is_deleted(group):
+            return 0
         g = self._group(group)
         self._garbage.extend(s.path for s in g.compact(index, term, discard))
         return self._queue(R.encode_snapshot(g.key, index, term, discard))
