@@ -42,6 +42,7 @@ import logging
 import os
 from array import array
 from functools import partial
+from itertools import accumulate
 from typing import Any, Callable, Iterable, Sequence
 
 import trio
@@ -168,10 +169,11 @@ class MessageJournal:
         self._index = JournalIndex()
         self._live_bytes = 0
         self._file_bytes = 0
-        self._pending: list[bytes] = []
+        self._pending: list[bytes | None] = []   # None: an enqueue record cancelled
         self._pending_bytes = 0
-        # the pending enqueue records: (their queue's records, msg id, offset in the batch)
-        self._pending_enqueues: list[tuple[QueueRecords, int, int]] = []
+        # the pending enqueue records: (their queue's records, msg id) -> place in `_pending`
+        self._pending_enqueues: dict[tuple[QueueRecords, int], int] = {}
+        self._cancelled = 0   # enqueue records of the pending batch removed before written
         # enqueue records not yet written (pending or being written), for `read`
         self._unwritten: dict[tuple[QueueRecords, int], bytes] = {}
         self._read_fd: int | None = None   # the current file, for `read`
@@ -186,6 +188,7 @@ class MessageJournal:
         self.fsyncs = 0  # number of flushes done (statistics)
         self._mark_next = False  # the next write starts with a commit mark
         self.compactions = 0
+        self.cancelled = 0  # enqueue records never written: removed while pending (statistics)
 
     # -- recovery --------------------------------------------------------------------------------
     def open(self) -> RecoveredQueues:
@@ -299,8 +302,9 @@ class MessageJournal:
         record = encode_enqueue(queue, msg_id, message)
         records = self._index.records(queue)
         self._live_bytes += records.add(msg_id, HEADER_SIZE + len(record))
-        self._pending_enqueues.append((records, msg_id, self._pending_bytes))
-        self._unwritten[(records, msg_id)] = record
+        key = (records, msg_id)
+        self._pending_enqueues[key] = len(self._pending)
+        self._unwritten[key] = record
         return self._add(record)
 
     def delivered(self, queue: str, msg_ids: Iterable[int]) -> int:
@@ -309,9 +313,37 @@ class MessageJournal:
         return self._add(encode_ids(DELIVERED, queue, ids))
 
     def removed(self, queue: str, msg_ids: Iterable[int]) -> int:
+        """Messages acked (or otherwise gone). One whose enqueue record is still in the
+        pending batch is cancelled there: neither record is ever written (as RabbitMQ's
+        message store skips a message removed before its write), and what waits on the
+        batch still waits for it, so a confirm never comes earlier than it would have."""
         ids = list(msg_ids)
+        pending = self._pending_enqueues
+        if pending:
+            records = self._index.queues.get(queue)
+            if records is not None:
+                kept = [i for i in ids if not self._cancel(records, i, pending)]
+                if len(kept) < len(ids):
+                    self._live_bytes -= self._index.remove(queue, ids)
+                    if not kept:
+                        return self._seq
+                    return self._add(encode_ids(REMOVED, queue, kept), urgent=False)
         self._live_bytes -= self._index.remove(queue, ids)
         return self._add(encode_ids(REMOVED, queue, ids), urgent=False)
+
+    def _cancel(self, records: QueueRecords, msg_id: int,
+                pending: dict[tuple[QueueRecords, int], int]) -> bool:
+        """Take `msg_id`'s enqueue record out of the pending batch, if it is there."""
+        slot = pending.pop((records, msg_id), None)
+        if slot is None:
+            return False
+        record = self._pending[slot]
+        self._pending[slot] = None
+        self._pending_bytes -= HEADER_SIZE + len(record)  # type: ignore[arg-type]
+        del self._unwritten[(records, msg_id)]
+        self._cancelled += 1
+        self.cancelled += 1
+        return True
 
     def drop_queue(self, queue: str) -> int:
         """A durable queue was deleted: forget all its messages (one record)."""
@@ -395,10 +427,9 @@ class MessageJournal:
 
     async def _flush_once(self) -> None:
         seq, job, done = self._take_batch()
-        result = await trio.to_thread.run_sync(job)
-        if done is not None:
-            done(result)
-        self.fsyncs += 1
+        if job is not None:
+            done(await trio.to_thread.run_sync(job))
+            self.fsyncs += 1
         self._mark_durable(seq)
 
     def flush_sync(self, compact: bool = False) -> None:
@@ -406,20 +437,25 @@ class MessageJournal:
         `compact` forces a rewrite of the live set. Never call it while `run()` is active."""
         if self._pending or compact:
             seq, job, done = self._take_batch(compact)
-            result = job()
-            if done is not None:
-                done(result)
-            self.fsyncs += 1
+            if job is not None:
+                done(job())
+                self.fsyncs += 1
             self._mark_durable(seq)
 
-    def _take_batch(self, compact: bool = False) -> tuple[int, Callable[[], Any], Any]:
+    def _take_batch(self, compact: bool = False) -> tuple[int, Callable[[], Any] | None, Any]:
         """Detach the pending batch (trio thread); return its seq, the blocking job that makes
-        it durable (an append, or a compaction when garbage dominates the file) and what to
-        do with the job's result back in this thread (None: nothing)."""
+        it durable (an append, or a compaction when garbage dominates the file; None when
+        every record of the batch was cancelled) and what to do with the job's result back
+        in this thread."""
         seq, size, batch = self._seq, self._pending_bytes, self._pending
         self._urgent = False
-        enqueues = self._pending_enqueues
-        self._pending, self._pending_bytes, self._pending_enqueues = [], 0, []
+        enqueues = _batch_positions(batch, self._pending_enqueues, self._cancelled)
+        if self._cancelled:
+            batch = [record for record in batch if record is not None]
+        self._pending, self._pending_bytes, self._pending_enqueues = [], 0, {}
+        self._cancelled = 0
+        if not batch and not compact:
+            return seq, None, None
         start = self._file_bytes + (len(COMMIT_MARK) if self._mark_next else 0)
         total = start + size
         if compact or (total >= self._compact_min and 2 * self._live_bytes < total):
@@ -528,7 +564,20 @@ class MessageJournal:
             "live_messages": self._index.live_count(),
             "fsyncs": self.fsyncs,
             "compactions": self.compactions,
+            "cancelled": self.cancelled,
         }
+
+
+def _batch_positions(batch: list[bytes | None], enqueues: dict[tuple[QueueRecords, int], int],
+                     cancelled: int) -> list[tuple[QueueRecords, int, int]]:
+    """(records, msg id, offset of its frame in the written batch) of each enqueue record
+    of `batch`, whose cancelled records (None) are not written."""
+    if not enqueues:
+        return []
+    sizes = [0 if r is None else HEADER_SIZE + len(r) for r in batch] if cancelled \
+        else [HEADER_SIZE + len(r) for r in batch]  # type: ignore[arg-type]
+    offsets = [0, *accumulate(sizes)]
+    return [(records, msg_id, offsets[slot]) for (records, msg_id), slot in enqueues.items()]
 
 
 def _copy_run(src: int | None, out: int, run: list[tuple[int, int]], end: int,

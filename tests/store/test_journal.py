@@ -214,6 +214,7 @@ async def test_appends_during_compaction_survive(tmp_path):
     async with trio.open_nursery() as nursery:
         await nursery.start(j.run)
         q.publish(msg(b"a", persistent=True), 0)
+        await j.wait_durable(j.appended_seq)  # written (an ack before that cancels it instead)
         q.settle([q.get(0, no_ack=False).msg_id])  # garbage > live: next flush compacts
         q.publish(msg(b"b", persistent=True), 0)
         await trio.sleep(0)  # compaction starts in its thread
@@ -266,3 +267,48 @@ async def test_acks_alone_wait_for_company_then_share_an_fsync(tmp_path, autojum
     j.close()
     _, recovered = opened(tmp_path)
     assert "q" not in recovered  # both acks are in the file: nothing comes back
+
+
+@pytest.mark.trio
+async def test_a_message_acked_before_its_batch_is_written_is_never_written(tmp_path):
+    """As RabbitMQ's message store: a persistent message consumed and acked while its enqueue
+    record still waits in the pending batch costs no write (neither the enqueue nor the
+    removal), and its publisher confirm still comes when that batch is durable, never
+    earlier. A batch whose records were all cancelled needs no write and no fsync. What was
+    not acked is written at the right place: read back from the file, and recovered."""
+    fsync = CountingFsync()
+    j, _ = opened(tmp_path, fsync=fsync)
+    path = os.path.join(str(tmp_path), "messages.journal")
+    q = durable_queue(j)
+    q.add_consumer(consumer("c", prefetch=None), 0)
+    confirmed = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        base, size = fsync.calls, os.path.getsize(path)
+        for i in range(6):                        # no checkpoint: one pending batch
+            q.publish(msg(b"body-%d-" % i + b"x" * 1000, persistent=True), 0)
+            j.call_when_durable(j.appended_seq, lambda i=i: confirmed.append(i))
+        delivered = q.dispatch(0)
+        assert [d.entry.msg_id for d in delivered] == list(range(1, 7))
+        q.settle([1, 2, 4, 6])                    # acked before the flusher ran
+        assert confirmed == []
+        await j.wait_durable(j.appended_seq)
+        assert confirmed == list(range(6))
+        assert fsync.calls - base == 1
+        assert j.statistics()["cancelled"] == 4
+        written = os.path.getsize(path) - size
+        assert 2000 < written < 2 * 1000 + 600   # two enqueue records (+ delivered records)
+        assert [m.body[:7] for m in j.read(q.key, [3, 5])] == [b"body-2-", b"body-4-"]
+        base = fsync.calls
+        q.remove_consumer("c", "c", 0)
+        for i in range(6, 9):                     # all fetched with no-ack before the flush
+            q.publish(msg(b"%d" % i, persistent=True), 0)
+            j.call_when_durable(j.appended_seq, lambda i=i: confirmed.append(i))
+        assert [q.get(0, no_ack=True).msg_id for _ in range(3)] == [7, 8, 9]
+        await j.wait_durable(j.appended_seq)
+        assert confirmed == list(range(9))
+        assert fsync.calls == base                # nothing to write
+        nursery.cancel_scope.cancel()
+    j.close()
+    _, recovered = opened(tmp_path)
+    assert [(i, m.body[:7]) for i, m, _ in recovered[q.key]] == [(3, b"body-2-"), (5, b"body-4-")]
