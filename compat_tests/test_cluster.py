@@ -207,6 +207,38 @@ def test_a_classic_queue_is_used_from_every_node(cluster):
     c.close()
 
 
+def test_counts_of_a_classic_queue_on_another_node_are_current(cluster):
+    """A passive declare (and a redeclare) on any node answers the home queue's counts as
+    they are now, not as they were some seconds ago: publish with confirms on the home node,
+    and the other nodes' declare-ok at once shows every message; a consumer added there shows
+    at once too; a purge from another node answers how many it removed."""
+    a = _conn(cluster.urls[0])
+    ach = a.channel()
+    ach.queue_declare("cc.counts", durable=True)
+    b = _conn(cluster.urls[1])
+    bch = b.channel()
+    _until(lambda: bch.queue_declare("cc.counts", passive=True), what="cc.counts on node 2")
+    ach.confirm_delivery()
+    for round_ in range(3):
+        for i in range(7):
+            ach.basic_publish("", "cc.counts", b"%d" % i, pika.BasicProperties(delivery_mode=2))
+        ok = bch.queue_declare("cc.counts", passive=True)
+        assert ok.method.message_count == 7 * (round_ + 1)
+        assert bch.queue_declare("cc.counts", durable=True).method.message_count == 7 * (round_ + 1)
+    c = _conn(cluster.urls[2])
+    cch = c.channel()
+    ok = cch.queue_declare("cc.counts", passive=True)
+    assert (ok.method.message_count, ok.method.consumer_count) == (21, 0)
+    assert cch.queue_purge("cc.counts").method.message_count == 21
+    assert bch.queue_declare("cc.counts", passive=True).method.message_count == 0
+    ach.basic_consume("cc.counts", lambda *args: None)
+    ok = bch.queue_declare("cc.counts", passive=True)
+    assert (ok.method.message_count, ok.method.consumer_count) == (0, 1)
+    cch.queue_delete("cc.counts")
+    for conn in (a, b, c):
+        conn.close()
+
+
 def test_a_classic_queue_whose_node_is_down_is_not_found_elsewhere(cluster):
     a = _conn(cluster.urls[0])
     a.channel().queue_declare("cc.home", durable=True)

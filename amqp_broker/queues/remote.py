@@ -10,15 +10,16 @@ back: `confirmed`, `deliver`, `got`, `stats`, `consumer_gone`).
 What completes later: confirms (the home queue's own, e.g. after its journal fsync), deliveries
 (the home queue enforces each consumer's prefetch; this side counts them with
 `channel.count_granted`, as for quorum queues, and credits the link window back as the
-consumer's connection takes them), basic.get replies. Counts (declare-ok,
-listings) are the home node's last reported ones. While the home node is down the queue is
+consumer's connection takes them), basic.get replies, and the counts of a declare-ok or a
+purge-ok (`ask_counts`: the home queue answers, as RabbitMQ's queue process does; the server
+holds the reply until then). Listings show the counts the home node last reported (every 2 s). While the home node is down the queue is
 unavailable as RabbitMQ's is (`unavailable_error`: 404 "home node ... is down or
 inaccessible"); a confirmed publish routed to it is nacked; consumers are cancelled.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from amqp_broker.core.errors import AMQPError, NotFound
 
@@ -82,6 +83,8 @@ class RemoteQueue:
         self.consumers: dict[int, Consumer] = {}  # cid -> local consumer
         self._confirms: dict[int, Confirm] = {}  # corr -> the publish's confirm
         self._gets: dict[int, tuple[Any, GetReply]] = {}  # corr -> (channel, reply)
+        # corr -> (what to call with the answer, the count to give if none comes, a purge?)
+        self._counting: dict[int, tuple[Callable[[int], None], int, bool]] = {}
         # the link window (remote_wire.WINDOW_*): per cid, [deliveries, bytes] passed to the
         # consumer's connection and not yet credited back to the home node; cids whose credit
         # waits for their connection to drain
@@ -240,6 +243,8 @@ class RemoteQueue:
     def _end_gets_and_consumers(self) -> None:
         for corr in list(self._gets):
             self.got(w.GetReply(corr, 0))
+        for corr in list(self._counting):
+            self.counted(w.Counts(corr, -1, 0))
         for cid in list(self.consumers):
             self.consumer_gone(cid)
 
@@ -311,6 +316,37 @@ class RemoteQueue:
         self.link.send(self.home, w.Purge(self.vhost, self.name))
         self._messages = 0
         return n
+
+    def ask_counts(self, done: Callable[[int], None], purge: bool = False) -> None:
+        """Ask the home node what the queue holds now (a declare-ok) or, with `purge`, purge
+        it there and learn how many went (a purge-ok): RabbitMQ answers both from the queue
+        itself. `done(n)` gets the ready count (or the number purged) when the answer is here;
+        the last report if the home node cannot answer (its link down)."""
+        if purge:
+            self._check()
+        corr = self.link.new_id()
+        self._counting[corr] = (done, self._messages, purge)
+        self.link.expect(corr, self)
+        msg = w.Purge(self.vhost, self.name, corr) if purge else \
+            w.CountsRequest(corr, self.vhost, self.name)
+        sent = self.link.send(self.home, msg)
+        if purge:
+            self._messages = 0
+        if not sent:
+            self.counted(w.Counts(corr, -1, 0))
+
+    def counted(self, msg: w.Counts) -> None:
+        waiting = self._counting.pop(msg.corr, None)
+        self.link.forget(msg.corr)
+        if waiting is None:
+            return
+        done, fallback, purge = waiting
+        if msg.messages < 0:
+            done(fallback)
+            return
+        if not purge:
+            self._messages, self._remote_consumers = msg.messages, msg.consumers
+        done(msg.messages)
 
     def delete(self) -> int:
         """This node's proxy goes (the home node deletes the queue when the change commits)."""

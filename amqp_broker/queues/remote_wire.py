@@ -16,7 +16,7 @@ from __future__ import annotations
 import msgspec
 
 __all__ = ["Publish", "Confirmed", "Consume", "Cancel", "Deliver", "Settle", "Get", "GetReply",
-           "ChannelDown", "Purge", "Stats", "ConsumerGone", "MetaApplied", "Transfer", "NodeStats",
+           "ChannelDown", "Purge", "CountsRequest", "Counts", "Stats", "ConsumerGone", "MetaApplied", "Transfer", "NodeStats",
            "Credit", "WINDOW_MESSAGES", "WINDOW_BYTES", "encode",
            "decode",
            "RPC_GROUP"]
@@ -123,6 +123,21 @@ class ChannelDown(_Msg, tag="cd"):
 class Purge(_Msg, tag="pg"):
     vhost: str
     queue: str
+    corr: int = 0  # not 0: answer how many went (`Counts`, messages = the number purged)
+
+
+class CountsRequest(_Msg, tag="cq"):
+    """What the home queue holds now (a declare-ok on another node, as RabbitMQ asks the
+    queue itself): answered with `Counts`."""
+    corr: int
+    vhost: str
+    queue: str
+
+
+class Counts(_Msg, tag="cnt"):
+    corr: int
+    messages: int  # -1: no such queue here
+    consumers: int
 
 
 class Stats(_Msg, tag="sts"):
@@ -165,7 +180,7 @@ class NodeStats(_Msg, tag="ns"):
 
 
 Message = (Publish | Confirmed | Consume | Cancel | Deliver | Settle | Get | GetReply
-           | ChannelDown | Purge | Stats | ConsumerGone | MetaApplied | Transfer | NodeStats
-           | Credit)
+           | ChannelDown | Purge | CountsRequest | Counts | Stats | ConsumerGone | MetaApplied
+           | Transfer | NodeStats | Credit)
 encode = msgspec.msgpack.Encoder().encode
 decode = msgspec.msgpack.Decoder(Message).decode

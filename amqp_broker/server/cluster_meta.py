@@ -149,6 +149,12 @@ class ReplicatedMetadata:
             pending, self.pending = self.pending, []
         return result, pending
 
+    def hold(self, waiter: Any) -> None:
+        """While `collect` runs: the method's reply also waits for `waiter.wait()` (an async
+        call that returns True), as for a change (e.g. counts another node must give)."""
+        assert self.collecting
+        self.pending.append(waiter)
+
     async def commit_all(self, changes: list[PendingChange]) -> None:
         """Wait until every one of `changes` is committed, proposing again those that time
         out (start-up work that must not be lost: a node waits for its peers)."""

@@ -7,18 +7,61 @@ the permission checks (first, as rabbit_channel does) in `core.permissions.Acces
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
+import trio
 from pamqp import commands as C
 
 from amqp_broker.core.bindings import Dest
 from amqp_broker.queues import check_server_named
+from amqp_broker.queues.remote import RemoteQueue
 from .reply_to import REPLY_TO
 
 if TYPE_CHECKING:
     from .channel import Channel
 
-__all__ = ["HANDLERS"]
+__all__ = ["HANDLERS", "COUNTS_TIMEOUT"]
+
+# How long a declare-ok or purge-ok of a classic queue homed on another node waits for that
+# node's answer before it goes out with the counts the node last reported.
+COUNTS_TIMEOUT = 5.0
+
+
+class _HomeCounts:
+    """The -ok of a method on a classic queue homed on another node, held (the session's
+    barrier, `cluster_meta.hold`) until that node says what the queue holds now: RabbitMQ
+    answers a declare-ok's counts and a purge-ok's count from the queue process itself, so a
+    client that published through one node and declares through another sees every message.
+    `wait` writes the reply itself once the answer (or `COUNTS_TIMEOUT`) is in."""
+
+    __slots__ = ("ch", "reply", "count", "answered")
+
+    def __init__(self, ch: "Channel", reply: Callable[[int], None]) -> None:
+        self.ch = ch
+        self.reply = reply
+        self.count = 0
+        self.answered = trio.Event()
+
+    def done(self, count: int) -> None:
+        self.count = count
+        self.answered.set()
+
+    async def wait(self) -> bool:
+        with trio.move_on_after(COUNTS_TIMEOUT):
+            await self.answered.wait()
+        if not self.ch.released:
+            self.reply(self.count)
+        return True
+
+
+def _held(ch: "Channel", reply: Callable[[int], None]) -> _HomeCounts | None:
+    """A held reply, if this method's reply can be held (a client method in a cluster)."""
+    meta = ch.broker.cluster_meta
+    if meta is None or not meta.collecting:
+        return None
+    held = _HomeCounts(ch, reply)
+    meta.hold(held)
+    return held
 
 
 def _exchange_declare(ch: "Channel", m: C.Exchange.Declare) -> None:
@@ -76,9 +119,17 @@ def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
                                 exclusive=m.exclusive, auto_delete=m.auto_delete,
                                 arguments=dict(m.arguments or {}), server_named=server_named)
     ch.last_queue = name
-    if not m.nowait:
-        # Not pamqp's DeclareOk: it refuses valid UTF-8 names (e.g. non-ASCII ones).
-        ch.conn.send_declare_ok(ch.number, name, rt.message_count, rt.consumer_count)
+    if m.nowait:
+        return
+    queue = rt.queue
+    if isinstance(queue, RemoteQueue) and not queue.deleted:
+        held = _held(ch, lambda n: ch.conn.send_declare_ok(ch.number, name, n,
+                                                           rt.consumer_count))
+        if held is not None:
+            queue.ask_counts(held.done)
+            return
+    # Not pamqp's DeclareOk: it refuses valid UTF-8 names (e.g. non-ASCII ones).
+    ch.conn.send_declare_ok(ch.number, name, rt.message_count, rt.consumer_count)
 
 
 def _queue_bind(ch: "Channel", m: C.Queue.Bind) -> None:
@@ -101,6 +152,13 @@ def _queue_unbind(ch: "Channel", m: C.Queue.Unbind) -> None:
 def _queue_purge(ch: "Channel", m: C.Queue.Purge) -> None:
     queue = _queue_name(ch, m.queue)
     ch.access.queue_purge(queue)
+    rt = ch.vhost.get_queue(queue, ch.session)
+    if isinstance(rt.queue, RemoteQueue) and not m.nowait:
+        held = _held(ch, lambda n: ch.reply(C.Queue.PurgeOk(message_count=n)))
+        if held is not None:
+            rt.queue.ask_counts(held.done, purge=True)
+            rt.mark_dirty()
+            return
     n = ch.vhost.purge_queue(ch.session, queue)
     if not m.nowait:
         ch.reply(C.Queue.PurgeOk(message_count=n))

@@ -266,6 +266,10 @@ class RemoteQueues:
             q = self._proxy(msg.vhost, msg.queue)
             if q is not None:
                 q.stats(msg.messages, msg.consumers)
+        elif t is w.Counts:
+            q = self._routes.get(msg.corr)
+            if q is not None:
+                q.counted(msg)
         # home side: other nodes' channels using our queues
         elif t is w.Publish:
             self._publish(peer, msg)
@@ -293,8 +297,13 @@ class RemoteQueues:
                 s.close()
         elif t is w.Purge:
             rt = self._home_queue(msg.vhost, msg.queue)
-            if rt is not None:
-                rt.purge()
+            n = rt.purge() if rt is not None else -1
+            if msg.corr:
+                self.send(peer, w.Counts(msg.corr, n, 0))
+        elif t is w.CountsRequest:
+            rt = self._home_queue(msg.vhost, msg.queue)
+            self.send(peer, w.Counts(msg.corr, -1, 0) if rt is None else
+                      w.Counts(msg.corr, rt.message_count, rt.consumer_count))
         elif t is w.MetaApplied:
             self.broker.cluster_meta.peer_applied(peer, msg.index, msg.steady)
         elif t is w.Transfer:

@@ -212,3 +212,30 @@ def test_remote_basic_get_replies_once(tmp_path):
     q.got(w.GetReply(corr, 3, 9, False, 0, "", "q", b"", b"x"))
     q.got(w.GetReply(corr, 3))
     assert [(e.message.body, e.msg_id, left) for e, left in replies] == [(b"x", 9, 3)]
+
+
+def test_remote_counts_come_from_the_home_node_once_or_from_the_last_report(tmp_path):
+    """ask_counts (a declare-ok, a purge-ok on another node): answered once, from the home
+    queue; when the home node cannot be asked, or goes down before it answers, the last
+    report."""
+    link = Link()
+    q = _remote(tmp_path, link)
+    q.stats(4, 1)
+    got: list = []
+    q.ask_counts(got.append)
+    request = link.sent[-1][1]
+    assert type(request) is w.CountsRequest and (request.vhost, request.queue) == ("/", "q")
+    q.counted(w.Counts(request.corr, 9, 2))
+    q.counted(w.Counts(request.corr, 1, 0))  # a duplicate: ignored
+    assert got == [9] and (q.message_count, q.consumer_count) == (9, 2)
+    q.ask_counts(got.append, purge=True)
+    purge = link.sent[-1][1]
+    assert type(purge) is w.Purge and purge.corr
+    q.counted(w.Counts(purge.corr, 9, 0))
+    assert got == [9, 9] and q.message_count == 0
+    q.stats(5, 0)
+    q.ask_counts(got.append)   # no answer before the link drops
+    q.home_down()
+    link.up = False
+    q.ask_counts(got.append)   # cannot be asked
+    assert got == [9, 9, 5, 5]
