@@ -12,8 +12,8 @@ What completes later: confirms (the home queue's own, e.g. after its journal fsy
 `channel.count_granted`, as for quorum queues, and credits the link window back as the
 consumer's connection takes them), basic.get replies, and the counts of a declare-ok or a
 purge-ok (`ask_counts`: the home queue answers, as RabbitMQ's queue process does; the server
-holds the reply until then). Listings show the counts the home node last reported (every 2 s). While the home node is down the queue is
-unavailable as RabbitMQ's is (`unavailable_error`: 404 "home node ... is down or
+holds the reply until then). Listings show the counts the home node last reported (every 2 s).
+While the home node is down the queue is unavailable as RabbitMQ's is (`unavailable_error`: 404 "home node ... is down or
 inaccessible"); a confirmed publish routed to it is nacked; consumers are cancelled.
 """
 

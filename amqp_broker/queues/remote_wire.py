@@ -16,10 +16,9 @@ from __future__ import annotations
 import msgspec
 
 __all__ = ["Publish", "Confirmed", "Consume", "Cancel", "Deliver", "Settle", "Get", "GetReply",
-           "ChannelDown", "Purge", "CountsRequest", "Counts", "Stats", "ConsumerGone", "MetaApplied", "Transfer", "NodeStats",
-           "Credit", "WINDOW_MESSAGES", "WINDOW_BYTES", "encode",
-           "decode",
-           "RPC_GROUP"]
+           "ChannelDown", "Purge", "CountsRequest", "Counts", "Stats", "ConsumerGone",
+           "MetaApplied", "Transfer", "NodeStats", "Credit", "WINDOW_MESSAGES", "WINDOW_BYTES",
+           "encode", "decode", "RPC_GROUP"]
 
 # the transport's group id for these frames (Raft groups are never named so)
 RPC_GROUP = "\x02queues"

@@ -20,7 +20,7 @@ from .reply_to import REPLY_TO
 if TYPE_CHECKING:
     from .channel import Channel
 
-__all__ = ["HANDLERS", "COUNTS_TIMEOUT"]
+__all__ = ["HANDLERS"]
 
 # How long a declare-ok or purge-ok of a classic queue homed on another node waits for that
 # node's answer before it goes out with the counts the node last reported.
@@ -54,14 +54,17 @@ class _HomeCounts:
         return True
 
 
-def _held(ch: "Channel", reply: Callable[[int], None]) -> _HomeCounts | None:
-    """A held reply, if this method's reply can be held (a client method in a cluster)."""
+def _answer_from_home(ch: "Channel", queue: RemoteQueue, reply: Callable[[int], None],
+                      purge: bool = False) -> bool:
+    """Hold this method's -ok until the home node answers (`RemoteQueue.ask_counts`); False
+    when it cannot be held (not a client method in a cluster): the caller answers now."""
     meta = ch.broker.cluster_meta
     if meta is None or not meta.collecting:
-        return None
+        return False
     held = _HomeCounts(ch, reply)
     meta.hold(held)
-    return held
+    queue.ask_counts(held.done, purge)
+    return True
 
 
 def _exchange_declare(ch: "Channel", m: C.Exchange.Declare) -> None:
@@ -122,12 +125,9 @@ def _queue_declare(ch: "Channel", m: C.Queue.Declare) -> None:
     if m.nowait:
         return
     queue = rt.queue
-    if isinstance(queue, RemoteQueue) and not queue.deleted:
-        held = _held(ch, lambda n: ch.conn.send_declare_ok(ch.number, name, n,
-                                                           rt.consumer_count))
-        if held is not None:
-            queue.ask_counts(held.done)
-            return
+    if isinstance(queue, RemoteQueue) and not queue.deleted and _answer_from_home(
+            ch, queue, lambda n: ch.conn.send_declare_ok(ch.number, name, n, rt.consumer_count)):
+        return
     # Not pamqp's DeclareOk: it refuses valid UTF-8 names (e.g. non-ASCII ones).
     ch.conn.send_declare_ok(ch.number, name, rt.message_count, rt.consumer_count)
 
@@ -153,12 +153,10 @@ def _queue_purge(ch: "Channel", m: C.Queue.Purge) -> None:
     queue = _queue_name(ch, m.queue)
     ch.access.queue_purge(queue)
     rt = ch.vhost.get_queue(queue, ch.session)
-    if isinstance(rt.queue, RemoteQueue) and not m.nowait:
-        held = _held(ch, lambda n: ch.reply(C.Queue.PurgeOk(message_count=n)))
-        if held is not None:
-            rt.queue.ask_counts(held.done, purge=True)
-            rt.mark_dirty()
-            return
+    if isinstance(rt.queue, RemoteQueue) and not m.nowait and _answer_from_home(
+            ch, rt.queue, lambda n: ch.reply(C.Queue.PurgeOk(message_count=n)), purge=True):
+        rt.mark_dirty()
+        return
     n = ch.vhost.purge_queue(ch.session, queue)
     if not m.nowait:
         ch.reply(C.Queue.PurgeOk(message_count=n))

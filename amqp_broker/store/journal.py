@@ -318,23 +318,19 @@ class MessageJournal:
         message store skips a message removed before its write), and what waits on the
         batch still waits for it, so a confirm never comes earlier than it would have."""
         ids = list(msg_ids)
-        pending = self._pending_enqueues
-        if pending:
+        written = ids
+        if self._pending_enqueues:
             records = self._index.queues.get(queue)
             if records is not None:
-                kept = [i for i in ids if not self._cancel(records, i, pending)]
-                if len(kept) < len(ids):
-                    self._live_bytes -= self._index.remove(queue, ids)
-                    if not kept:
-                        return self._seq
-                    return self._add(encode_ids(REMOVED, queue, kept), urgent=False)
+                written = [i for i in ids if not self._cancel(records, i)]
         self._live_bytes -= self._index.remove(queue, ids)
-        return self._add(encode_ids(REMOVED, queue, ids), urgent=False)
+        if not written:
+            return self._seq
+        return self._add(encode_ids(REMOVED, queue, written), urgent=False)
 
-    def _cancel(self, records: QueueRecords, msg_id: int,
-                pending: dict[tuple[QueueRecords, int], int]) -> bool:
+    def _cancel(self, records: QueueRecords, msg_id: int) -> bool:
         """Take `msg_id`'s enqueue record out of the pending batch, if it is there."""
-        slot = pending.pop((records, msg_id), None)
+        slot = self._pending_enqueues.pop((records, msg_id), None)
         if slot is None:
             return False
         record = self._pending[slot]
@@ -449,7 +445,7 @@ class MessageJournal:
         in this thread."""
         seq, size, batch = self._seq, self._pending_bytes, self._pending
         self._urgent = False
-        enqueues = _batch_positions(batch, self._pending_enqueues, self._cancelled)
+        enqueues = _batch_positions(batch, self._pending_enqueues)
         if self._cancelled:
             batch = [record for record in batch if record is not None]
         self._pending, self._pending_bytes, self._pending_enqueues = [], 0, {}
@@ -568,15 +564,13 @@ class MessageJournal:
         }
 
 
-def _batch_positions(batch: list[bytes | None], enqueues: dict[tuple[QueueRecords, int], int],
-                     cancelled: int) -> list[tuple[QueueRecords, int, int]]:
+def _batch_positions(batch: list[bytes | None], enqueues: dict[tuple[QueueRecords, int], int]
+                     ) -> list[tuple[QueueRecords, int, int]]:
     """(records, msg id, offset of its frame in the written batch) of each enqueue record
     of `batch`, whose cancelled records (None) are not written."""
     if not enqueues:
         return []
-    sizes = [0 if r is None else HEADER_SIZE + len(r) for r in batch] if cancelled \
-        else [HEADER_SIZE + len(r) for r in batch]  # type: ignore[arg-type]
-    offsets = [0, *accumulate(sizes)]
+    offsets = [0, *accumulate(0 if r is None else HEADER_SIZE + len(r) for r in batch)]
     return [(records, msg_id, offsets[slot]) for (records, msg_id), slot in enqueues.items()]
 
 

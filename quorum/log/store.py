@@ -263,19 +263,16 @@ class LogStore:
     def remove_files(self, dirs: list[str]) -> None:
         """IO: remove deleted groups' directories (snapshot, segments)."""
         with self._dirs_lock:
-            self._remove_dirs(dirs)
-
-    def _remove_dirs(self, dirs: list[str]) -> None:
-        try:
-            for d in dirs:
-                for name in self.disk.listdir(d):
-                    self.disk.remove(os.path.join(d, name))
-                if self.disk.exists(d):
-                    os.rmdir(d)
-            if dirs:
-                self.disk.fsync_dir(self.groups_dir)
-        except OSError as e:
-            raise self._fail(e, "removing deleted groups failed") from e
+            try:
+                for d in dirs:
+                    for name in self.disk.listdir(d):
+                        self.disk.remove(os.path.join(d, name))
+                    if self.disk.exists(d):
+                        os.rmdir(d)
+                if dirs:
+                    self.disk.fsync_dir(self.groups_dir)
+            except OSError as e:
+                raise self._fail(e, "removing deleted groups failed") from e
 
     def write_snapshot_file(self, group: str, snap: StoredSnapshot) -> None:
         """IO (worker thread in the async log): make the snapshot file durable. Call
