@@ -89,7 +89,10 @@ class QuorumRuntime:
         # parallel with the followers' (thesis 10.2.1); the leader counts itself once durable.
         # follower acks: a follower (where consumers of other nodes are served) commits from
         # its peers' acks, without waiting for the leader to pass the commit index on
-        options = RaftOptions(early_messages=True, follower_acks=True)
+        # election_tick 20 (ticks of 50 ms): a follower campaigns after 1-2 s without its
+        # leader. At 0.5-1 s, a node starved of CPU for a moment (three nodes and a JVM on two
+        # cores in CI) lost a healthy leader to a needless election.
+        options = RaftOptions(early_messages=True, follower_acks=True, election_tick=20)
         self.driver = NodeDriver(node, self.log, sender, options=options,
                                  tick_interval=tick_interval, snapshot_every=snapshot_every)
         # pids of this process's channels start with the incarnation: anything else in a

@@ -154,6 +154,9 @@ def test_leader_killed_mid_stream_loses_nothing_and_catches_up(make_cluster, cli
     # the other nodes apply the declaration a little after declare-ok (test_metadata.py)
     assert probes.wait_until(lambda: all(probes.queue_on(cluster, i, QUEUE) is not None
                                          for i in range(3)), 10)
+    # client-local: the declaring node starts the first election and wins it
+    assert probes.wait_until(lambda: probes.leader_index(cluster, QUEUE) == 0, 10), \
+        f"the declaring node should lead, not {probes.leader_index(cluster, QUEUE)}"
     history = History()
     stop = threading.Event()
     threads = (_run_pika if client == "pika" else _run_aio)(urls, history, stop)
@@ -161,7 +164,8 @@ def test_leader_killed_mid_stream_loses_nothing_and_catches_up(make_cluster, cli
         assert probes.wait_until(lambda: history.count("ack") >= KILL_AFTER, 60), \
             "publishing did not start"
         leader = probes.leader_index(cluster, QUEUE)
-        assert leader == 0, "the declaring node (client-local locator) should lead"
+        # the clients are on the other two nodes; the kill must not take one of them with it
+        assert leader == 0, f"node {leader} was elected under load before the kill"
         cluster.kill(leader)
         history.note(f"killed {cluster.names[leader]} at {history.count('ack')} confirmed")
         assert probes.wait_until(lambda: history.count(None) == 0
