@@ -63,7 +63,8 @@ PEEK = fifo.ConsumerKey("", "management-get", "")
 
 # Commands that may be applied twice without harm: resent when their outcome is unknown.
 _RESENDABLE = (fifo.Settle, fifo.Return, fifo.Discard, fifo.Checkout, fifo.Cancel,
-               fifo.ConsumerDown, fifo.DlxSettle, fifo.UpdateConfig, fifo.NodeDown, fifo.NodeUp)
+               fifo.ConsumerDown, fifo.DlxSettle, fifo.UpdateConfig, fifo.NodeDown, fifo.NodeUp,
+               fifo.Unsent)
 
 
 class QuorumQueue:
@@ -273,8 +274,7 @@ class QuorumQueue:
         for key, consumer in self.consumers.items():
             if q.find(key) is None and not consumer.channel.released:
                 self._effects.new_consumer(key)
-                prefetch = 0 if consumer.no_ack else getattr(consumer.channel, "prefetch", 0)
-                self.propose(fifo.Checkout(key, prefetch, consumer.priority))
+                self._check_out(key, consumer)
         # ...and the other way round: a consumer of this node the replicated state still has
         # though no channel here holds it (its ConsumerDown was lost, a resent Checkout landed
         # after it, or it belongs to this node's previous run) would keep its messages checked
@@ -351,6 +351,10 @@ class QuorumQueue:
     def checked_out(self, key: fifo.ConsumerKey) -> dict | None:
         c = self.state.fifo.find(key)
         return None if c is None else c.checked_out
+
+    def consumers_in_state(self) -> int:
+        q = self.state.fifo
+        return len(q.consumers) + len(q.waiting)
 
     def answer_confirms(self, publisher: str, seqs: tuple, ok: bool) -> None:
         if publisher != self.publisher:
@@ -440,14 +444,32 @@ class QuorumQueue:
         key = self.consumer_key(consumer.channel, consumer.tag)
         self.consumers[key] = consumer
         self._effects.new_consumer(key)
+        self._check_out(key, consumer)
+
+    def _check_out(self, key: fifo.ConsumerKey, consumer: Consumer) -> None:
+        """Check `consumer` out, beyond its prefetch when it is alone on a plain quorum
+        queue (lookahead.py; the effect runner ends that once another consumer comes)."""
         prefetch = 0 if consumer.no_ack else getattr(consumer.channel, "prefetch", 0)
-        self.propose(fifo.Checkout(key, prefetch, consumer.priority))
+        alone = False
+        if prefetch and self.ready and self.counts_deliveries:
+            q = self.state.fifo
+            alone = q.parts is None and not q.consumers and not q.waiting
+        credit = self._effects.lookahead.credit(key, prefetch, alone)
+        self.propose(fifo.Checkout(key, credit, consumer.priority))
+
+    def _give_back_unsent(self, key: fifo.ConsumerKey) -> None:
+        """`key` is leaving: what its lookahead held goes back to the queue, uncounted
+        (before its Cancel or ConsumerDown, which would count it)."""
+        ids = self._effects.lookahead.end(key)
+        if ids:
+            self.propose(fifo.Unsent(key, ids))
 
     def remove_consumer(self, channel: Any, tag: str, now_ms: int) -> Consumer | None:
         key = fifo.ConsumerKey(tag, self.runtime.pid_of(channel), self.node)
         consumer = self.consumers.pop(key, None)
         if consumer is None:
             return None
+        self._give_back_unsent(key)
         self._effects.new_consumer(key)  # forget its msg ids
         if consumer.exclusive:
             self._exclusive = False
@@ -463,6 +485,7 @@ class QuorumQueue:
         gone = [k for k in self.consumers if k.pid == pid]
         out = [self.consumers.pop(k) for k in gone]
         for k in gone:
+            self._give_back_unsent(k)
             self._effects.new_consumer(k)  # forget their msg ids
         self._effects.release_settles(gone=gone)  # what was sent is not given back
         self.channel_down(pid)
@@ -553,6 +576,8 @@ class QuorumQueue:
                 self._settles[key] = [mid]
             else:
                 ids.append(mid)
+            if self._effects.lookahead.held_count:
+                self._effects.release(key)
             return
         msg_ids, peeked = self._take_peeked(msg_ids)
         if peeked:
@@ -564,6 +589,13 @@ class QuorumQueue:
                 settles[key] = [mid]
             else:
                 ids.append(mid)
+        self._release(msg_ids)
+
+    def _release(self, msg_ids: Iterable) -> None:
+        """Their channel has room again: what the consumers' lookaheads hold goes out."""
+        if self._effects.lookahead.held_count:
+            for key in {key for key, _mid in msg_ids}:
+                self._effects.release(key)
 
     def _flush_settles(self) -> None:
         settles, self._settles = self._settles, {}
@@ -582,6 +614,7 @@ class QuorumQueue:
             cmd = fifo.Return(key, tuple(ids))
             for c in fifo.return_commands(self.state.fifo, cmd, self._payload):
                 self.propose(c)
+        self._release(msg_ids)
 
     def _payload(self, index: int) -> bytes:
         data = self.machine.payload(self.state, index)
@@ -595,6 +628,7 @@ class QuorumQueue:
             self._dequeue_peeked(peeked, discard=True)
         for key, ids in self._by_consumer(msg_ids).items():
             self.propose(fifo.Discard(key, tuple(ids)))
+        self._release(msg_ids)
 
     def take_dead_letters(self) -> list[DeadLetter]:
         return self._effects.take_dead_letters()
@@ -679,11 +713,15 @@ class QuorumQueue:
             return 0
         if self._purge_mark is not None:
             return max(0, self._proposed_enqueues - self._purge_mark)
-        return max(0, len(self.state.fifo.ready) + self._inflight - self._peeked)
+        # held by a lookahead here: checked out in the fifo, but no client has them
+        held = self._effects.lookahead.held_count
+        return max(0, len(self.state.fifo.ready) + held + self._inflight - self._peeked)
 
     @property
     def unacked_count(self) -> int:
-        return 0 if self.deleted else self.state.fifo.messages_checked_out()
+        if self.deleted:
+            return 0
+        return max(0, self.state.fifo.messages_checked_out() - self._effects.lookahead.held_count)
 
     @property
     def consumer_count(self) -> int:

@@ -11,7 +11,9 @@ letters and other queues touched by them are processed at once.
 
 It knows the queue only through `EffectHost` (below): the queue layer's arrow points one way,
 quorum.py -> quorum_effects.py. Channels are the server's, used duck-typed: `released`,
-`deliver`, `count_granted`, `session.wake`.
+`deliver`, `count_granted`, `room`, `session.wake`. A consumer alone on the queue gets more
+than its prefetch from the fifo; the runner holds the rest in its `Lookahead` (lookahead.py)
+and sends it as acks make room (`release`).
 
 Effects of entries replayed at start-up (before the group is ready) are not run: they were
 run before the restart, and running them again would duplicate deliveries and dead letters.
@@ -27,6 +29,7 @@ from amqp_broker.protocol.properties import decode_properties, encode_properties
 from quorum import fifo
 
 from .base import Consumer, DeadLetter
+from .lookahead import Lookahead
 from .message import Entry, Message
 from .quorum_machine import DeadLettered
 
@@ -65,6 +68,10 @@ class EffectHost(Protocol):
     def checked_out(self, key: fifo.ConsumerKey) -> dict | None:
         """The msg ids the applied state has checked out to `key` now (None: no such
         consumer any more)."""
+        ...
+
+    def consumers_in_state(self) -> int:
+        """How many consumers the applied state has (waiting ones too), on every node."""
         ...
 
     def behind(self) -> bool:
@@ -138,10 +145,49 @@ class EffectRunner:
         # unlimited window once the connection has drained.
         self._unsettled: dict[fifo.ConsumerKey, list[int]] = {}
         self._throttled: set[fifo.ConsumerKey] = set()
+        self.lookahead = Lookahead()
 
     def new_consumer(self, key: fifo.ConsumerKey) -> None:
-        """`key` checks out afresh (its fifo msg ids start again from 0)."""
+        """`key` checks out afresh (its fifo msg ids start again from 0; what it held is
+        no longer its own)."""
         self._delivered.pop(key, None)
+        self.lookahead.end(key)
+
+    def release(self, key: fifo.ConsumerKey) -> None:
+        """An ack, reject or requeue of `key`'s made room at its channel: send what its
+        lookahead holds, up to that room, now."""
+        if not self.lookahead.holds(key):
+            return
+        host = self.host
+        channel = host.live_channel(key.pid)
+        consumer = host.local_consumer(key)
+        rt = host.queue_runtime()
+        if channel is not None and consumer is not None and rt is not None \
+                and self._send_held(channel, consumer, key, rt):
+            channel.session.wake()
+
+    def _send_held(self, channel: Any, consumer: Consumer, key: fifo.ConsumerKey,
+                   rt: Any) -> int:
+        entries = self.lookahead.take(key, channel.room(key.tag), self.host.checked_out(key))
+        for entry in entries:
+            channel.deliver(rt, consumer, entry)
+        if entries:
+            channel.count_granted(key.tag, len(entries))
+        return len(entries)
+
+    def _end_lookaheads(self) -> None:
+        """Another consumer has come: nobody holds messages beyond their prefetch any more.
+        Each consumer gives back what it held, then checks out with its prefetch again."""
+        host = self.host
+        for key in self.lookahead.keys():
+            prefetch = self.lookahead.prefetch(key)
+            ids = self.lookahead.end(key)
+            consumer = host.local_consumer(key)
+            if consumer is None:
+                continue
+            if ids:
+                host.propose(fifo.Unsent(key, ids))
+            host.propose(fifo.Checkout(key, prefetch, consumer.priority))
 
     @property
     def holding(self) -> bool:
@@ -216,6 +262,8 @@ class EffectRunner:
                 batch.finish(host)
                 host.expire_now()
                 return
+        if self.lookahead.active and host.consumers_in_state() > 1:
+            self._end_lookaheads()
         batch.finish(host)
         host.after_effects(touched)
 
@@ -257,14 +305,15 @@ class EffectRunner:
             if not msgs:
                 return
         self._delivered[key] = msgs[-1].msg_id
+        if self.lookahead.prefetch(key) is not None:
+            # beyond the prefetch: held here, sent as acks make room
+            self.lookahead.hold(key, self._entries(key, msgs))
+            self._send_held(channel, consumer, key, rt)
+            batch.sessions[channel.session] = None
+            return
         sent = 0
-        for d, msg in zip(msgs, host.read_bodies([d.index for d in msgs])):
-            if msg is None:
-                # only a delivery re-run for a snapshot received from the leader, of a
-                # message later entries settle (its entry is compacted away)
-                _log.debug("quorum queue %r: no body for index %d", host.name, d.index)
-                continue
-            channel.deliver(rt, consumer, delivery_entry(key, d, msg, host.counts_deliveries))
+        for entry in self._entries(key, msgs):
+            channel.deliver(rt, consumer, entry)
             sent += 1
         if consumer.no_ack:
             if channel.session.output_full():
@@ -278,6 +327,16 @@ class EffectRunner:
             # the fifo enforces prefetch; keep the channel's counters in step with its acks
             channel.count_granted(key.tag, sent)
         batch.sessions[channel.session] = None
+
+    def _entries(self, key: fifo.ConsumerKey, msgs: tuple) -> Iterable[Entry]:
+        host = self.host
+        for d, msg in zip(msgs, host.read_bodies([d.index for d in msgs])):
+            if msg is None:
+                # only a delivery re-run for a snapshot received from the leader, of a
+                # message later entries settle (its entry is compacted away)
+                _log.debug("quorum queue %r: no body for index %d", host.name, d.index)
+                continue
+            yield delivery_entry(key, d, msg, host.counts_deliveries)
 
     def _dead_letter(self, eff: DeadLettered) -> None:
         dl = eff.effect

@@ -196,6 +196,14 @@ class Channel:
         self.conn.send_deliver(self.number, consumer.tag, tag, entry.redelivered, m.exchange,
                                m.routing_key, m.properties, m.body)
 
+    def room(self, tag: str) -> int:
+        """How many more deliveries consumer `tag` may have unacknowledged now (a quorum
+        queue's lookahead sends no more than this)."""
+        st = self.consumers.get(tag)
+        if st is None:
+            return 0
+        return st.prefetch - st.unacked if st.prefetch else 1 << 30
+
     def count_granted(self, tag: str, n: int) -> None:
         """`n` deliveries to consumer `tag` whose prefetch the queue enforced itself (quorum
         fifo, not `take_credit`): count them so the consumer's acks give back what they took."""

@@ -12,7 +12,7 @@ from .commands import (AT_LEAST_ONCE, AT_MOST_ONCE, DEFAULT_HANDOFF_TIMEOUT,
                        REJECT_PUBLISH_DLX, UNLIMITED_PREFETCH, Cancel, Checkout, Command,
                        ConsumerDown, ConsumerKey, Credit, Dequeue, Discard, DlxSettle,
                        Enqueue, Meta, NodeDown, NodeUp, Purge, QueueConfig, Requeue, Return,
-                       Settle, Tick, UpdateConfig)
+                       Settle, Tick, Unsent, UpdateConfig)
 from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUPPORTED,
                       Applied, CancelReply, CheckoutReply, Confirm, ConsumerActive,
                       CreditReply, DeadLetter, DeadMsg, Deliver, Delivery, DequeueReply,
@@ -30,7 +30,7 @@ __all__ = [
     # commands
     "Meta", "ConsumerKey", "QueueConfig", "Command", "Enqueue", "Checkout", "Dequeue",
     "Settle", "Return", "Requeue", "Discard", "Credit", "Cancel", "ConsumerDown",
-    "NodeDown", "NodeUp", "Purge", "Tick", "UpdateConfig", "DlxSettle",
+    "NodeDown", "NodeUp", "Purge", "Tick", "UpdateConfig", "DlxSettle", "Unsent",
     "DROP_HEAD", "REJECT_PUBLISH", "REJECT_PUBLISH_DLX", "AT_MOST_ONCE", "AT_LEAST_ONCE",
     "UNLIMITED_PREFETCH", "DEFAULT_HANDOFF_TIMEOUT", "DEFAULT_REBALANCE_DELAY",
     # effects and replies

@@ -14,13 +14,13 @@ import msgspec
 
 from .commands import (Cancel, Checkout, Command, ConsumerDown, ConsumerKey, Credit, Dequeue,
                        Discard, DlxSettle, Enqueue, NodeDown, NodeUp, Purge, QueueConfig,
-                       Requeue, Return, Settle, Tick, UpdateConfig)
+                       Requeue, Return, Settle, Tick, Unsent, UpdateConfig)
 
 __all__ = ["encode_command", "decode_command"]
 
 _TAGS: list[type] = [Enqueue, Checkout, Dequeue, Settle, Return, Requeue, Discard, Credit,
                      Cancel, ConsumerDown, NodeDown, NodeUp, Purge, Tick, UpdateConfig,
-                     DlxSettle]
+                     DlxSettle, Unsent]
 _TAG_OF = {cls: i for i, cls in enumerate(_TAGS)}
 _FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in _TAGS}
 _CONFIG_FIELDS = tuple(f.name for f in fields(QueueConfig))

@@ -144,6 +144,16 @@ class Return:
 
 
 @dataclass(frozen=True, slots=True)
+class Unsent:
+    """Messages checked out to a consumer whose channel held them back and never sent them
+    (its lookahead, beyond the prefetch): back to the head in their order, not counted as a
+    delivery (no redelivered flag, no x-delivery-count). The consumer's credit does not grow:
+    it is leaving, or a Checkout with its prefetch follows."""
+    consumer: ConsumerKey
+    msg_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Requeue:
     """A return re-appended to the log with its payload (delivery limit unlimited), so the
     old entry can be truncated.  The message goes to the tail under the new index."""
@@ -220,4 +230,4 @@ class DlxSettle:
 
 Command = (Enqueue | Checkout | Dequeue | Settle | Return | Requeue | Discard | Credit
            | Cancel | ConsumerDown | NodeDown | NodeUp | Purge | Tick | UpdateConfig
-           | DlxSettle)
+           | DlxSettle | Unsent)

@@ -14,7 +14,7 @@ from .messages import Message
 from . import partitions as rules
 from .state import QueueState, active_consumer
 
-__all__ = ["deliver", "hand_out", "enforce_limits", "over_limit", "update_publish_block", "return_msgs", "complete",
+__all__ = ["deliver", "hand_out", "enforce_limits", "over_limit", "update_publish_block", "return_msgs", "unsend", "complete",
            "update_or_remove", "activate_next", "sort_waiting", "finish", "delivery_of",
            "is_unused", "remove_consumer", "add_waiting", "next_timer"]
 
@@ -161,6 +161,24 @@ def return_msgs(q: QueueState, c: Consumer, msg_ids, failed: bool, tail: bool,
             q.ready.push_return(m)
     c.add_credit(n)
     q.dlx.discard(dead, "delivery_limit", q.config, q.live, effects)
+
+
+def unsend(q: QueueState, c: Consumer, msg_ids) -> None:
+    """Take back `msg_ids` (in the order given) that `c`'s channel never sent: back in front
+    of their level as if never handed out (returns of messages that were sent, such as a
+    ConsumerDown's, still go before them), neither counted nor flagged redelivered. `c`'s
+    credit stays as it was: it is leaving, or checks out again with its prefetch next."""
+    back = []
+    for mid in msg_ids:
+        m = c.checked_out.pop(mid, None)
+        if m is not None:
+            q.checked_bytes -= m.size
+            back.append(m)
+    if q.parts is not None:  # a partition keeps its own order: near the head, as a return
+        for m in back:
+            q.ready.push_return(m)
+    else:
+        q.ready.push_head(back)
 
 
 def complete(q: QueueState, c: Consumer, msg_ids) -> list[Message]:

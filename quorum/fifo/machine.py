@@ -11,11 +11,12 @@ from dataclasses import replace
 
 from .commands import (UNLIMITED_PREFETCH, Cancel, Checkout, Command, ConsumerDown, Credit,
                        Dequeue, Discard, DlxSettle, Enqueue, Meta, NodeDown, NodeUp, Purge,
-                       QueueConfig, Requeue, Return, Settle, Tick, UpdateConfig)
+                       QueueConfig, Requeue, Return, Settle, Tick, Unsent, UpdateConfig)
 from .consumers import CANCELLED, QUIESCING, SUSPECTED, UP, Consumer, Enqueuer
 from .delivery import (activate_next, add_waiting, complete, deliver, delivery_of,
                        enforce_limits, finish, is_unused, remove_consumer,
-                       return_msgs, sort_waiting, update_or_remove, update_publish_block)
+                       return_msgs, sort_waiting, unsend, update_or_remove,
+                       update_publish_block)
 from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUPPORTED,
                       Applied, CancelReply, CheckoutReply, Confirm, CreditReply,
                       DequeueReply, Monitor, QueueExpired, RejectPublish)
@@ -178,6 +179,17 @@ def _return(meta: Meta, cmd: Return, q: QueueState) -> Applied:
     effects: list = []
     # 4.x: with a delivery limit back near the head, unlimited to the tail
     return_msgs(q, c, cmd.msg_ids, False, q.config.delivery_limit is None, effects)
+    update_or_remove(meta, q, c, effects)
+    activate_next(q, effects)
+    return _done(meta, q, effects)
+
+
+def _unsent(meta: Meta, cmd: Unsent, q: QueueState) -> Applied:
+    c = q.consumers.get(cmd.consumer)
+    if c is None:
+        return Applied(OK, [])
+    effects: list = []
+    unsend(q, c, cmd.msg_ids)
     update_or_remove(meta, q, c, effects)
     activate_next(q, effects)
     return _done(meta, q, effects)
@@ -357,7 +369,7 @@ _HANDLERS = {
     Return: _return, Requeue: _requeue, Discard: _discard, Credit: _credit,
     Cancel: _cancel, ConsumerDown: _consumer_down, NodeDown: _node_down,
     NodeUp: _node_up, Purge: _purge, Tick: _tick, UpdateConfig: _update_config,
-    DlxSettle: _dlx_settle,
+    DlxSettle: _dlx_settle, Unsent: _unsent,
 }
 
 

@@ -104,6 +104,13 @@ class ReadyQueue:
         self.returns.append(msg)
         self.bytes += msg.size
 
+    def push_head(self, msgs: list[Message]) -> None:
+        """Back in front of their level, in the order given: where they were before a
+        consumer took them (messages it never saw, `Unsent`)."""
+        for msg in reversed(msgs):
+            self._level_of(msg).appendleft(msg)
+            self.bytes += msg.size
+
     def push_tail(self, msg: Message) -> None:
         """Back at the tail of the normal level (returns with an unlimited delivery limit);
         with strict levels, at the tail of its own level."""

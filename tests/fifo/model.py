@@ -10,7 +10,7 @@ from __future__ import annotations
 from quorum.fifo import (DUPLICATE, OK, OUT_OF_SEQUENCE, REJECTED, Cancel, Checkout,
                          ConsumerDown, ConsumerKey, Credit, DeadLetter, Deliver, Dequeue,
                          DequeueReply, Discard, DlxSettle, Enqueue, NodeDown, NodeUp, Purge,
-                         QueueConfig, Requeue, Return, Settle, Tick, UpdateConfig,
+                         QueueConfig, Requeue, Return, Settle, Tick, Unsent, UpdateConfig,
                          active_consumer)
 
 from .harness import Harness
@@ -32,6 +32,7 @@ class Ledger:
         self.last_first: dict[bool, int] = {}  # level -> last first-delivered index
         self.out: dict[ConsumerKey, dict[int, int]] = {}   # consumer -> msg_id -> index
         self.max_limit: int | None = 0      # highest delivery limit seen (None: unlimited)
+        self.unsent: set[int] = set()       # indexes given back unsent, not yet out again
 
     def delivered(self, key: ConsumerKey, msg_id: int, d, limit) -> None:
         idx = d.index
@@ -43,7 +44,9 @@ class Ledger:
         # the highest limit in force during the run
         assert self.max_limit is None or d.acquired <= self.max_limit, \
             "delivered past the delivery limit"
-        if d.acquired == 0:     # FIFO / monotonic per priority level for first deliveries
+        if d.acquired == 0 and idx in self.unsent:  # back at the head, never counted
+            self.unsent.discard(idx)
+        elif d.acquired == 0:     # FIFO / monotonic per priority level for first deliveries
             level = self.hi[idx]
             assert idx > self.last_first.get(level, 0), "first deliveries out of order"
             self.last_first[level] = idx
@@ -79,7 +82,7 @@ def materialise(h: Harness, op: tuple, seqs: dict):
     if kind == "checkout":
         _, c, prefetch, prio, credited = op
         return Checkout(KEYS[c], prefetch, prio, credited)
-    with_key = ("settle", "return", "discard", "requeue", "credit", "cancel")
+    with_key = ("settle", "return", "discard", "requeue", "credit", "cancel", "unsent")
     key = KEYS[op[1]] if kind in with_key else None
     c = q.consumers.get(key) if key is not None else None
     ids = list(c.checked_out) if c is not None else []
@@ -88,6 +91,8 @@ def materialise(h: Harness, op: tuple, seqs: dict):
         return {"settle": Settle, "return": Return, "discard": Discard}[kind](key, chosen)
     if kind == "requeue":
         return Requeue(key, ids[0] if ids else 0, b"")
+    if kind == "unsent":  # a channel's lookahead gives back its newest, in order
+        return Unsent(key, tuple(sorted(ids)[-op[2]:]) if ids else (op[2],))
     if kind == "credit":
         dc = c.delivery_count if c is not None else 0
         return Credit(key, op[2], dc, op[3])
@@ -128,6 +133,14 @@ def _account(h: Harness, led: Ledger, cmd, a, before_ready: list[int], pre_block
             assert pre_blocked, "rejected while publishing is not blocked"
         else:
             assert a.reply in (DUPLICATE, OUT_OF_SEQUENCE)
+    if isinstance(cmd, Unsent):
+        c = h.q.consumers.get(cmd.consumer)
+        for mid in cmd.msg_ids:
+            idx = led.out.get(cmd.consumer, {}).get(mid)
+            if idx is not None and (c is None or mid not in c.checked_out):
+                del led.out[cmd.consumer][mid]
+                led.deliveries[idx] -= 1
+                led.unsent.add(idx)
     if isinstance(cmd, (Settle,)):
         for mid in cmd.msg_ids:
             idx = led.out.get(cmd.consumer, {}).pop(mid, None)

@@ -47,6 +47,7 @@ ops = st.one_of(
     st.tuples(st.sampled_from(["settle", "settle", "return", "discard"]), _c,
               st.integers(-3, 3)),
     st.tuples(st.just("requeue"), _c),
+    st.tuples(st.just("unsent"), _c, st.integers(1, 3)),
     st.tuples(st.just("credit"), _c, st.integers(0, 4), st.booleans()),
     st.tuples(st.just("cancel"), _c, st.booleans()),
     st.tuples(st.just("dequeue"), st.booleans()),

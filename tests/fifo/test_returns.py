@@ -1,6 +1,6 @@
 """Requeue, delivery count and delivery limit (RabbitMQ 4.x rules)."""
-from quorum.fifo import (Checkout, ConsumerDown, DeadLetter, Discard, NodeDown, NodeUp,
-                         QueueConfig, Requeue, Return, Settle, return_commands,
+from quorum.fifo import (Cancel, Checkout, ConsumerDown, DeadLetter, Discard, NodeDown, NodeUp,
+                         QueueConfig, Requeue, Return, Settle, Unsent, return_commands,
                          suspected_nodes)
 
 from .harness import C1, C2, Harness, delivered, effects
@@ -142,3 +142,48 @@ def test_node_down_suspects_consumers_and_node_up_restores():
     a = h(NodeUp("node-a"))
     assert [(d.index, d.acquired) for d in delivered(a, C1)] == [(2, 1)]
     assert suspected_nodes(h.q) == set()
+
+
+def test_unsent_messages_go_back_to_the_head_uncounted_and_in_order():
+    """A channel's lookahead (amqp_broker/queues/lookahead.py) gives back what it never
+    sent: another consumer gets those messages next, in order, as first deliveries."""
+    h = Harness(QueueConfig(name="q", delivery_limit=0))
+    h(Checkout(C1, prefetch=4))
+    out = delivered(h.publish(6))
+    assert [d.acquired for d in out] == [0, 0, 0, 0]
+    h(Checkout(C2, prefetch=10))      # gets messages 5 and 6
+    h.publish(1)                      # and 7
+    again = delivered(h(Unsent(C1, (out[2].msg_id, out[3].msg_id))))
+    # no redelivered flag, no x-delivery-count, and not a return: a delivery limit of 0
+    # would dead-letter a returned message at once
+    assert [(d.index, d.acquired, d.redelivered) for d in again] == \
+        [(out[2].index, 0, False), (out[3].index, 0, False)]
+    assert {d.msg_id for d in again} <= set(h.q.consumers[C2].checked_out)
+    assert len(h.q.consumers[C1].checked_out) == 2
+    assert h.q.consumers[C1].credit == 0  # the lookahead ends with a Checkout of prefetch 2
+    h(Checkout(C1, prefetch=2))
+    assert h.q.consumers[C1].credit == 0 and h.q.messages_total() == 7
+    # alone, a consumer gets its unsent messages back first, before later ones
+    h2 = Harness()
+    h2(Checkout(C1, prefetch=3))
+    first = delivered(h2.publish(5))
+    h2(Settle(C1, (first[0].msg_id,)))  # the 4th goes out
+    assert delivered(h2(Unsent(C1, (first[1].msg_id, first[2].msg_id)))) == []
+    back = delivered(h2(Checkout(C1, prefetch=3)))
+    assert [(d.index, d.acquired) for d in back] == \
+        [(first[1].index, 0), (first[2].index, 0)]
+
+
+def test_a_channel_closing_with_unsent_messages_keeps_the_queue_order():
+    """The channel gives back what it never sent, then goes (ConsumerDown): the messages it
+    was sent come back counted and first, the unsent ones after them, uncounted, then the
+    rest, as in a queue that had never handed out the unsent ones."""
+    h = Harness()
+    h(Checkout(C1, prefetch=4))       # prefetch 2 and a lookahead of 2
+    out = delivered(h.publish(6))
+    h(Unsent(C1, (out[2].msg_id, out[3].msg_id)))
+    h(ConsumerDown(C1.pid))
+    again = delivered(h(Checkout(C2, prefetch=10)))
+    assert [(d.index, d.acquired) for d in again] == \
+        [(out[0].index, 1), (out[1].index, 1), (out[2].index, 0), (out[3].index, 0),
+         (out[2].index + 2, 0), (out[2].index + 3, 0)]
