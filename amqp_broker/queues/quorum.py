@@ -576,8 +576,7 @@ class QuorumQueue:
                 self._settles[key] = [mid]
             else:
                 ids.append(mid)
-            if self._effects.lookahead.held_count:
-                self._effects.release(key)
+            self._release(msg_ids)
             return
         msg_ids, peeked = self._take_peeked(msg_ids)
         if peeked:
