@@ -27,12 +27,19 @@ def _count(ch, q: str) -> int:
     return ch.queue_declare(q, passive=True).method.message_count
 
 
+def _consumer(conn, q: str, prefetch: int, first: int):
+    """A new channel with `prefetch` consuming `q` without acking; (channel, tag, deliveries)
+    once `first` deliveries are in."""
+    ch = conn.channel()
+    ch.basic_qos(prefetch_count=prefetch)
+    tag, got = consume_n(ch, q, first)
+    return ch, tag, got
+
+
 def test_a_consumer_never_has_more_than_its_prefetch(conn, confirm_ch, names):
     q = names.queue()
     _fill(confirm_ch, q, 40)
-    cch = conn.channel()
-    cch.basic_qos(prefetch_count=5)
-    _, got = consume_n(cch, q, 5)
+    cch, _, got = _consumer(conn, q, 5, 5)
     conn.sleep(0.5)  # more would have arrived by now
     assert [b for _, _, b in got] == [b"%d" % i for i in range(5)]
     assert wait_until(conn, lambda: _count(confirm_ch, q) == 35)
@@ -50,9 +57,7 @@ def test_messages_a_closed_channel_never_got_come_back_first_time_in_order(conn,
                                                                            names):
     q = names.queue()
     _fill(confirm_ch, q, 20)
-    cch = conn.channel()
-    cch.basic_qos(prefetch_count=5)
-    consume_n(cch, q, 5)
+    cch, _, _ = _consumer(conn, q, 5, 5)
     cch.close()
     got = get_n(conn.channel(), q, 20)
     assert [b for _, _, b in got] == [b"%d" % i for i in range(20)]
@@ -64,9 +69,7 @@ def test_messages_a_closed_channel_never_got_come_back_first_time_in_order(conn,
 def test_a_cancelled_consumer_keeps_only_what_it_was_sent(conn, confirm_ch, names):
     q = names.queue()
     _fill(confirm_ch, q, 20)
-    cch = conn.channel()
-    cch.basic_qos(prefetch_count=5)
-    tag, got = consume_n(cch, q, 5)
+    cch, tag, got = _consumer(conn, q, 5, 5)
     cch.basic_cancel(tag)
     rest = get_n(conn.channel(), q, 15)
     assert [b for _, _, b in rest] == [b"%d" % i for i in range(5, 20)]
@@ -79,12 +82,8 @@ def test_a_cancelled_consumer_keeps_only_what_it_was_sent(conn, confirm_ch, name
 def test_a_second_consumer_gets_all_that_a_stalled_one_was_not_sent(conn, confirm_ch, names):
     q = names.queue()
     _fill(confirm_ch, q, 30)
-    stalled = conn.channel()
-    stalled.basic_qos(prefetch_count=5)
-    _, held = consume_n(stalled, q, 5)  # never acked
-    other = conn.channel()
-    other.basic_qos(prefetch_count=100)
-    _, got = consume_n(other, q, 25)
+    _, _, held = _consumer(conn, q, 5, 5)  # never acked
+    _, _, got = _consumer(conn, q, 100, 25)
     conn.sleep(0.3)
     assert len(held) == 5 and len(got) == 25
     # which consumer gets which message first is up to the broker; each message goes to one

@@ -168,12 +168,7 @@ def unsend(q: QueueState, c: Consumer, msg_ids) -> None:
     of their level as if never handed out (returns of messages that were sent, such as a
     ConsumerDown's, still go before them), neither counted nor flagged redelivered. `c`'s
     credit stays as it was: it is leaving, or checks out again with its prefetch next."""
-    back = []
-    for mid in msg_ids:
-        m = c.checked_out.pop(mid, None)
-        if m is not None:
-            q.checked_bytes -= m.size
-            back.append(m)
+    back = _take_back(q, c, msg_ids)
     if q.parts is not None:  # a partition keeps its own order: near the head, as a return
         for m in back:
             q.ready.push_return(m)
@@ -183,14 +178,20 @@ def unsend(q: QueueState, c: Consumer, msg_ids) -> None:
 
 def complete(q: QueueState, c: Consumer, msg_ids) -> list[Message]:
     """Remove settled messages from `c`; returns them (the caller frees or dead-letters)."""
-    done = []
+    done = _take_back(q, c, msg_ids)
+    c.add_credit(len(done))
+    return done
+
+
+def _take_back(q: QueueState, c: Consumer, msg_ids) -> list[Message]:
+    """`msg_ids` that `c` still has checked out, no longer its own, in the order given."""
+    out = []
     for mid in msg_ids:
         m = c.checked_out.pop(mid, None)
         if m is not None:
             q.checked_bytes -= m.size
-            done.append(m)
-    c.add_credit(len(done))
-    return done
+            out.append(m)
+    return out
 
 
 def update_or_remove(meta: Meta, q: QueueState, c: Consumer, effects: list) -> None:

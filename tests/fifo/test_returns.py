@@ -1,5 +1,5 @@
 """Requeue, delivery count and delivery limit (RabbitMQ 4.x rules)."""
-from quorum.fifo import (Cancel, Checkout, ConsumerDown, DeadLetter, Discard, NodeDown, NodeUp,
+from quorum.fifo import (Checkout, ConsumerDown, DeadLetter, Discard, NodeDown, NodeUp,
                          QueueConfig, Requeue, Return, Settle, Unsent, return_commands,
                          suspected_nodes)
 
