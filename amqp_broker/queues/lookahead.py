@@ -15,6 +15,10 @@ flag, no x-delivery-count). A second consumer on the queue ends the lookahead, b
 other consumer must not wait behind messages held here: the consumer checks out with P again
 and gives back what it holds. Only a node that dies takes held messages with it; the fifo then
 returns them as it returns everything that node's consumers had, counted.
+
+Only the fifo's `Delivery` records are held (msg id, log index, counts), not bodies: the
+bodies stay in the log until they are sent, so a stalled consumer of large messages costs
+no more memory here than a small one's.
 """
 
 from __future__ import annotations
@@ -23,8 +27,6 @@ from collections import deque
 from typing import Iterable
 
 from quorum import fifo
-
-from .message import Entry
 
 __all__ = ["Lookahead", "EXTRA_MAX"]
 
@@ -36,15 +38,15 @@ def extra(prefetch: int) -> int:
 
 
 class Lookahead:
-    """Which consumers have a lookahead (with their prefetch), and the deliveries held for
-    them in order. The effect runner fills and drains it; the queue asks it for the credit to
+    """Which consumers have a lookahead (with their prefetch), and the fifo deliveries held
+    for them in order. The effect runner fills and drains it; the queue asks it for the credit to
     check out with and takes back what a leaving consumer holds."""
 
     __slots__ = ("_prefetch", "_held", "held_count")
 
     def __init__(self) -> None:
         self._prefetch: dict[fifo.ConsumerKey, int] = {}
-        self._held: dict[fifo.ConsumerKey, deque[Entry]] = {}
+        self._held: dict[fifo.ConsumerKey, deque[fifo.Delivery]] = {}
         self.held_count = 0  # over every consumer: ready in the queue's counts, not unacked
 
     def credit(self, key: fifo.ConsumerKey, prefetch: int, alone: bool) -> int:
@@ -70,27 +72,29 @@ class Lookahead:
     def holds(self, key: fifo.ConsumerKey) -> bool:
         return key in self._held
 
-    def hold(self, key: fifo.ConsumerKey, entries: Iterable[Entry]) -> None:
-        """Keep `entries` (in order, after what `key` holds already) until there is room."""
+    def hold(self, key: fifo.ConsumerKey, deliveries: Iterable[fifo.Delivery]) -> None:
+        """Keep `deliveries` (in order, after what `key` holds already) until there is
+        room."""
         q = self._held.get(key)
         if q is None:
             q = self._held[key] = deque()
         n = len(q)
-        q.extend(entries)
+        q.extend(deliveries)
         self.held_count += len(q) - n
 
-    def take(self, key: fifo.ConsumerKey, room: int, still_out: dict | None) -> list[Entry]:
-        """Up to `room` held entries of `key`, oldest first, skipping what the fifo has
+    def take(self, key: fifo.ConsumerKey, room: int,
+             still_out: dict | None) -> list[fifo.Delivery]:
+        """Up to `room` held deliveries of `key`, oldest first, skipping what the fifo has
         taken back meanwhile (`still_out`: the msg ids it has checked out to `key`)."""
         q = self._held.get(key)
         if q is None:
             return []
-        out: list[Entry] = []
+        out: list[fifo.Delivery] = []
         n = len(q)
         while q and len(out) < room:
-            e = q.popleft()
-            if still_out is not None and e.msg_id[1] in still_out:
-                out.append(e)
+            d = q.popleft()
+            if still_out is not None and d.msg_id in still_out:
+                out.append(d)
         if not q or still_out is None:
             del self._held[key]
             q.clear()
@@ -104,4 +108,4 @@ class Lookahead:
         if not q:
             return ()
         self.held_count -= len(q)
-        return tuple(e.msg_id[1] for e in q)
+        return tuple(d.msg_id for d in q)

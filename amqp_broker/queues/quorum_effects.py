@@ -168,12 +168,15 @@ class EffectRunner:
 
     def _send_held(self, channel: Any, consumer: Consumer, key: fifo.ConsumerKey,
                    rt: Any) -> int:
-        entries = self.lookahead.take(key, channel.room(key.tag), self.host.checked_out(key))
-        for entry in entries:
+        held = self.lookahead.take(key, channel.room(key.tag), self.host.checked_out(key))
+        if not held:
+            return 0
+        sent = 0
+        for entry in self._entries(key, held):
             channel.deliver(rt, consumer, entry)
-        if entries:
-            channel.count_granted(key.tag, len(entries))
-        return len(entries)
+            sent += 1
+        channel.count_granted(key.tag, sent)
+        return sent
 
     def _end_lookaheads(self) -> None:
         """Another consumer has come: nobody holds messages beyond their prefetch any more.
@@ -307,7 +310,7 @@ class EffectRunner:
         self._delivered[key] = msgs[-1].msg_id
         if self.lookahead.prefetch(key) is not None:
             # beyond the prefetch: held here, sent as acks make room
-            self.lookahead.hold(key, self._entries(key, msgs))
+            self.lookahead.hold(key, msgs)
             self._send_held(channel, consumer, key, rt)
             batch.sessions[channel.session] = None
             return
