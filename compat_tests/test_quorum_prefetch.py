@@ -90,3 +90,21 @@ def test_a_second_consumer_gets_all_that_a_stalled_one_was_not_sent(conn, confir
     assert sorted(int(b) for _, _, b in held + got) == list(range(30))
     for m, p, _ in got:
         assert m.redelivered is False and _count_header(p) == 0
+
+
+def test_a_single_active_consumer_hands_over_in_order(conn, confirm_ch, names):
+    q = names.queue()
+    confirm_ch.queue_declare(q, durable=True,
+                             arguments={**QQ, "x-single-active-consumer": True})
+    for i in range(20):
+        confirm_ch.basic_publish("", q, b"%d" % i, pika.BasicProperties(delivery_mode=2))
+    active, _, first = _consumer(conn, q, 5, 5)
+    _, _, second = _consumer(conn, q, 100, 0)  # waits its turn
+    conn.sleep(0.3)
+    assert len(first) == 5 and second == []
+    active.close()  # what it was sent comes back, redelivered; the rest never left
+    assert wait_until(conn, lambda: len(second) == 20)
+    again = [int(b) for m, _, b in second if m.redelivered]
+    fresh = [(int(b), _count_header(p)) for m, p, b in second if not m.redelivered]
+    assert again == list(range(5))
+    assert fresh == [(i, 0) for i in range(5, 20)]
