@@ -450,10 +450,8 @@ class QuorumQueue:
         """Check `consumer` out, beyond its prefetch when it is alone on a plain quorum
         queue (lookahead.py; the effect runner ends that once another consumer comes)."""
         prefetch = 0 if consumer.no_ack else getattr(consumer.channel, "prefetch", 0)
-        alone = False
-        if prefetch and self.ready and self.counts_deliveries:
-            q = self.state.fifo
-            alone = q.parts is None and not q.consumers and not q.waiting
+        alone = bool(prefetch and self.ready and self.counts_deliveries
+                     and self.state.fifo.parts is None and self.consumers_in_state() == 0)
         credit = self._effects.lookahead.credit(key, prefetch, alone)
         self.propose(fifo.Checkout(key, credit, consumer.priority))
 

@@ -135,16 +135,6 @@ def disk_limit_bytes(settings) -> int:
     return settings.disk_free_limit
 
 
-def give_back_memory(broker: "Broker", trim: bool) -> None:
-    """Under a memory alarm trim every time; else, when `trim`, if enough was freed. Run in a
-    worker thread by `run_alarms`: a trim of large heaps takes 20-50 ms, a stall of every
-    connection if it ran in the loop (ctypes lets go of the GIL while glibc works)."""
-    if "memory" in broker.alarms:
-        release_free_memory()
-    elif trim:
-        trim_if_worth_it()
-
-
 def check_alarms(broker: "Broker") -> set[str]:
     s = broker.settings
     disk_limit = disk_limit_bytes(s)
@@ -167,9 +157,13 @@ async def run_alarms(broker: "Broker", interval: float = 0.25) -> None:
     samples = 0
     while True:
         samples += 1
-        trim = samples % _TRIM_EVERY == 0
-        if trim or "memory" in broker.alarms:
-            await trio.to_thread.run_sync(give_back_memory, broker, trim)
+        # Under a memory alarm trim every time, else every 2 s if enough was freed; in a
+        # worker thread: a trim of large heaps takes 20-50 ms, a stall of every connection
+        # in the loop (ctypes lets go of the GIL while glibc works).
+        if "memory" in broker.alarms:
+            await trio.to_thread.run_sync(release_free_memory)
+        elif samples % _TRIM_EVERY == 0:
+            await trio.to_thread.run_sync(trim_if_worth_it)
         active = check_alarms(broker)
         if active != broker.alarms:
             if active:
