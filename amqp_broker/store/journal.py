@@ -4,7 +4,8 @@ Who calls it:
 - durable `ClassicQueue`s call `enqueued` / `delivered` / `removed` (the `QueueJournal` protocol);
   these only encode a record into an in-memory batch and return its sequence number;
 - the server runs `run()` as one task in its nursery: it writes everything appended since the last
-  flush with one write and one fdatasync (in `trio.to_thread.run_sync`), then marks that batch
+  flush with one write and one fdatasync (a small batch on the trio thread while the disk is
+  fast, else in a worker thread: `quorum.log.diskjobs.DiskJobs`), then marks that batch
   durable. Publisher confirms wait for that: `await wait_durable(seq)` or
   `call_when_durable(seq, fn)`; `appended_seq` is the number to wait for after a publish.
   A batch of removals alone (acks) waits up to `REMOVALS_DELAY` for company: nobody waits on
@@ -62,6 +63,7 @@ from amqp_broker.store.journal_codec import (
 )
 from amqp_broker.store.journal_index import UNPLACED, JournalIndex, QueueRecords
 from amqp_broker.store.records import HEADER_SIZE, FileFrames, frame_pieces
+from quorum.log.diskjobs import DiskJobs
 
 __all__ = ["MessageJournal", "RecoveredMessages", "RecoveredQueues"]
 
@@ -186,6 +188,7 @@ class MessageJournal:
         self._urgent = False  # the pending batch holds more than removals
         self._failed: StoreFatalError | None = None
         self.fsyncs = 0  # number of flushes done (statistics)
+        self.jobs = DiskJobs()  # a small batch is written on the trio thread
         self._mark_next = False  # the next write starts with a commit mark
         self.compactions = 0
         self.cancelled = 0  # enqueue records never written: removed while pending (statistics)
@@ -422,9 +425,9 @@ class MessageJournal:
             raise
 
     async def _flush_once(self) -> None:
-        seq, job, done = self._take_batch()
+        seq, job, done, nbytes = self._take_batch()
         if job is not None:
-            done(await trio.to_thread.run_sync(job))
+            done(await self.jobs.run(job, nbytes))
             self.fsyncs += 1
         self._mark_durable(seq)
 
@@ -432,17 +435,18 @@ class MessageJournal:
         """Write and sync whatever is pending, from a non-async context (clean shutdown, tests);
         `compact` forces a rewrite of the live set. Never call it while `run()` is active."""
         if self._pending or compact:
-            seq, job, done = self._take_batch(compact)
+            seq, job, done, _ = self._take_batch(compact)
             if job is not None:
                 done(job())
                 self.fsyncs += 1
             self._mark_durable(seq)
 
-    def _take_batch(self, compact: bool = False) -> tuple[int, Callable[[], Any] | None, Any]:
+    def _take_batch(self, compact: bool = False) -> tuple[int, Callable[[], Any] | None, Any, int | None]:
         """Detach the pending batch (trio thread); return its seq, the blocking job that makes
         it durable (an append, or a compaction when garbage dominates the file; None when
-        every record of the batch was cancelled) and what to do with the job's result back
-        in this thread."""
+        every record of the batch was cancelled), what to do with the job's result back
+        in this thread, and the bytes an append writes (None for a compaction: `DiskJobs`
+        always gives that a worker thread)."""
         seq, size, batch = self._seq, self._pending_bytes, self._pending
         self._urgent = False
         enqueues = _batch_positions(batch, self._pending_enqueues)
@@ -451,17 +455,17 @@ class MessageJournal:
         self._pending, self._pending_bytes, self._pending_enqueues = [], 0, {}
         self._cancelled = 0
         if not batch and not compact:
-            return seq, None, None
+            return seq, None, None, None
         start = self._file_bytes + (len(COMMIT_MARK) if self._mark_next else 0)
         total = start + size
         if compact or (total >= self._compact_min and 2 * self._live_bytes < total):
             # the new file: the live records of the old one, then this batch
             return seq, partial(self._rewrite_sync, self._frozen(), batch), \
-                partial(self._placed, enqueues)
+                partial(self._placed, enqueues), None
         self._file_bytes = total  # a failed write stops the node, so counting early is safe
         for records, msg_id, pos in enqueues:   # where they will be once written
             records.place(msg_id, start + pos)
-        return seq, partial(self._write_sync, batch), partial(self._written, enqueues, total)
+        return seq, partial(self._write_sync, batch), partial(self._written, enqueues, total), size
 
     def _written(self, enqueues: list[tuple[QueueRecords, int, int]], size: int, _=None) -> None:
         """A batch is in the file (trio thread): `read` finds its records there now."""

@@ -103,6 +103,7 @@ class LogStore:
         self.groups_dir = os.path.join(directory, "groups")
         # whole records (bytes) and entries as (head, payload), framed by `write_batch`
         self._pending: list[bytes | tuple[bytes, bytes]] = []
+        self.pending_bytes = 0  # what the next batch writes, about
         self._seq = 0  # token of the latest queued write
         self._durable = 0
         self._wal_fd: int | None = None
@@ -183,6 +184,7 @@ class LogStore:
     # -- writes ------------------------------------------------------------------------------
     def _queue(self, rec: bytes) -> int:
         self._pending.append(rec)
+        self.pending_bytes += len(rec)
         self._seq += 1
         return self._seq
 
@@ -205,6 +207,7 @@ class LogStore:
             size += len(payload) + _ENTRY_OVERHEAD
             n += 1
         self._mem_bytes += size
+        self.pending_bytes += size
         self._seq += 1
         return self._seq
 
@@ -321,6 +324,7 @@ class LogStore:
     def take_batch(self) -> tuple[list, int]:
         """Everything queued since the last batch, and the token it makes durable."""
         batch, self._pending = self._pending, []
+        self.pending_bytes = 0
         return batch, self._seq
 
     def write_batch(self, batch: list, fsync: bool = True) -> None:

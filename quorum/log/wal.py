@@ -3,8 +3,9 @@
 Used by `quorum.driver` (one per node, shared by every Raft group on it). Writes are plain
 calls that return a token at once; `await wait_durable(token)` returns once the WAL batch that
 holds the write has been written and fdatasynced. The writer task takes everything queued by
-every group since its last batch and does one write + one fdatasync in a worker thread, so
-while one batch is on its way to disk the next one fills up (group commit, like ra's WAL).
+every group since its last batch and does one write + one fdatasync, so while one batch is on
+its way to disk the next one fills up (group commit, like ra's WAL). A large batch is written
+in a worker thread, a small one on the trio thread while the disk is fast (`DiskJobs`).
 
 If the disk fails, the writer stores the error, wakes every waiter with `LogFailed` and
 raises it, which cancels the node's nursery: a node with a broken disk stops.
@@ -12,11 +13,13 @@ raises it, which cancels the node's nursery: a node with a broken disk stops.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Iterable
 
 import trio
 
 from .disk import OsDisk
+from .diskjobs import DiskJobs
 from .recover import open_store
 from .snapshot import StoredSnapshot
 from .store import GroupState, LogConfig, LogFailed, LogStore
@@ -31,6 +34,7 @@ class AsyncLog:
         self._durable_ev = trio.Event()
         self._rolling: trio.Event | None = None  # a rollover under way; set when it is done
         self.on_durable: Callable[[int], None] | None = None  # called after each batch
+        self.jobs = DiskJobs()  # a small batch is written on the trio thread
 
     @classmethod
     def open(cls, directory: str, config: LogConfig | None = None, disk: OsDisk | None = None) -> "AsyncLog":
@@ -114,9 +118,10 @@ class AsyncLog:
                 await self._wake.wait()
                 self._wake = trio.Event()
                 while store.last_token > store.durable:
+                    nbytes = store.pending_bytes
                     batch, upto = store.take_batch()
                     # not abandoned on cancel: a write in flight is waited for
-                    await trio.to_thread.run_sync(store.write_batch, batch)
+                    await self.jobs.run(partial(store.write_batch, batch), nbytes)
                     batch = []  # this frame outlives the loop: hold no batch (payloads)
                     store.mark_durable(upto)
                     self._notify()

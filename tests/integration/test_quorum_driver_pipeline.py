@@ -48,6 +48,7 @@ async def _until(pred) -> None:
 async def test_nothing_applies_before_its_fsync_returns(tmp_path):
     gate = _Gate()
     log = AsyncLog.open(str(tmp_path), disk=OsDisk(fdatasync=gate))
+    log.jobs.max_bytes = -1  # every batch in a worker thread, where the gate holds its fsync
     driver = NodeDriver("solo", log, _NoPeers(), tick_interval=0.01,
                         options=RaftOptions(election_tick=3, heartbeat_tick=1),
                         rng=random.Random(5))
