@@ -56,6 +56,7 @@ from amqp_broker.protocol import (
     Tuned,
 )
 
+from . import sockio
 from .channel import Channel
 from .counters import Counters, session_totals
 
@@ -95,6 +96,7 @@ class Session:
         self.broker = broker
         self.settings = broker.settings
         self.stream = stream
+        self._io = sockio.for_stream(stream)  # reads and writes, with fewer scheduler passes
         self.peer = peer
         self.name = f"{peer[0]}:{peer[1]}" if len(peer) >= 2 else str(peer)
         self.conn = ServerConnection(broker.protocol_config)
@@ -201,7 +203,7 @@ class Session:
         that those frames do not meet a reset socket."""
         with trio.move_on_after(limit):
             try:
-                while await self.stream.receive_some(_RECV_SIZE):
+                while await self._io.receive_some(_RECV_SIZE):
                     pass
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
@@ -227,7 +229,7 @@ class Session:
                 finally:
                     conn.resume_monitor()
             try:
-                data = await self.stream.receive_some(_RECV_SIZE)
+                data = await self._io.receive_some(_RECV_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
             self.recv_oct += len(data)
@@ -274,7 +276,7 @@ class Session:
                 self.send_oct += len(data)
                 self.send_cnt += 1
                 try:
-                    await self.stream.send_all(data)
+                    await self._io.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     conn.feed(b"")
                     self._handle_events()
