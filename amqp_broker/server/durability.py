@@ -1,50 +1,47 @@
 """Publisher confirms that wait for the message journal's fsync (group commit).
 
 A durable classic queue's `JournalTap.confirm_when_durable` calls `wait(journal_seq, tracker, seq)`
-for a persistent message it accepted with a confirm. `run` (a task started by `node.run_node`) waits until the journal reports every
-record up to the newest waited-for sequence number durable, then settles all the confirms that
-are covered at once. Waiters arrive in journal order, so a deque is enough.
+for a persistent message it accepted with a confirm. The journal's flusher calls back once the
+oldest waiter's record is durable (`call_when_durable`: no task of its own, so no extra pass of
+the run loop per batch); every confirm covered by then is settled at once, and the broker runs
+what the settles made pending. Waiters arrive in journal order, so a deque is enough.
 """
 
 from __future__ import annotations
 
-import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
-
-import trio
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from typing import Any, Callable
 
 __all__ = ["Durability"]
 
-_log = logging.getLogger(__name__)
-
 
 class Durability:
-    def __init__(self, journal: Any) -> None:
+    def __init__(self, journal: Any, after_settle: Callable[[], None]) -> None:
         self._journal = journal
+        self._after_settle = after_settle
         self._waiters: deque = deque()  # (journal_seq, tracker, confirm seq), ascending
-        self._added = trio.Event()
+        self._armed = False  # a journal callback is due for the oldest waiter
 
     def wait(self, journal_seq: int, tracker, seq: int) -> None:
         self._waiters.append((journal_seq, tracker, seq))
-        self._added.set()
+        if not self._armed:
+            self._arm(journal_seq)
 
     def pending(self) -> int:
         return len(self._waiters)
 
-    async def run(self, broker: "Broker") -> None:
+    def _arm(self, journal_seq: int) -> None:
+        self._armed = True
+        self._journal.call_when_durable(journal_seq, self._settle)
+
+    def _settle(self) -> None:
+        """From the journal's flusher: settle every waiter whose record is durable now."""
+        self._armed = False
+        durable = self._journal.durable_seq
         waiters = self._waiters
-        while True:
-            if not waiters:
-                self._added = trio.Event()
-                await self._added.wait()
-                continue
-            target = waiters[-1][0]
-            await self._journal.wait_durable(target)
-            while waiters and waiters[0][0] <= target:
-                _, tracker, seq = waiters.popleft()
-                tracker.settle(seq, True)
-            broker.run_pending()
+        while waiters and waiters[0][0] <= durable:
+            _, tracker, seq = waiters.popleft()
+            tracker.settle(seq, True)
+        if waiters:
+            self._arm(waiters[0][0])
+        self._after_settle()

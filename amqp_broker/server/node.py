@@ -143,7 +143,6 @@ async def _serve(broker: Broker, store, stop: trio.Event | None, task_status,
             await nursery.start(broker.quorum.run)
         nursery.start_soon(broker.timers.run, broker)
         nursery.start_soon(run_alarms, broker)
-        nursery.start_soon(broker.durability.run, broker)
         meta = broker.cluster_meta
         await meta.ready.wait()  # the metadata group's local log replayed and applied
         if not await meta.catch_up():
