@@ -1,0 +1,89 @@
+"""`sockio.DirectSocket`: a session's reads and writes on a plain TCP socket, over real
+loopback connections: data in order whether the kernel takes a write whole or not, EOF,
+trio's errors for a reset and for a closed socket."""
+
+import socket
+import struct
+
+import pytest
+import trio
+import trio.testing
+
+from amqp_broker.server.sockio import DirectSocket, for_stream
+
+pytestmark = pytest.mark.trio
+
+
+async def _pair():
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    client = await trio.open_tcp_stream("127.0.0.1", port)
+    server = await listeners[0].accept()
+    await listeners[0].aclose()
+    return DirectSocket(server), server, client
+
+
+async def test_plain_streams_get_a_direct_socket_others_are_used_as_they_are():
+    direct, server, client = await _pair()
+    assert isinstance(for_stream(server), DirectSocket)
+    other = trio.testing.MemorySendStream()
+    assert for_stream(other) is other
+    await server.aclose()
+    await client.aclose()
+
+
+async def test_reads_what_the_peer_sent_then_eof():
+    direct, server, client = await _pair()
+    await client.send_all(b"hello")
+    assert await direct.receive_some(100) == b"hello"
+    async with trio.open_nursery() as nursery:  # a read that waits for the socket
+        got = []
+
+        async def read():
+            got.append(await direct.receive_some(100))
+        nursery.start_soon(read)
+        await trio.sleep(0.05)
+        await client.send_all(b"later")
+    assert got == [b"later"]
+    await client.aclose()
+    assert await direct.receive_some(100) == b""
+    await server.aclose()
+
+
+async def test_a_write_larger_than_the_socket_buffer_arrives_whole_and_in_order():
+    direct, server, client = await _pair()
+    data = bytes(range(256)) * (32 * 1024)  # 8 MiB: the kernel takes part, trio the rest
+    received = bytearray()
+
+    async def read_slowly():
+        while len(received) < len(data):
+            chunk = await client.receive_some(65536)
+            assert chunk
+            received.extend(chunk)
+            await trio.sleep(0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read_slowly)
+        await direct.send_all(data)
+    assert bytes(received) == data
+    await server.aclose()
+    await client.aclose()
+
+
+async def test_a_reset_peer_is_a_broken_resource():
+    direct, server, client = await _pair()
+    client.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    await client.aclose()  # RST
+    await trio.sleep(0.05)
+    with pytest.raises(trio.BrokenResourceError):
+        await direct.receive_some(100)
+    await server.aclose()
+
+
+async def test_a_closed_socket_is_a_closed_resource():
+    direct, server, client = await _pair()
+    await server.aclose()
+    with pytest.raises(trio.ClosedResourceError):
+        await direct.receive_some(100)
+    with pytest.raises(trio.ClosedResourceError):
+        await direct.send_all(b"x")
+    await client.aclose()
