@@ -5,9 +5,9 @@ Used by the WAL writer (`quorum.log.wal`) and the classic message journal
 it to `trio.to_thread` costs the loop 100-150 µs of CPU each time (the thread cache's wake-ups,
 the GIL going back and forth, the loop's wake-up when the result comes back): more than the
 write and a fast disk's fdatasync (0.1-0.3 ms here, waiting, not CPU). So a small job runs
-inline, while the jobs' moving average time stays short; a large job (framing and CRCs of
-big bodies), or any job once the disk turns slow, goes to a worker thread so that the loop
-never stalls for long. Small jobs sent to the thread are timed too, so a disk that becomes
+inline while the moving average of small jobs stays under 1 ms; a large job (framing and
+CRCs of big bodies; at full load most batches are large), or any job once the disk turns
+slow, goes to a worker thread, where the loop goes on meanwhile and never stalls for long. Small jobs sent to the thread are timed too, so a disk that becomes
 fast again brings them back inline.
 """
 
@@ -21,7 +21,7 @@ import trio
 __all__ = ["DiskJobs"]
 
 INLINE_MAX_BYTES = 64 * 1024    # larger batches are framed and written in a worker thread
-INLINE_MAX_SECONDS = 0.002      # a moving average above this sends every job to the thread
+INLINE_MAX_SECONDS = 0.001      # a moving average above this sends every job to the thread
 _WEIGHT = 0.2                   # of the newest job in the moving average
 
 
