@@ -57,6 +57,14 @@ def text_of(driver, css: str) -> str:
     return driver.find_element(_by().CSS_SELECTOR, css).text
 
 
+def row_names(driver, css: str = "#queues tbody tr") -> list:
+    """The rows' data-name attributes, read in one script: the page may redraw its table
+    (its periodic refresh) between a find and a read of element handles."""
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]))"
+        ".map(r => r.getAttribute('data-name'))", css)
+
+
 def fill(driver, css: str, value: str) -> None:
     box = el(driver, css)
     box.clear()
@@ -165,21 +173,18 @@ def test_filter_and_page_through_queues(driver, web_broker, amqp):
     fill(driver, "#qs-filter", r"^web\.page\.")
     el(driver, "#qs-apply").click()
     until(driver, lambda d: "Page 1 of 3 (250 matching" in text_of(d, "#qs-page-info"), what="page 1/3")
-    rows = driver.find_elements(_by().CSS_SELECTOR, "#queues tbody tr")
-    assert len(rows) == 100 and rows[0].get_attribute("data-name") == "web.page.000"
+    names = row_names(driver)
+    assert len(names) == 100 and names[0] == "web.page.000"
     el(driver, "#qs-next").click()
     until(driver, lambda d: text_of(d, "#qs-page-info").startswith("Page 2 of 3"), what="page 2")
     el(driver, "#qs-next").click()
     until(driver, lambda d: text_of(d, "#qs-page-info").startswith("Page 3 of 3"), what="page 3")
-    names = [r.get_attribute("data-name")
-             for r in driver.find_elements(_by().CSS_SELECTOR, "#queues tbody tr")]
+    names = row_names(driver)
     assert names[0] == "web.page.200" and names[-1] == "web.page.249" and len(names) == 50
     fill(driver, "#qs-filter", r"page\.0[1-2][05]$")
     el(driver, "#qs-apply").click()
     until(driver, lambda d: "(4 matching" in text_of(d, "#qs-page-info"), what="regex filter")
-    names = [r.get_attribute("data-name")
-             for r in driver.find_elements(_by().CSS_SELECTOR, "#queues tbody tr")]
-    assert names == ["web.page.010", "web.page.015", "web.page.020", "web.page.025"]
+    assert row_names(driver) == ["web.page.010", "web.page.015", "web.page.020", "web.page.025"]
 
 
 def test_get_messages_shows_dead_letter_reasons(driver, web_broker, amqp, api):
