@@ -68,9 +68,6 @@ class DirectSocket:
         if sent < len(data):  # the kernel's buffer is full: trio waits for room
             await self._stream.send_all(memoryview(data)[sent:])
 
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
 
 def _broken(exc: OSError) -> trio.BrokenResourceError | trio.ClosedResourceError:
     if exc.errno == errno.EBADF:

@@ -7,8 +7,9 @@ the GIL going back and forth, the loop's wake-up when the result comes back): mo
 write and a fast disk's fdatasync (0.1-0.3 ms here, waiting, not CPU). So a small job runs
 inline while the moving average of small jobs stays under 1 ms; a large job (framing and
 CRCs of big bodies; at full load most batches are large), or any job once the disk turns
-slow, goes to a worker thread, where the loop goes on meanwhile and never stalls for long. Small jobs sent to the thread are timed too, so a disk that becomes
-fast again brings them back inline.
+slow, goes to a worker thread, where the loop goes on meanwhile and never stalls for long.
+Small jobs sent to the thread are timed too, so a disk that becomes fast again brings them
+back inline.
 """
 
 from __future__ import annotations
