@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import socket
-import threading
 
 import pika
 import pytest
@@ -18,6 +16,7 @@ from compat_tests.support.cluster import LocalCluster
 from compat_tests.support.launcher import free_port
 
 from .conftest import wait_until
+from .proxy import Proxy
 
 NAMES = ["rabbit1@localhost", "rabbit2@localhost", "rabbit3@localhost"]
 
@@ -114,69 +113,20 @@ def test_control_verbs_on_a_node_that_is_not_running_say_so(argv, capsys):
 
 # -- a link through a proxy the test controls ---------------------------------------------------
 
-class _Proxy:
-    """Forwards each connection on a loopback port to port `target`; `cut()` closes them all
-    and stops accepting (that one link partitioned)."""
-
-    def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.target = 0  # set before anything connects
-        self.accepted = 0
-        self._socks: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                a, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                b = socket.create_connection(("127.0.0.1", self.target))
-            except OSError:  # the target is not up yet: the dialer tries again
-                a.close()
-                continue
-            self.accepted += 1
-            self._socks += [a, b]
-            for src, dst in ((a, b), (b, a)):
-                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def cut(self) -> None:
-        self.listener.close()
-        for s in self._socks:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
 def test_dial_override_routes_one_link_through_a_proxy(tmp_path):
-    proxy = _Proxy()
-    c = LocalCluster(tmp_path, 2, dial_overrides={(0, 1): ("127.0.0.1", proxy.port)})
-    proxy.target = c.node(1).dist_port
-    with c:
-        assert f"rabbit2@localhost:{proxy.port}" in c.node(0).log_path.with_name(
-            "broker.conf").read_text()
-        assert proxy.accepted >= 1  # the pair's link runs through the proxy
-        proxy.cut()
-        wait_until(lambda: _running(c, 0)["rabbit2@localhost"] is False,
-                   what="node 1 to see node 2 down once its link is cut")
+    port = free_port()
+    c = LocalCluster(tmp_path, 2, dial_overrides={(0, 1): ("127.0.0.1", port)})
+    with Proxy() as proxy:
+        proxy.add_link("1-2", ("127.0.0.1", c.node(1).dist_port), port)
+        with c:
+            assert f"rabbit2@localhost:{port}" in c.node(0).log_path.with_name(
+                "broker.conf").read_text()
+            assert proxy.stats("1-2").accepted >= 1  # the pair's link runs through the proxy
+            proxy.cut("1-2")
+            wait_until(lambda: _running(c, 0)["rabbit2@localhost"] is False,
+                       what="node 1 to see node 2 down once its link is cut")
     with pytest.raises(ValueError, match="the smaller name dials"):
-        LocalCluster(tmp_path, 2, dial_overrides={(1, 0): ("127.0.0.1", proxy.port)})
+        LocalCluster(tmp_path, 2, dial_overrides={(1, 0): ("127.0.0.1", port)})
 
 
 def test_every_node_row_shows_the_peers_memory_disk_and_uptime(cluster):
