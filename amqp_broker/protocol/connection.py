@@ -107,30 +107,31 @@ class ServerConnection(Handshake, Liveness):
 
     def data_to_send(self) -> bytes:
         """Drain and return the bytes to write (b"" if none)."""
+        return b"".join(self.take_output())
+
+    def take_output(self) -> list:
+        """Drain and return the output as pieces to write in order (a vectored write; large
+        bodies are among them uncopied); [] if none."""
         if not self._out:
-            return b""
+            return []
         self._sent_flag = True
-        data = bytes(self._out)
-        self._out.clear()
-        return data
+        return self._out.take()
 
     def output_size(self) -> int:
-        """Bytes queued and not yet taken by data_to_send() (the shell bounds this)."""
+        """Bytes queued and not yet taken (the shell bounds this)."""
         return len(self._out)
 
-    def output_mark(self) -> int:
-        """Where the output buffer ends now (see `take_output_since`)."""
-        return len(self._out)
+    def output_mark(self) -> tuple[int, int]:
+        """Where the output ends now (see `take_output_since`)."""
+        return self._out.mark()
 
-    def take_output_since(self, mark: int) -> bytes:
+    def take_output_since(self, mark: tuple[int, int]) -> bytes:
         """Take back the bytes queued after `mark` (a reply that must wait for something,
         e.g. a cluster-wide commit); `put_output` queues them again."""
-        data = bytes(self._out[mark:])
-        del self._out[mark:]
-        return data
+        return self._out.take_since(mark)
 
     def put_output(self, data: bytes) -> None:
-        self._out += data
+        self._out.buf += data
 
     @property
     def closed(self) -> bool:
@@ -158,21 +159,21 @@ class ServerConnection(Handshake, Liveness):
             self.close_connection(method.reply_code, method.reply_text, method.class_id,
                                   method.method_id)
         elif channel == 0 and self.state == OPEN or self._writable(channel):
-            self._out += encode_method(channel, method)
+            self._out.buf += encode_method(channel, method)
 
     def send_declare_ok(self, channel: int, queue: str, message_count: int,
                         consumer_count: int) -> None:
         """queue.declare-ok without pamqp: pamqp's Queue.DeclareOk refuses names outside
         [a-zA-Z0-9-_.:@#,/+ ], while RabbitMQ allows any UTF-8 name up to 255 bytes."""
         if self._writable(channel):
-            _fp.write_declare_ok(self._out, channel, queue, message_count, consumer_count)
+            _fp.write_declare_ok(self._out.buf, channel, queue, message_count, consumer_count)
 
     def send_deliver(self, channel: int, consumer_tag: str, delivery_tag: int,
                      redelivered: bool, exchange: str, routing_key: str,
                      properties: bytes, body: bytes) -> None:
         """basic.deliver + content header + body frames (struct fast path)."""
         if self._writable(channel):
-            _fp.write_deliver(self._out, channel, consumer_tag, delivery_tag, redelivered,
+            _fp.write_deliver(self._out.buf, channel, consumer_tag, delivery_tag, redelivered,
                               exchange, routing_key)
             _fp.write_content(self._out, channel, properties, body, self._max_body)
 
@@ -181,7 +182,7 @@ class ServerConnection(Handshake, Liveness):
                     body: bytes) -> None:
         """basic.get-ok + content (struct fast path)."""
         if self._writable(channel):
-            _fp.write_get_ok(self._out, channel, delivery_tag, redelivered, exchange,
+            _fp.write_get_ok(self._out.buf, channel, delivery_tag, redelivered, exchange,
                              routing_key, message_count)
             _fp.write_content(self._out, channel, properties, body, self._max_body)
 
@@ -189,14 +190,14 @@ class ServerConnection(Handshake, Liveness):
                     routing_key: str, properties: bytes, body: bytes) -> None:
         """basic.return + content (struct fast path)."""
         if self._writable(channel):
-            _fp.write_return(self._out, channel, reply_code, _clip(reply_text), exchange,
+            _fp.write_return(self._out.buf, channel, reply_code, _clip(reply_text), exchange,
                              routing_key)
             _fp.write_content(self._out, channel, properties, body, self._max_body)
 
     def send_confirm(self, channel: int, delivery_tag: int, multiple: bool, ack: bool) -> None:
         """Publisher confirm: basic.ack (ack=True) or basic.nack from the server."""
         if self._writable(channel):
-            _fp.write_confirm(self._out, channel, delivery_tag, multiple, ack)
+            _fp.write_confirm(self._out.buf, channel, delivery_tag, multiple, ack)
 
     def close_channel(self, channel: int, reply_code: int, reply_text: str,
                       class_id: int = 0, method_id: int = 0) -> None:
@@ -204,7 +205,7 @@ class ServerConnection(Handshake, Liveness):
         channel is discarded; then ChannelClosed is emitted."""
         if not self._writable(channel):
             return
-        self._out += encode_method(channel, commands.Channel.Close(
+        self._out.buf += encode_method(channel, commands.Channel.Close(
             reply_code, _clip(reply_text), class_id, method_id))
         ch = self._channels[channel]
         ch.closing = True
@@ -240,7 +241,7 @@ class ServerConnection(Handshake, Liveness):
         self._set_closed(linger)
 
     def _send_close(self, code: int, text: str, class_id: int = 0, method_id: int = 0) -> None:
-        self._out += encode_method(0, commands.Connection.Close(
+        self._out.buf += encode_method(0, commands.Connection.Close(
             code, _clip(text), class_id, method_id))
         self.state = CLOSING
         self._channels.clear()
@@ -377,7 +378,7 @@ class ServerConnection(Handshake, Liveness):
         if mid == commands.Connection.CloseOk.index:
             self._set_closed(0.0)
         elif mid == commands.Connection.Close.index:
-            self._out += encode_method(0, commands.Connection.CloseOk())
+            self._out.buf += encode_method(0, commands.Connection.CloseOk())
             self._set_closed(0.0)
 
     # -- channels ------------------------------------------------------------------------------
@@ -431,10 +432,10 @@ class ServerConnection(Handshake, Liveness):
                 raise ProtocolError(NOT_ALLOWED, refusal)
             self._channels[number] = Channel(number)
             # RabbitMQ sends an empty channel-id longstr; pamqp insists on "0", so pack it here.
-            self._out += _OPEN_OK.pack(1, number, 8, 0x0014000B, 0, 0xCE)
+            self._out.buf += _OPEN_OK.pack(1, number, 8, 0x0014000B, 0, 0xCE)
             self._events.append(ChannelOpened(number))
         elif mid == _CHANNEL_CLOSE:
-            self._out += encode_method(number, commands.Channel.CloseOk())
+            self._out.buf += encode_method(number, commands.Channel.CloseOk())
         elif mid != _CHANNEL_CLOSE_OK:
             raise ProtocolError(CHANNEL_ERROR, "expected 'channel.open'", mid >> 16, mid & 0xFFFF)
 
@@ -443,13 +444,13 @@ class ServerConnection(Handshake, Liveness):
             del self._channels[ch.number]
             self._events.append(ChannelClosed(ch.number))
         elif mid == _CHANNEL_CLOSE:  # both sides closed at once
-            self._out += encode_method(ch.number, commands.Channel.CloseOk())
+            self._out.buf += encode_method(ch.number, commands.Channel.CloseOk())
 
     def _dispatch(self, ch: Channel, mid: int, method) -> None:
         cls_id = mid >> 16
         if mid == _CHANNEL_CLOSE:
             del self._channels[ch.number]
-            self._out += encode_method(ch.number, commands.Channel.CloseOk())
+            self._out.buf += encode_method(ch.number, commands.Channel.CloseOk())
             self._events.append(ChannelCloseRequested(
                 ch.number, method.reply_code, method.reply_text, method.class_id,
                 method.method_id))
@@ -480,7 +481,7 @@ class ServerConnection(Handshake, Liveness):
 
     # -- connection.close from the client (called by Handshake when OPEN) ------------------------
     def _on_client_close(self, method) -> None:
-        self._out += encode_method(0, commands.Connection.CloseOk())
+        self._out.buf += encode_method(0, commands.Connection.CloseOk())
         self._events.append(ConnectionCloseRequested(
             method.reply_code, method.reply_text, method.class_id, method.method_id))
         self._finish("client closed the connection")

@@ -7,8 +7,9 @@ confirms (encode). tests/protocol/test_fastpath_props.py proves them byte-for-by
 pamqp with hypothesis.
 
 Decoders take the method frame payload (starting with the 4-byte class/method id) and raise
-ValueError on malformed input. Encoders append complete frames to a caller-owned bytearray so
-the connection coalesces all output in one buffer.
+ValueError on malformed input. Encoders append complete frames to a caller-owned bytearray (the
+connection's `Output.buf`) so the connection coalesces small output in one buffer;
+`write_content` takes the `Output` itself and queues a large body by reference.
 
 Used by: connection.py only.
 """
@@ -16,6 +17,8 @@ Used by: connection.py only.
 from __future__ import annotations
 
 import struct
+
+from .output import BY_REFERENCE, Output
 
 __all__ = [
     "PUBLISH",
@@ -181,24 +184,34 @@ def write_confirm(out: bytearray, channel: int, delivery_tag: int, multiple: boo
                            1 if multiple else 0, _FRAME_END)
 
 
-def write_content(out: bytearray, channel: int, properties: bytes, body: bytes,
+def write_content(out: Output, channel: int, properties: bytes, body: bytes,
                   max_body: int) -> None:
     """Append a content header frame and the body frames (each at most `max_body` bytes;
-    0 = unlimited). A zero-length body gets no body frame."""
+    0 = unlimited) to `out`; a large body goes by reference (`Output.attach`), not copied.
+    A zero-length body gets no body frame."""
     size = len(body)
-    out += _HEADER_CONTENT.pack(2, channel, 12 + len(properties), 60, 0, size)
-    out += properties
-    out.append(_FRAME_END)
+    buf = out.buf
+    buf += _HEADER_CONTENT.pack(2, channel, 12 + len(properties), 60, 0, size)
+    buf += properties
+    buf.append(_FRAME_END)
     if not size:
         return
     if max_body <= 0 or size <= max_body:
-        out += _FRAME_HDR.pack(3, channel, size)
-        out += body
-        out.append(_FRAME_END)
+        buf += _FRAME_HDR.pack(3, channel, size)
+        if size < BY_REFERENCE:
+            buf += body
+        else:
+            out.attach(body)
+            buf = out.buf
+        buf.append(_FRAME_END)
         return
     view = memoryview(body)
     for start in range(0, size, max_body):
         chunk = view[start : start + max_body]
-        out += _FRAME_HDR.pack(3, channel, len(chunk))
-        out += chunk
-        out.append(_FRAME_END)
+        buf += _FRAME_HDR.pack(3, channel, len(chunk))
+        if len(chunk) < BY_REFERENCE:
+            buf += chunk
+        else:
+            out.attach(chunk)
+            buf = out.buf
+        buf.append(_FRAME_END)

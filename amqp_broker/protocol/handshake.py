@@ -16,6 +16,7 @@ from pamqp import commands
 from .config import ProtocolConfig
 from .events import Event, LoginRequest, MethodReceived, OpenRequest, Tuned
 from .methods import decode_method, encode_method
+from .output import Output
 from .replies import ACCESS_REFUSED, CHANNEL_ERROR, NOT_ALLOWED, ProtocolError, reply_text
 from .sasl import MECHANISMS, parse_response
 from .states import (
@@ -47,7 +48,7 @@ class Handshake:
     def __init__(self, config: ProtocolConfig) -> None:
         self._config = config
         self._events: list[Event] = []
-        self._out = bytearray()
+        self._out = Output()
         self.state = AWAIT_HEADER
         #: Negotiated values; the server's proposals until tune-ok arrives.
         self.channel_max = config.channel_max
@@ -69,7 +70,7 @@ class Handshake:
         if self.state != AWAIT_LOGIN:
             return
         cfg = self._config
-        self._out += encode_method(0, commands.Connection.Tune(
+        self._out.buf += encode_method(0, commands.Connection.Tune(
             cfg.channel_max, cfg.frame_max, cfg.heartbeat))
         self.state = AWAIT_TUNE_OK
         self._process()
@@ -91,7 +92,7 @@ class Handshake:
         """Answer an OpenRequest positively: send connection.open-ok."""
         if self.state != AWAIT_OPEN_DECISION:
             return
-        self._out += encode_method(0, commands.Connection.OpenOk())
+        self._out.buf += encode_method(0, commands.Connection.OpenOk())
         self.state = OPEN
         self._opened = True
         self._process()
@@ -111,14 +112,14 @@ class Handshake:
         buf = self._buf
         head = bytes(buf[:8])
         if not PROTOCOL_HEADER.startswith(head[:4]) or (len(head) == 8 and head != PROTOCOL_HEADER):
-            self._out += PROTOCOL_HEADER
+            self._out.buf += PROTOCOL_HEADER
             self._silent_close("bad protocol header", 0.0)
             return False
         if len(head) < 8:
             return False
         del buf[:8]
         cfg = self._config
-        self._out += encode_method(0, commands.Connection.Start(
+        self._out.buf += encode_method(0, commands.Connection.Start(
             0, 9, cfg.server_properties, cfg.mechanisms, cfg.locales))
         self.state = AWAIT_START_OK
         return True

@@ -83,7 +83,7 @@ class Liveness:
             self._silent_close("missed heartbeats from client", 0.0)
             return
         if now - self._last_send >= self.heartbeat / 2:
-            self._out += _HEARTBEAT_FRAME
+            self._out.buf += _HEARTBEAT_FRAME
             self._last_send = now
 
     def _tick_closing(self, now: float) -> None:

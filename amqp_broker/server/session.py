@@ -270,13 +270,14 @@ class Session:
                 self._flush_hooks.clear()
                 for hook in hooks:
                     hook()
-            data = conn.data_to_send()
-            if data:
-                self._in_flight = len(data)  # counts against OUTPUT_BOUND until sent
-                self.send_oct += len(data)
+            size = conn.output_size()
+            if size:
+                pieces = conn.take_output()  # large bodies among them, never copied
+                self._in_flight = size  # counts against OUTPUT_BOUND until sent
+                self.send_oct += size
                 self.send_cnt += 1
                 try:
-                    await self._io.send_all(data)
+                    await self._io.send_pieces(pieces)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     conn.feed(b"")
                     self._handle_events()

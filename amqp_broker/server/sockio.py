@@ -21,16 +21,32 @@ import trio
 __all__ = ["for_stream"]
 
 
+_IOV_MAX = 1024  # Linux's limit on the buffers of one writev
+
+
 def for_stream(stream):
     """The object a session reads and writes through: `DirectSocket` for a plain TCP stream,
-    the stream itself otherwise (TLS)."""
+    `JoiningStream` otherwise (TLS). Both have `receive_some` and `send_pieces`."""
     if isinstance(stream, trio.SocketStream):
         return DirectSocket(stream)
-    return stream
+    return JoiningStream(stream)
+
+
+class JoiningStream:
+    """`send_pieces` for a stream that only has `send_all` (TLS encrypts a copy anyway)."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self._stream = stream
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        return await self._stream.receive_some(max_bytes)
+
+    async def send_pieces(self, pieces: list) -> None:
+        await self._stream.send_all(pieces[0] if len(pieces) == 1 else b"".join(pieces))
 
 
 class DirectSocket:
-    """`receive_some` / `send_all` of a `trio.SocketStream`, on its non-blocking socket."""
+    """`receive_some` / `send_pieces` of a `trio.SocketStream`, on its non-blocking socket."""
 
     def __init__(self, stream: trio.SocketStream) -> None:
         self._stream = stream
@@ -55,18 +71,30 @@ class DirectSocket:
             await trio.lowlevel.cancel_shielded_checkpoint()
         return data
 
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        fd = self._sock.fileno()
-        if fd < 0:
-            raise trio.ClosedResourceError("the socket was closed")
-        try:
-            sent = os.write(fd, data)
-        except BlockingIOError:
-            sent = 0
-        except OSError as exc:
-            raise _broken(exc) from exc
-        if sent < len(data):  # the kernel's buffer is full: trio waits for room
-            await self._stream.send_all(memoryview(data)[sent:])
+    async def send_pieces(self, pieces: list) -> None:
+        """Write the buffers `pieces` in order with vectored writes, waiting for room in the
+        kernel's buffer only when it is full (no checkpoint otherwise, as `send_all`)."""
+        sock = self._sock
+        pieces = list(pieces)
+        i = 0
+        while i < len(pieces):
+            fd = sock.fileno()
+            if fd < 0:
+                raise trio.ClosedResourceError("the socket was closed")
+            batch = pieces[i : i + _IOV_MAX]
+            try:
+                sent = os.writev(fd, batch)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                raise _broken(exc) from exc
+            for piece in batch:
+                if sent < len(piece):
+                    pieces[i] = memoryview(piece)[sent:]
+                    await trio.lowlevel.wait_writable(sock)
+                    break
+                sent -= len(piece)
+                i += 1
 
 
 def _broken(exc: OSError) -> trio.BrokenResourceError | trio.ClosedResourceError:

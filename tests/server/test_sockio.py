@@ -1,6 +1,7 @@
 """`sockio.DirectSocket`: a session's reads and writes on a plain TCP socket, over real
-loopback connections: data in order whether the kernel takes a write whole or not, EOF,
-trio's errors for a reset and for a closed socket."""
+loopback connections: data in order whether the kernel takes a write whole or not (pieces of
+every kind, more than one writev takes), EOF, trio's errors for a reset and for a closed
+socket; `JoiningStream` for other streams."""
 
 import socket
 import struct
@@ -9,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from amqp_broker.server.sockio import DirectSocket, for_stream
+from amqp_broker.server.sockio import DirectSocket, JoiningStream, for_stream
 
 pytestmark = pytest.mark.trio
 
@@ -27,7 +28,10 @@ async def test_plain_streams_get_a_direct_socket_others_are_used_as_they_are():
     direct, server, client = await _pair()
     assert isinstance(for_stream(server), DirectSocket)
     other = trio.testing.MemorySendStream()
-    assert for_stream(other) is other
+    joining = for_stream(other)
+    assert isinstance(joining, JoiningStream)
+    await joining.send_pieces([b"ab", bytearray(b"cd"), memoryview(b"xef")[1:]])
+    assert other.get_data_nowait() == b"abcdef"
     await server.aclose()
     await client.aclose()
 
@@ -50,9 +54,12 @@ async def test_reads_what_the_peer_sent_then_eof():
     await server.aclose()
 
 
-async def test_a_write_larger_than_the_socket_buffer_arrives_whole_and_in_order():
+async def test_writes_larger_than_the_socket_buffer_arrive_whole_and_in_order():
     direct, server, client = await _pair()
-    data = bytes(range(256)) * (32 * 1024)  # 8 MiB: the kernel takes part, trio the rest
+    big = bytes(range(256)) * (32 * 1024)  # 8 MiB: the kernel takes part, then waits
+    small = [bytes([i % 251]) * (i % 7 + 1) for i in range(3000)]  # more than IOV_MAX pieces
+    pieces = [big[:100], bytearray(big[100:5000]), memoryview(big)[5000:], *small, big]
+    data = b"".join(pieces) + b"!"
     received = bytearray()
 
     async def read_slowly():
@@ -63,7 +70,8 @@ async def test_a_write_larger_than_the_socket_buffer_arrives_whole_and_in_order(
             await trio.sleep(0)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(read_slowly)
-        await direct.send_all(data)
+        await direct.send_pieces(pieces)
+        await direct.send_pieces([b"!"])
     assert bytes(received) == data
     await server.aclose()
     await client.aclose()
@@ -85,5 +93,5 @@ async def test_a_closed_socket_is_a_closed_resource():
     with pytest.raises(trio.ClosedResourceError):
         await direct.receive_some(100)
     with pytest.raises(trio.ClosedResourceError):
-        await direct.send_all(b"x")
+        await direct.send_pieces([b"x"])
     await client.aclose()
