@@ -26,7 +26,7 @@ from typing import Iterable
 import msgspec
 
 from amqp_broker.queues.message import Message
-from amqp_broker.store.records import HEADER_SIZE, MAX_RECORD, frame, unpack_header
+from amqp_broker.store.records import HEADER_SIZE, MAX_RECORD, legacy_frame, unpack_header
 
 __all__ = [
     "ENQUEUE",
@@ -62,7 +62,7 @@ def encode_drop_queue(queue: str) -> bytes:
     return _encoder.encode((DROP_QUEUE, queue))
 
 
-COMMIT_MARK = frame(_encoder.encode((COMMIT,)))
+COMMIT_MARK = legacy_frame(_encoder.encode((COMMIT,)))  # compared byte for byte
 
 
 def mark_after(fd: int, bad: int, end: int) -> int | None:

@@ -1,9 +1,11 @@
-"""Length + CRC32 record framing shared by the metadata log and the message journal.
+"""Length + checksum record framing shared by the metadata log and the message journal.
 
 Who calls it: `metadata.py` and `journal.py` (encode when appending, `scan` when recovering a
 small file; `FileFrames` streams a large one: the message journal).
 
-Frame: ``>II`` header (payload length, CRC32 of the payload) followed by the payload. `scan` stops
+Frame: ``>II`` header (payload length, checksum of the payload) followed by the payload. The
+checksum is a CRC-32C, bit 31 of the length set; a zlib CRC-32 in records of earlier versions
+(`quorum.log.checksum`). `scan` stops
 at the first frame that is incomplete or whose CRC does not match: everything from there on is a
 torn tail left by a crash mid-write, and the caller truncates the file to `valid_end`.
 """
@@ -15,10 +17,11 @@ import struct
 import zlib
 from typing import Iterator
 
+from quorum.log import checksum as C
 from quorum.log.disk import Pieces
 
-__all__ = ["HEADER_SIZE", "MAX_RECORD", "FileFrames", "frame", "frame_pieces", "scan",
-           "unpack_header"]
+__all__ = ["HEADER_SIZE", "MAX_RECORD", "FileFrames", "frame", "frame_pieces", "legacy_frame",
+           "scan", "unpack_header"]
 
 _HEADER = struct.Struct(">II")
 HEADER_SIZE = _HEADER.size
@@ -26,24 +29,31 @@ MAX_RECORD = 1 << 30  # a length above this is garbage, not a record (bodies are
 
 
 def frame(payload: bytes) -> bytes:
-    """One framed record. Cost: one CRC32 pass over the payload and one concatenation."""
+    """One framed record. Cost: one checksum pass over the payload and one concatenation."""
+    return _HEADER.pack(C.length_field(len(payload)), C.checksum(payload)) + payload
+
+
+def legacy_frame(payload: bytes) -> bytes:
+    """A record framed with zlib's CRC-32 (no flag), as every version writes it: for constant
+    records that readers compare byte for byte (commit marks), so that one mark is the mark."""
     return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
 def frame_pieces(payloads: list[bytes], first: bytes = b"") -> list[bytes | bytearray]:
     """The framed records of `payloads` (after the bytes `first`) as pieces for one vectored
     write (`quorum.log.disk.Pieces`: a large payload is never copied). Runs in the journal's
-    worker thread, where the CRC32 of a large payload does not hold the GIL."""
+    worker thread, where the checksum of a large payload does not hold the GIL."""
     out = Pieces(first)
     for payload in payloads:
-        out.put(_HEADER.pack(len(payload), zlib.crc32(payload)))
+        out.put(_HEADER.pack(C.length_field(len(payload)), C.checksum(payload)))
         out.put(payload)
     return out.done()
 
 
 def unpack_header(view: memoryview, pos: int) -> tuple[int, int]:
-    """(payload length, CRC32) of the frame at `pos`."""
-    return _HEADER.unpack_from(view, pos)
+    """(payload length, checksum) of the frame at `pos`."""
+    field, crc = _HEADER.unpack_from(view, pos)
+    return C.record_length(field), crc
 
 
 def scan(data: bytes | memoryview) -> tuple[list[memoryview], int]:
@@ -56,13 +66,13 @@ def scan(data: bytes | memoryview) -> tuple[list[memoryview], int]:
     pos = 0
     end = len(view)
     while pos + HEADER_SIZE <= end:
-        length, crc = _HEADER.unpack_from(view, pos)
+        field, crc = _HEADER.unpack_from(view, pos)
         start = pos + HEADER_SIZE
-        stop = start + length
-        if length > MAX_RECORD or stop > end:
+        stop = start + C.record_length(field)
+        if C.record_length(field) > MAX_RECORD or stop > end:
             break
         payload = view[start:stop]
-        if zlib.crc32(payload) != crc:
+        if not C.verify(field, payload, crc):
             break
         out.append(payload)
         pos = stop
@@ -91,7 +101,7 @@ class FileFrames:
         while True:
             have = len(buf) - pos
             need = HEADER_SIZE if have < HEADER_SIZE else \
-                HEADER_SIZE + _HEADER.unpack_from(buf, pos)[0]
+                HEADER_SIZE + C.record_length(_HEADER.unpack_from(buf, pos)[0])
             if have < need:
                 if need > HEADER_SIZE + MAX_RECORD or base + pos + need > size:
                     break
@@ -102,9 +112,9 @@ class FileFrames:
                     break
                 continue   # the header may have been all that was missing
             view = memoryview(buf)
-            length, crc = _HEADER.unpack_from(view, pos)
-            stop = pos + HEADER_SIZE + length
-            if zlib.crc32(view[pos + HEADER_SIZE:stop]) != crc:
+            field, crc = _HEADER.unpack_from(view, pos)
+            stop = pos + HEADER_SIZE + C.record_length(field)
+            if not C.verify(field, view[pos + HEADER_SIZE:stop], crc):
                 break
             yield base + pos, view[pos:stop]
             pos = stop

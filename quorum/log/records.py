@@ -3,8 +3,9 @@
 Called by `quorum.log.store` (encoding appends) and `quorum.log.recover` (replay). Pure: bytes in,
 records out; no files, no clocks.
 
-Every record is framed as ``<u32 length><u32 crc32><body>`` where ``crc32 = zlib.crc32(body)``
-and ``body`` starts with one kind byte. A record whose header is short, whose length runs past
+Every record is framed as ``<u32 length><u32 crc><body>`` where ``crc`` is the CRC-32C of
+``body`` (bit 31 of the length set; a zlib CRC-32 in records of earlier versions, bit 31 clear:
+`checksum.py`) and ``body`` starts with one kind byte. A record whose header is short, whose length runs past
 the end of the data, or whose checksum does not match ends the valid prefix: everything from
 its first byte on is a torn or corrupt tail and must be truncated, never replayed.
 
@@ -21,6 +22,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Iterator
 
+from . import checksum as C
 from .disk import Pieces
 
 __all__ = [
@@ -46,7 +48,7 @@ __all__ = [
 
 WAL_MAGIC = b"QWAL0001"
 
-_FRAME = struct.Struct("<II")  # length of body, crc32 of body
+_FRAME = struct.Struct("<II")  # length of body (bit 31: CRC-32C), checksum of body
 _GROUP_LEN = struct.Struct("<H")
 _ENTRY = struct.Struct("<QQ")  # index, term
 _HARD = struct.Struct("<QQ")  # term, commit
@@ -112,7 +114,7 @@ Record = EntryRec | HardStateRec | TruncateRec | SnapshotRec | DeleteRec
 
 
 def _frame(body: bytes) -> bytes:
-    return _FRAME.pack(len(body), zlib.crc32(body)) + body
+    return _FRAME.pack(C.length_field(len(body)), C.checksum(body)) + body
 
 
 def _group(group: bytes) -> bytes:
@@ -132,7 +134,8 @@ def entry_head(prefix: bytes, index: int, term: int) -> bytes:
 
 
 def _framed_entry(head: bytes, payload: bytes) -> bytes:
-    return _FRAME.pack(len(head) + len(payload), zlib.crc32(payload, zlib.crc32(head))) + head
+    return _FRAME.pack(C.length_field(len(head) + len(payload)),
+                       C.checksum(payload, C.checksum(head))) + head
 
 
 def encode_entry(group: bytes, index: int, term: int, payload: bytes) -> bytes:
@@ -176,7 +179,8 @@ def encode_delete(group: bytes) -> bytes:
     return _frame(b"\x05" + _group(group))
 
 
-COMMIT_MARK = _frame(bytes((_K_MARK,)))
+# a constant: framed with zlib's CRC-32 as in every version (no flag), so one mark is the mark
+COMMIT_MARK = _FRAME.pack(1, zlib.crc32(bytes((_K_MARK,)))) + bytes((_K_MARK,))
 
 
 def mark_after(data: bytes, bad: int) -> int | None:
@@ -187,7 +191,7 @@ def mark_after(data: bytes, bad: int) -> int | None:
     end = len(view)
     pos = bad
     while pos + _FRAME.size <= end:
-        length, _ = _FRAME.unpack_from(view, pos)
+        length = C.record_length(_FRAME.unpack_from(view, pos)[0])
         stop = pos + _FRAME.size + length
         if length == 0 or length > MAX_RECORD or stop > end:
             return None
@@ -243,12 +247,13 @@ def scan(data: bytes, start: int = 0) -> tuple[list[Record], int]:
 def _iter(view: memoryview, pos: int, end: int) -> Iterator[tuple[Record | None, int]]:
     """(record, where the next one starts) for each intact frame; None for a commit mark."""
     while pos + _FRAME.size <= end:
-        length, crc = _FRAME.unpack_from(view, pos)
+        field, crc = _FRAME.unpack_from(view, pos)
+        length = C.record_length(field)
         body_at = pos + _FRAME.size
         if length == 0 or length > MAX_RECORD or body_at + length > end:
             return
         body = view[body_at : body_at + length]
-        if zlib.crc32(body) != crc:
+        if not C.verify(field, body, crc):
             return
         if length == 1 and body[0] == _K_MARK:
             pos = body_at + length

@@ -7,19 +7,20 @@ A segment is written to a ``.tmp`` name, fsynced, renamed into place and its dir
 so a segment with a final name is always complete. Its name carries a node-wide creation
 counter and its index range: ``<counter>-<first>-<last>.seg``. Later segments supersede earlier
 ones from their first index on (the same rule as a Raft append), so recovery replays them in
-counter order. Records are ``<u32 len><u32 crc32><u64 index><u64 term><payload>`` with the
-checksum over everything after it.
+counter order. Records are ``<u32 len><u32 crc><u64 index><u64 term><payload>`` with the
+checksum over everything after it: a CRC-32C, bit 31 of the length set (a zlib CRC-32 in
+segments of earlier versions: `checksum.py`).
 """
 
 from __future__ import annotations
 
 import os
 import struct
-import zlib
 from dataclasses import dataclass, field
 from array import array
 from typing import Sequence
 
+from . import checksum as C
 from .disk import OsDisk, Pieces
 
 __all__ = ["SEG_MAGIC", "SegmentInfo", "CorruptSegment", "segment_name", "parse_segment_name",
@@ -74,8 +75,8 @@ def encode_segment(entries: Sequence[tuple[int, int, bytes]]) -> tuple[list, lis
     pos = len(SEG_MAGIC)
     for index, term, payload in entries:
         it = _IT.pack(index, term)
-        crc = zlib.crc32(payload, zlib.crc32(it))
-        out.put(struct.pack("<II", len(it) + len(payload), crc) + it)
+        crc = C.checksum(payload, C.checksum(it))
+        out.put(struct.pack("<II", C.length_field(len(it) + len(payload)), crc) + it)
         out.put(payload)
         offsets.append(pos)
         pos += 8 + len(it) + len(payload)
@@ -102,10 +103,10 @@ def _load_index(disk: OsDisk, seg: SegmentInfo) -> tuple[array, array]:
     terms = []
     pos = len(SEG_MAGIC)
     while pos + _HEAD.size <= len(data):
-        length, _crc, _i, term = _HEAD.unpack_from(data, pos)
+        field, _crc, _i, term = _HEAD.unpack_from(data, pos)
         offsets.append(pos)
         terms.append(term)
-        pos += 8 + length
+        pos += 8 + C.record_length(field)
     if len(offsets) != seg.last_written - seg.first + 1:
         raise CorruptSegment(f"{seg.path}: {len(offsets)} records")
     # kept for the segment's life: 16 bytes an entry, not two int objects and list slots
@@ -128,9 +129,10 @@ def read_segment_range(disk: OsDisk, seg: SegmentInfo, lo: int, hi: int) -> list
     out = []
     pos = 0
     while pos < len(data):
-        length, crc, index, term = _HEAD.unpack_from(data, pos)
+        field, crc, index, term = _HEAD.unpack_from(data, pos)
+        length = C.record_length(field)
         body = memoryview(data)[pos + 8 : pos + 8 + length]
-        if zlib.crc32(body) != crc:
+        if not C.verify(field, body, crc):
             raise CorruptSegment(f"{seg.path}: entry {index}")
         out.append((index, term, bytes(body[_IT.size :])))
         pos += 8 + length
