@@ -25,6 +25,8 @@ from typing import Iterator
 from . import checksum as C
 from .disk import Pieces
 
+_checksum = C.checksum
+
 __all__ = [
     "WAL_MAGIC",
     "EntryRec",
@@ -134,8 +136,8 @@ def entry_head(prefix: bytes, index: int, term: int) -> bytes:
 
 
 def _framed_entry(head: bytes, payload: bytes) -> bytes:
-    return _FRAME.pack(C.length_field(len(head) + len(payload)),
-                       C.checksum(payload, C.checksum(head))) + head
+    return _FRAME.pack((len(head) + len(payload)) | C.CRC32C,
+                       _checksum(payload, _checksum(head))) + head
 
 
 def encode_entry(group: bytes, index: int, term: int, payload: bytes) -> bytes:
