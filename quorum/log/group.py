@@ -13,6 +13,7 @@ index of any newer source starting above i.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from . import records as R
@@ -83,9 +84,23 @@ class GroupLog:
         self.snap_index = 0
         self.snap_term = 0
         self.last_index = 0
-        self.segments: list[SegmentInfo] = []
+        self._segments: list[SegmentInfo] = []
+        self._seg_firsts: list[int] | None = []  # for bisect; None: segments overlap
         self.mems: list[Mem] = [Mem()]  # the last one takes appends
         self.deleted = False  # a DELETE record is queued: no more writes
+
+    @property
+    def segments(self) -> list[SegmentInfo]:
+        """Segment files in creation order. Assigned, never changed in place, so that the
+        lookup index below is rebuilt with every change."""
+        return self._segments
+
+    @segments.setter
+    def segments(self, segs: list[SegmentInfo]) -> None:
+        self._segments = segs
+        firsts = [s.first for s in segs]
+        ordered = all(a.last_written < b.first for a, b in zip(segs, segs[1:]))
+        self._seg_firsts = firsts if ordered else None
 
     # -- writes (in-memory bookkeeping; the store writes the WAL record) ---------------------
     def check_append(self, index: int) -> None:
@@ -144,20 +159,33 @@ class GroupLog:
     def first_index(self) -> int:
         return self.snap_index + 1
 
-    def _sources(self) -> list[tuple[int, int, object]]:
-        """(first, last, source) newest first, empty memory tables skipped."""
-        out: list[tuple[int, int, object]] = [(m.first, m.end - 1, m) for m in reversed(self.mems) if m.items]
-        out.extend((s.first, s.last_written, s) for s in reversed(self.segments))
-        return out
-
     def _locate(self, index: int) -> tuple[object, int] | None:
-        """The source holding `index` and the last index it is valid for."""
+        """The source holding `index` and the last index it is valid for: the newest source
+        containing it, valid up to just below the first index of any newer source that starts
+        above `index` (and never past `last_index`)."""
         bound = self.last_index
-        for first, last, src in self._sources():
+        for m in reversed(self.mems):
+            if not m.items:
+                continue
+            first, last = m.first, m.end - 1
             if first <= index <= last:
-                return src, min(last, bound)
+                return m, min(last, bound)
             if first > index:
                 bound = min(bound, first - 1)
+        segs, firsts = self._segments, self._seg_firsts
+        if firsts is not None:
+            # Segments that do not overlap, in ascending order (the usual case): at most one
+            # holds `index`, and every newer one starts past its end. A deep backlog is
+            # thousands of segments, read from its oldest: no scan of all of them per read.
+            k = bisect_right(firsts, index) - 1
+            if k >= 0 and index <= segs[k].last_written:
+                return segs[k], min(segs[k].last_written, bound)
+            return None
+        for s in reversed(segs):  # overlapping segments (after a truncation): newest first
+            if s.first <= index <= s.last_written:
+                return s, min(s.last_written, bound)
+            if s.first > index:
+                bound = min(bound, s.first - 1)
         return None
 
     def term(self, disk: OsDisk, index: int) -> int | None:
