@@ -139,6 +139,9 @@ class OsDisk:
         except FileNotFoundError:
             return []
 
+    def size(self, path: str) -> int:
+        return os.path.getsize(path)
+
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 

@@ -79,10 +79,11 @@ def _load_groups(store: LogStore) -> int:
                 continue
             parsed = parse_segment_name(fname)
             if parsed is not None:
-                segs.append(SegmentInfo(os.path.join(d, fname), *parsed))
+                path = os.path.join(d, fname)
+                segs.append(SegmentInfo(path, *parsed, size=disk.size(path)))
         segs.sort(key=lambda s: s.counter)
         for seg in segs:
-            store._garbage.extend(s.path for s in g.add_segments([seg]))
+            store._throw_away(g.add_segments([seg]))
             g.last_index = seg.last_written
             nxt = max(nxt, seg.counter + 1)
     return nxt
@@ -162,4 +163,4 @@ def _apply(store: LogStore, rec: R.Record) -> None:
         case R.HardStateRec(term=term, vote=vote, commit=commit):
             g.hard.term, g.hard.vote, g.hard.commit = term, vote, commit
         case R.SnapshotRec(index=index, term=term, discard=discard):
-            store._garbage.extend(s.path for s in g.compact(index, term, discard))
+            store._throw_away(g.compact(index, term, discard))

@@ -46,6 +46,7 @@ class SegmentInfo:
     last_written: int
     offsets: Sequence[int] | None = field(default=None, repr=False)
     terms: Sequence[int] | None = field(default=None, repr=False)
+    size: int = 0  # bytes on disk
 
     def term(self, disk: OsDisk, index: int) -> int:
         if self.terms is None:
@@ -89,9 +90,9 @@ def write_segment(disk: OsDisk, directory: str, counter: int,
     first, last = entries[0][0], entries[-1][0]
     final = os.path.join(directory, segment_name(counter, first, last))
     pieces, offsets = encode_segment(entries)
-    disk.replace_file(final, pieces, sync_dir)
+    size = disk.replace_file(final, pieces, sync_dir)
     return SegmentInfo(final, counter, first, last, array("Q", offsets),
-                       array("Q", [e[1] for e in entries]))
+                       array("Q", [e[1] for e in entries]), size)
 
 
 def _load_index(disk: OsDisk, seg: SegmentInfo) -> tuple[array, array]:

@@ -114,6 +114,7 @@ class LogStore:
         self._mark_next = False  # the next write starts with a commit mark (records.py)
         self._seg_counter = 0
         self._garbage: list[str] = []  # files to delete once a rollover checkpoint is durable
+        self._garbage_bytes = 0  # their size: past `mem_max_bytes` a rollover is due at once
         self._deleting: list[tuple[int, str]] = []  # (token of the DELETE record, group)
         self._deleted: set[str] = set()  # ids deleted in this process (reuse is refused)
         # held by the worker threads that write a snapshot file or remove deleted groups'
@@ -302,8 +303,15 @@ class LogStore:
         if self.is_deleted(group):
             return 0
         g = self._group(group)
-        self._garbage.extend(s.path for s in g.compact(index, term, discard))
+        self._throw_away(g.compact(index, term, discard))
         return self._queue(R.encode_snapshot(g.key, index, term, discard))
+
+    def _throw_away(self, segments: list[SegmentInfo]) -> None:
+        """Segments no longer needed go at the next rollover, once its checkpoint is durable.
+        When they add up to more than a rollover's worth of memory tables, that rollover is due
+        now: a drained backlog gives its disk back without waiting for more traffic."""
+        self._garbage.extend(s.path for s in segments)
+        self._garbage_bytes += sum(s.size for s in segments)
 
     def save_snapshot(self, group: str, snap: StoredSnapshot, discard: bool = False) -> int:
         self.write_snapshot_file(group, snap)
@@ -367,7 +375,8 @@ class LogStore:
     # -- rollover ----------------------------------------------------------------------------
     def needs_rollover(self) -> bool:
         return (self._wal_size > self.config.wal_max_size_bytes
-                or self._mem_bytes > self.config.mem_max_bytes)
+                or self._mem_bytes > self.config.mem_max_bytes
+                or self._garbage_bytes > self.config.mem_max_bytes)
 
     def begin_rollover(self) -> _Rollover:
         """Freeze every memory table and capture the checkpoint for the next WAL."""
@@ -386,6 +395,7 @@ class LogStore:
             ckpt.append(R.encode_hard_state(g.key, h.term, h.vote, h.commit))
             ckpt.append(R.encode_truncate(g.key, g.last_index + 1))
         garbage, self._garbage = self._garbage, []
+        self._garbage_bytes = 0
         self._mem_bytes = 0
         return _Rollover(frozen, chunks, b"".join(ckpt), self._wal_seq + 1, garbage)
 
@@ -460,8 +470,7 @@ class LogStore:
         self.fsyncs += plan.fsyncs
         for g, mem in plan.frozen:
             g.mems = [m for m in g.mems if m is not mem]
-            dropped = g.add_segments(plan.segments.get(g.name, []))
-            self._garbage.extend(s.path for s in dropped)
+            self._throw_away(g.add_segments(plan.segments.get(g.name, [])))
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:

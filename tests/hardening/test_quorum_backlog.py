@@ -13,6 +13,7 @@ N: QUORUM_BACKLOG_N (default 4000, i.e. 250 MiB of 64 KiB bodies on disk).
 from __future__ import annotations
 
 import os
+import time
 
 import pika
 
@@ -126,6 +127,24 @@ def test_segments_of_settled_messages_are_deleted(tmp_path):
         print(f"\nquorum log on disk: {before / MiB:.0f} MiB with the backlog, "
               f"{after / MiB:.0f} MiB after it drained")
         assert after < before / 2, f"log still {after} bytes after the backlog drained"
+    finally:
+        b.stop()
+
+
+def test_a_drained_backlog_gives_its_log_back_without_more_traffic(tmp_path):
+    """Once the last message of a backlog is settled its segments go at once: their size
+    makes a WAL rollover due (the point where dropped segments may be deleted), instead of
+    waiting for a rollover's worth of new traffic that may never come."""
+    b = Broker(tmp_path / "idle", management=False).start()
+    try:
+        _publish(b.url, "drain", 3000, BIG)
+        before = _log_bytes(b.data_dir)
+        assert before > 3000 * BIG // 2  # the bodies are on disk
+        assert _consume_all(b.url, "drain", 3000, BIG) == list(range(3000))
+        deadline = time.monotonic() + 30
+        while (after := _log_bytes(b.data_dir)) >= before / 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert after < before / 2, f"log still {after} of {before} bytes, 30 s after the drain"
     finally:
         b.stop()
 
