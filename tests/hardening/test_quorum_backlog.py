@@ -116,10 +116,7 @@ def test_segments_of_settled_messages_are_deleted(tmp_path):
     delete the segments it no longer needs)."""
     b = Broker(tmp_path / "seg", management=False).start()
     try:
-        _publish(b.url, "drain", 3000, BIG)
-        before = _log_bytes(b.data_dir)
-        assert before > 3000 * BIG // 2  # the bodies are on disk
-        assert _consume_all(b.url, "drain", 3000, BIG) == list(range(3000))
+        before = _fill_and_drain(b, "drain", 3000)
         for _ in range(3):  # more traffic through the drained queue: the WAL rolls over
             _publish(b.url, "drain", 300, BIG)
             assert _consume_all(b.url, "drain", 300, BIG) == list(range(300))
@@ -137,16 +134,23 @@ def test_a_drained_backlog_gives_its_log_back_without_more_traffic(tmp_path):
     waiting for a rollover's worth of new traffic that may never come."""
     b = Broker(tmp_path / "idle", management=False).start()
     try:
-        _publish(b.url, "drain", 3000, BIG)
-        before = _log_bytes(b.data_dir)
-        assert before > 3000 * BIG // 2  # the bodies are on disk
-        assert _consume_all(b.url, "drain", 3000, BIG) == list(range(3000))
+        before = _fill_and_drain(b, "drain", 3000)
         deadline = time.monotonic() + 30
         while (after := _log_bytes(b.data_dir)) >= before / 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert after < before / 2, f"log still {after} of {before} bytes, 30 s after the drain"
     finally:
         b.stop()
+
+
+def _fill_and_drain(b: Broker, queue: str, n: int) -> int:
+    """Publish a backlog of `n` 64 KiB messages, consume it all in order; returns the bytes the
+    quorum log held with the backlog in place."""
+    _publish(b.url, queue, n, BIG)
+    before = _log_bytes(b.data_dir)
+    assert before > n * BIG // 2  # the bodies are on disk
+    assert _consume_all(b.url, queue, n, BIG) == list(range(n))
+    return before
 
 
 def _log_bytes(data_dir) -> int:
