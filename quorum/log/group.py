@@ -143,15 +143,15 @@ class GroupLog:
         """Install freshly written segments (newer than all existing ones); returns the ones they
         supersede entirely or that the snapshot covers."""
         dropped = []
+        current = self._segments
         for new in segs:
             keep = []
-            for s in self.segments:
+            for s in current:
                 (dropped if s.first >= new.first else keep).append(s)
             keep.append(new)
-            self.segments = keep
-        live = [s for s in self.segments if s.last_written > self.snap_index]
-        dropped += [s for s in self.segments if s.last_written <= self.snap_index]
-        self.segments = live
+            current = keep
+        dropped += [s for s in current if s.last_written <= self.snap_index]
+        self.segments = [s for s in current if s.last_written > self.snap_index]
         return dropped
 
     # -- reads ------------------------------------------------------------------------------
@@ -163,15 +163,10 @@ class GroupLog:
         """The source holding `index` and the last index it is valid for: the newest source
         containing it, valid up to just below the first index of any newer source that starts
         above `index` (and never past `last_index`)."""
-        bound = self.last_index
-        for m in reversed(self.mems):
-            if not m.items:
-                continue
-            first, last = m.first, m.end - 1
-            if first <= index <= last:
-                return m, min(last, bound)
-            if first > index:
-                bound = min(bound, first - 1)
+        mems = ((m.first, m.end - 1, m) for m in reversed(self.mems) if m.items)
+        hit, bound = _newest_holding(mems, index, self.last_index)
+        if hit is not None:
+            return hit
         segs, firsts = self._segments, self._seg_firsts
         if firsts is not None:
             # Segments that do not overlap, in ascending order (the usual case): at most one
@@ -181,12 +176,8 @@ class GroupLog:
             if k >= 0 and index <= segs[k].last_written:
                 return segs[k], min(segs[k].last_written, bound)
             return None
-        for s in reversed(segs):  # overlapping segments (after a truncation): newest first
-            if s.first <= index <= s.last_written:
-                return s, min(s.last_written, bound)
-            if s.first > index:
-                bound = min(bound, s.first - 1)
-        return None
+        # overlapping segments (after a truncation): newest first
+        return _newest_holding(((s.first, s.last_written, s) for s in reversed(segs)), index, bound)[0]
 
     def term(self, disk: OsDisk, index: int) -> int | None:
         """Term of the entry at `index`; the snapshot's term at its index; None if unknown."""
@@ -222,3 +213,14 @@ class GroupLog:
                 out.extend(read_segment_range(disk, src, i, upto))  # type: ignore[arg-type]
             i = upto + 1
         return out
+
+
+def _newest_holding(sources, index: int, bound: int) -> tuple[tuple[object, int] | None, int]:
+    """Over (first, last, source) newest first: the source holding `index` with the last index
+    it is valid for, or None; and the bound the newer sources starting above `index` leave."""
+    for first, last, src in sources:
+        if first <= index <= last:
+            return (src, min(last, bound)), bound
+        if first > index:
+            bound = min(bound, first - 1)
+    return None, bound

@@ -82,10 +82,10 @@ def _load_groups(store: LogStore) -> int:
                 path = os.path.join(d, fname)
                 segs.append(SegmentInfo(path, *parsed, size=disk.size(path)))
         segs.sort(key=lambda s: s.counter)
-        for seg in segs:
-            store._throw_away(g.add_segments([seg]))
-            g.last_index = seg.last_written
-            nxt = max(nxt, seg.counter + 1)
+        if segs:  # in creation order, each superseding older entries from its first on
+            store._throw_away(g.add_segments(segs))
+            g.last_index = segs[-1].last_written
+            nxt = max(nxt, segs[-1].counter + 1)
     return nxt
 
 
