@@ -58,10 +58,11 @@ import trio
 from .log import AsyncLog, LogError, StoredSnapshot
 from .proposals import LeadershipLost, ProposalCallback, _CallbackWaiter, _Waiter
 from .raft import (Append, Entry, EntryKind, HardState, NotLeader, Persisted, RaftError, RaftNode, RaftOptions,
-                   Ready, Snapshot, SnapshotMeta, decode_config, decode_entry, decode_message,
-                   encode_config, encode_entry, encode_message)
+                   Ready, Snapshot, SnapshotMeta, decode_config, decode_config_history, decode_entry,
+                   decode_message, encode_config, encode_config_history, encode_entry,
+                   encode_message)
 from .raft.machine import StateMachine
-from .replica import (Forward, apply_entries, compaction_point, encode_forward,
+from .replica import (Forward, apply_entries, checkpoint_due, compaction_point, encode_forward,
                       install_snapshot, unwrap_forward)
 
 __all__ = ["NodeDriver", "Sender", "GroupStatus", "LeadershipLost", "ProposalCallback",
@@ -109,6 +110,8 @@ class _Group:
     installed: list[Any] = field(default_factory=list)  # effects of a snapshot just received
     leader_commit: int = 0  # the highest commit index a leader's Append told this follower
     applied_to: int = 0  # the last index of the batch whose effects are being run
+    checkpoint_at: int = 0  # index of the checkpoint file on disk (0: none, or passed)
+    checkpointing: bool = False  # a checkpoint file is being written
 
 
 class _Reader:
@@ -172,6 +175,7 @@ class NodeDriver:
         # order, for Readies whose write is not durable yet; `_tail` is the last one's token
         self._writing: deque[tuple[int, _Group, list, Entry | None]] = deque()
         self._tail = 0
+        self._nursery: trio.Nursery | None = None  # for checkpoint writes, while `run` runs
 
     # -- groups -------------------------------------------------------------------------------
     def add_group(self, group: str, machine: StateMachine, voters: Iterable[str] = (),
@@ -181,21 +185,27 @@ class NodeDriver:
         `voters` is the bootstrap membership (ignored once the group has a snapshot).
         `on_leader(leader or None)` is called from the loop whenever the leader this replica
         knows of changes."""
-        persisted, state = self._load(group, machine)
+        persisted, state, checkpoint = self._load(group, machine)
         snap = persisted.snapshot
+        applied = checkpoint.index if checkpoint else snap.meta.index if snap else 0
+        history = (checkpoint.index, decode_config_history(checkpoint.meta)) if checkpoint else None
         raft = RaftNode(self.node_id, voters, rng=self._rng, persisted=persisted,
-                        options=self._options, learners=learners,
-                        applied=snap.meta.index if snap else 0, reader=_Reader(self.log, group))
+                        options=self._options, learners=learners, applied=applied,
+                        reader=_Reader(self.log, group), config_history=history)
         self._groups[group] = g = _Group(group, raft, machine, state, on_effects,
                                          on_leader=on_leader)
-        g.applied_to = snap.meta.index if snap else 0  # the restored state's place in the log
+        g.applied_to = applied  # the restored state's place in the log
+        g.checkpoint_at = checkpoint.index if checkpoint else 0
         self._mark(group)
         kept = self._early.pop(group, None)
         if kept is not None and time.monotonic() - kept[0] <= _EARLY_SECONDS:
             for peer, frame_group, data in kept[1]:
                 self.deliver(peer, frame_group, data)
 
-    def _load(self, group: str, machine: StateMachine) -> tuple[Persisted, Any]:
+    def _load(self, group: str,
+              machine: StateMachine) -> tuple[Persisted, Any, StoredSnapshot | None]:
+        """The group's durable state, its machine's state, and the checkpoint that state was
+        restored from (None: from the snapshot, or from nothing)."""
         st = self.log.state(group)
         stored = self.log.read_snapshot(group) if st.snapshot_index else None
         snap = None
@@ -211,7 +221,16 @@ class NodeDriver:
             # only a tail: the node reads older entries back through its reader when needed
             lo = max(st.first_index, st.last_index - self._options.memory_entries + 1)
             entries = [decode_entry(p) for _, _, p in self.log.entries(group, lo, st.last_index)]
-        return Persisted(HardState(st.term, st.vote, st.commit), snap, entries), state
+        checkpoint = self.log.read_checkpoint(group) if st.last_index > st.snapshot_index else None
+        if checkpoint is not None and (
+                not st.snapshot_index < checkpoint.index <= st.last_index
+                or self.log.term(group, checkpoint.index) != checkpoint.term):
+            checkpoint = None  # passed by the snapshot (a leftover), or not this log's
+        if checkpoint is not None:
+            # taken at an applied (so committed and durable) entry: its state replaces the
+            # snapshot's plus the replay of every entry up to it
+            state = machine.restore(checkpoint.data)
+        return Persisted(HardState(st.term, st.vote, st.commit), snap, entries), state, checkpoint
 
     def remove_group(self, group: str, delete: bool = False) -> int:
         """Stop hosting `group` here; its waiters fail with NotLeader. With `delete`, its
@@ -449,12 +468,16 @@ class NodeDriver:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the WAL writer, the ticker and the ready loop until cancelled or the log fails."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             if self._options.async_writes:
                 self.log.on_durable = self._on_durable
             await nursery.start(self.log.run)
             nursery.start_soon(self._ticker)
             task_status.started()
-            await self._loop()
+            try:
+                await self._loop()
+            finally:
+                self._nursery = None
 
     async def _ticker(self) -> None:
         while True:
@@ -720,13 +743,54 @@ class NodeDriver:
     async def _maybe_compact(self, g: _Group) -> None:
         raft = g.raft
         meta = raft.snapshot_meta
-        since = raft.applied_index - (meta.index if meta else 0)
-        point = compaction_point(g.machine, g.state, raft.applied_index, since,
+        snap_index = meta.index if meta else 0
+        applied = raft.applied_index
+        point = compaction_point(g.machine, g.state, applied, applied - snap_index,
                                  self._snapshot_every)
         if point is None:
+            await self._maybe_checkpoint(g, applied - max(snap_index, g.checkpoint_at))
             return
         snap = raft.compact(*point)
         await self.log.save_snapshot(g.id, _stored(snap), discard=False)
+        if 0 < g.checkpoint_at <= snap.meta.index and not g.checkpointing:
+            g.checkpoint_at = 0  # a restart starts from the snapshot now
+            await self._in_background(self.log.drop_checkpoint, g.id)
+
+    async def _maybe_checkpoint(self, g: _Group, since: int) -> None:
+        """Write a checkpoint if the machine wants one: in the background when the driver runs
+        (a deep queue's is hundreds of MB), one at a time per group."""
+        if g.checkpointing or since <= 0:
+            return
+        data = checkpoint_due(g.machine, g.state, since)
+        if data is None:
+            return
+        raft = g.raft
+        index = raft.applied_index
+        term = raft.log_term(index)
+        if term is None:
+            return
+        cp = StoredSnapshot(index, term, encode_config_history(raft.config_history(index)), data)
+        g.checkpointing = True
+        g.checkpoint_at = index  # the next one counts from here, written or not yet
+
+        async def write() -> None:
+            try:
+                await self.log.save_checkpoint(g.id, cp)
+            finally:
+                g.checkpointing = False
+            meta = raft.snapshot_meta
+            if meta is not None and meta.index >= index and g.checkpoint_at == index:
+                g.checkpoint_at = 0  # compacted past it while it was written
+                await self.log.drop_checkpoint(g.id)
+        await self._in_background(write)
+
+    async def _in_background(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run the async `fn(*args)` in the driver's nursery (a failure of the log stops the
+        node, as one in the loop does); at once when the driver is stepped by hand (tests)."""
+        if self._nursery is not None:
+            self._nursery.start_soon(fn, *args)
+        else:
+            await fn(*args)
 
     def statistics(self) -> dict[str, Any]:
         return {"iterations": self.iterations, "applied": self.applied_entries,

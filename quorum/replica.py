@@ -1,5 +1,6 @@
 """What one replica does with its state machine, without any IO: apply committed entries and
-pick the effects this replica runs, install a received snapshot, decide when to compact.
+pick the effects this replica runs, install a received snapshot, decide when to compact or
+checkpoint.
 
 Called by `quorum/driver.py` (the trio loop of a node) and by the deterministic cluster
 simulator (`tests/sim/`), so that the simulator runs the very rules the driver runs:
@@ -18,7 +19,11 @@ simulator (`tests/sim/`), so that the simulator runs the very rules the driver r
   to the applied index, unless the machine's optional `compactable(state, since)` says not
   yet; a machine with `release_cursor(state, applied, since, every)` names the point itself (a snapshot
   of an earlier state it held back until the log below it was no longer needed, as ra's
-  release cursor: a quorum queue keeps its bodies in the log).
+  release cursor: a quorum queue keeps its bodies in the log);
+- a machine with `checkpoint(state, since)` may, when the log is not compacted, hand over a
+  snapshot of the applied state to keep beside the log (`checkpoint_due`; ra's checkpoints):
+  a restart then restores it and applies only the later entries, where without it a queue
+  with a deep backlog, whose log cannot be compacted, would apply all of them again.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import msgspec
 from .raft import Entry, EntryKind, LocalEffect, Meta
 from .raft.machine import StateMachine
 
-__all__ = ["apply_entries", "install_snapshot", "compaction_due", "compaction_point", "unwrap_forward", "Forward", "encode_forward"]
+__all__ = ["apply_entries", "install_snapshot", "compaction_due", "compaction_point", "checkpoint_due", "unwrap_forward", "Forward", "encode_forward"]
 
 _log = logging.getLogger(__name__)
 
@@ -118,3 +123,11 @@ def compaction_point(machine: StateMachine, state: Any, applied: int, since: int
     if not compaction_due(machine, state, since, every):
         return None
     return applied, machine.snapshot(state)
+
+
+def checkpoint_due(machine: StateMachine, state: Any, since: int) -> bytes | None:
+    """Snapshot data for a checkpoint at the applied index (kept beside the log, which it
+    does not compact, so that a restart applies only the entries after it), `since` entries
+    after the last snapshot or checkpoint; None: not now, or the machine takes none."""
+    take = getattr(machine, "checkpoint", None)  # optional, like release_cursor
+    return None if take is None else take(state, since)

@@ -147,6 +147,9 @@ CACHE_COUNT = 8192
 # Once this many body bytes went through a queue, its log compacts (when empty) or takes a
 # release cursor early: large bodies let their entries go before `snapshot_every` entries.
 CURSOR_BYTES = 16 << 20
+# A checkpoint is taken once this many entries, and at least half as many as there are
+# messages in the queue, were applied since the last one (or the last snapshot).
+CHECKPOINT_EVERY = 32768
 
 
 class QuorumMachine:
@@ -302,6 +305,18 @@ class QuorumMachine:
         self.pending = (applied, self.snapshot(state))
         self.enqueued_bytes = 0
         return None
+
+    def checkpoint(self, state: QState, since: int) -> bytes | None:
+        """Asked by the driver when it does not compact (`quorum.replica.checkpoint_due`),
+        `since` entries after the last snapshot or checkpoint: a snapshot of the state now,
+        kept beside the log so that a restart applies only the entries after it. A queue
+        with a deep backlog cannot compact its log (the bodies live there), and applying ten
+        million enqueues again takes a minute. A checkpoint costs time in proportion to the
+        messages in the queue, so one comes after half as many new entries at least: each
+        message is encoded about twice in all, however deep the queue grows."""
+        if since < CHECKPOINT_EVERY or 2 * since < state.fifo.messages_total() or state.legacy:
+            return None  # (bodies of an old version's snapshot go only in a real snapshot)
+        return self.snapshot(state)
 
     def snapshot(self, state: QState) -> bytes:
         return _enc.encode([2, fifo_snapshot(state.fifo)])

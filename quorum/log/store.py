@@ -31,7 +31,7 @@ from . import records as R
 from .disk import OsDisk
 from .group import GroupLog, LogError, Mem
 from .segment import SegmentInfo, write_segment
-from .snapshot import StoredSnapshot, read_snapshot, write_snapshot
+from .snapshot import CHECKPOINT_FILE, SNAPSHOT_FILE, StoredSnapshot, read_snapshot, write_snapshot
 
 __all__ = ["LogConfig", "LogStore", "LogFailed", "LogError", "GroupState"]
 
@@ -278,11 +278,13 @@ class LogStore:
             except OSError as e:
                 raise self._fail(e, "removing deleted groups failed") from e
 
-    def write_snapshot_file(self, group: str, snap: StoredSnapshot) -> None:
-        """IO (worker thread in the async log): make the snapshot file durable. Call
-        `note_snapshot` afterwards, from the owning thread. Nothing is written for a group
-        deleted meanwhile (a queue deleted while its snapshot was on the way): its directory
-        may be gone already, and must not come back."""
+    def write_snapshot_file(self, group: str, snap: StoredSnapshot,
+                            name: str = SNAPSHOT_FILE) -> None:
+        """IO (worker thread in the async log): make the snapshot file (or with `name`
+        CHECKPOINT_FILE, the checkpoint file) durable. Call `note_snapshot` afterwards for a
+        snapshot, from the owning thread. Nothing is written for a group deleted meanwhile (a
+        queue deleted while its snapshot was on the way): its directory may be gone already,
+        and must not come back."""
         self._check()
         d = os.path.join(self.groups_dir, group_dir_name(group))
         with self._dirs_lock:
@@ -290,9 +292,18 @@ class LogStore:
                 return
             try:
                 self._ensure_dir(d)
-                write_snapshot(self.disk, d, snap)
+                write_snapshot(self.disk, d, snap, name)
             except OSError as e:
-                raise self._fail(e, "snapshot write failed") from e
+                raise self._fail(e, f"{name} write failed") from e
+
+    def drop_checkpoint(self, group: str) -> None:
+        """IO: remove the group's checkpoint file (a snapshot has passed it)."""
+        path = os.path.join(self.groups_dir, group_dir_name(group), CHECKPOINT_FILE)
+        with self._dirs_lock:
+            try:
+                self.disk.remove(path)
+            except OSError as e:
+                raise self._fail(e, "checkpoint removal failed") from e
 
     def note_snapshot(self, group: str, index: int, term: int, discard: bool) -> int:
         """The snapshot file at (index, term) is durable: compact (or with `discard`, replace)
@@ -325,8 +336,8 @@ class LogStore:
     def term(self, group: str, index: int) -> int | None:
         return self._group(group).term(self.disk, index)
 
-    def read_snapshot(self, group: str) -> StoredSnapshot | None:
-        return read_snapshot(self.disk, os.path.join(self.groups_dir, group_dir_name(group)))
+    def read_snapshot(self, group: str, name: str = SNAPSHOT_FILE) -> StoredSnapshot | None:
+        return read_snapshot(self.disk, os.path.join(self.groups_dir, group_dir_name(group)), name)
 
     # -- batches -----------------------------------------------------------------------------
     def take_batch(self) -> tuple[list, int]:

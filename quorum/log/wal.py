@@ -21,7 +21,7 @@ import trio
 from .disk import OsDisk
 from .diskjobs import DiskJobs
 from .recover import open_store
-from .snapshot import StoredSnapshot
+from .snapshot import CHECKPOINT_FILE, StoredSnapshot
 from .store import GroupState, LogConfig, LogFailed, LogStore
 
 __all__ = ["AsyncLog"]
@@ -70,6 +70,15 @@ class AsyncLog:
         self._wake.set()
         return token
 
+    async def save_checkpoint(self, group: str, snap: StoredSnapshot) -> None:
+        """Write the group's checkpoint file (worker thread): a snapshot that leaves the log
+        as it is, read back by `read_checkpoint` at the next start. Durable on return."""
+        await trio.to_thread.run_sync(self.store.write_snapshot_file, group, snap,
+                                      CHECKPOINT_FILE)
+
+    async def drop_checkpoint(self, group: str) -> None:
+        await trio.to_thread.run_sync(self.store.drop_checkpoint, group)
+
     # -- reads ------------------------------------------------------------------------------
     def entries(self, group: str, lo: int, hi: int) -> list[tuple[int, int, bytes]]:
         return self.store.entries(group, lo, hi)
@@ -85,6 +94,9 @@ class AsyncLog:
 
     def read_snapshot(self, group: str) -> StoredSnapshot | None:
         return self.store.read_snapshot(group)
+
+    def read_checkpoint(self, group: str) -> StoredSnapshot | None:
+        return self.store.read_snapshot(group, CHECKPOINT_FILE)
 
     @property
     def durable(self) -> int:

@@ -12,9 +12,10 @@ from .log import LogReader
 from .membership import make_config
 from .messages import (Append, AppendResp, ConfigState, Entry, EntryKind, HardState, Heartbeat,
                        HeartbeatResp, InstallSnapshot, Message, PreVote, PreVoteResp, Snapshot,
-                       SnapshotMeta, TimeoutNow, Vote, VoteResp, decode_config, decode_entries,
-                       decode_entry, decode_hard_state, decode_message, encode_config,
-                       encode_entries, encode_entry, encode_hard_state, encode_message)
+                       SnapshotMeta, TimeoutNow, Vote, VoteResp, decode_config,
+                       decode_config_history, decode_entries, decode_entry, decode_hard_state,
+                       decode_message, encode_config, encode_config_history, encode_entries,
+                       encode_entry, encode_hard_state, encode_message)
 from .node import RaftNode
 from .options import RaftOptions
 from .ready import Persisted, ReadState, Ready, Role
@@ -29,4 +30,5 @@ __all__ = [
     "VoteResp", "InstallSnapshot", "TimeoutNow",
     "encode_message", "decode_message", "encode_entry", "decode_entry", "encode_entries",
     "decode_entries", "encode_hard_state", "decode_hard_state", "encode_config", "decode_config",
+    "encode_config_history", "decode_config_history",
 ]

@@ -76,6 +76,10 @@ class ConfigHistory:
                 return config
         return self._items[0][1]
 
+    def upto(self, index: int) -> list[tuple[int, ConfigState]]:
+        """The base and the config entries at or before `index`."""
+        return [self._items[0]] + [item for item in self._items[1:] if item[0] <= index]
+
     def compact(self, index: int) -> None:
         """Forget configs superseded at or before `index` (the new snapshot point)."""
         keep = self.at(index)

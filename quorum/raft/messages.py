@@ -235,6 +235,7 @@ _entry_decoder = msgspec.msgpack.Decoder(Entry)
 _entries_decoder = msgspec.msgpack.Decoder(list[Entry])
 _hard_state_decoder = msgspec.msgpack.Decoder(HardState)
 _config_decoder = msgspec.msgpack.Decoder(ConfigState)
+_config_history_decoder = msgspec.msgpack.Decoder(list[tuple[int, ConfigState]])
 
 
 def encode_message(msg: Message) -> bytes:
@@ -279,3 +280,12 @@ def encode_config(config: ConfigState) -> bytes:
 
 def decode_config(data: bytes) -> ConfigState:
     return _config_decoder.decode(data)
+
+
+def encode_config_history(history: list[tuple[int, ConfigState]]) -> bytes:
+    """`RaftNode.config_history(...)`, for the meta of a checkpoint."""
+    return _encoder.encode(history)
+
+
+def decode_config_history(data: bytes) -> list[tuple[int, ConfigState]]:
+    return _config_history_decoder.decode(data)

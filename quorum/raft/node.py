@@ -61,6 +61,7 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
         learners: Iterable[str] = (),
         applied: int = 0,
         reader: LogReader | None = None,
+        config_history: tuple[int, list[tuple[int, ConfigState]]] | None = None,
     ) -> None:
         """Build a node from its durable state.
 
@@ -85,7 +86,13 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
         self._configs = ConfigHistory(log.snap_index, base)
         self._last_ts = 0
         # config entries take effect when appended, so rebuild their history from the log
-        for e in log.read_range(log.snap_index + 1, log.last_index + 1):
+        known = 0
+        if config_history is not None and log.snap_index < config_history[0] <= log.last_index:
+            known, items = config_history
+            for index, config in items:
+                if index > log.snap_index:
+                    self._configs.push(index, config)
+        for e in log.read_range(max(log.snap_index, known) + 1, log.last_index + 1):
             if e.kind is EntryKind.CONFIG:
                 self._configs.push(e.index, decode_config(e.data))
         if log.last_index > log.snap_index:
@@ -94,7 +101,7 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
         hs = p.hard_state
         self._term = hs.term
         self._vote = hs.vote
-        log.commit = max(log.snap_index, min(hs.commit, log.last_index))
+        log.commit = max(log.snap_index, known, min(hs.commit, log.last_index))
         log.applied = max(log.snap_index, min(applied, log.commit))
         self._prev_hs = HardState(hs.term, hs.vote, log.commit)
         self._msgs: list[Message] = []
@@ -153,6 +160,11 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
     @property
     def snapshot_meta(self) -> SnapshotMeta | None:
         return self._snapshot.meta if self._snapshot else None
+
+    def config_history(self, upto: int) -> list[tuple[int, ConfigState]]:
+        """The membership and its changes up to entry `upto` (applied), to save beside a
+        checkpoint of the state machine there (see `__init__`)."""
+        return self._configs.upto(upto)
 
     def log_term(self, index: int) -> int | None:
         """Term of entry `index`, None if compacted away or not present."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -10,6 +11,8 @@ import trio
 from compat_tests.support.launcher import free_ports
 from quorum.driver import LeadershipLost, NodeDriver
 from quorum.log import AsyncLog, LogConfig
+from quorum.log.snapshot import CHECKPOINT_FILE
+from quorum.log.store import group_dir_name
 from quorum.raft import KvChanged, KvDelete, KvMachine, KvSet, LocalEffect, NotLeader, RaftOptions
 from quorum.transport import Transport
 
@@ -364,6 +367,107 @@ async def test_propose_nowait_callbacks_and_compaction_gate(tmp_path):
             assert driver.raft("kv").snapshot_meta is not None
         nursery.cancel_scope.cancel()
     log.close()
+
+
+class CheckpointKv(GatedKv):
+    """Checkpoints every 5 entries (when it does not compact); records what it applies."""
+
+    def __init__(self) -> None:
+        self.applied: list[int] = []
+
+    def apply(self, meta, command, state):
+        self.applied.append(meta.index)
+        return super().apply(meta, command, state)
+
+    def checkpoint(self, state, since: int) -> bytes | None:
+        return self.snapshot(state) if since >= 5 else None
+
+
+def _solo(log: AsyncLog, machine, snapshot_every: int = 10**6) -> NodeDriver:
+    driver = NodeDriver("solo", log, NoPeers(), tick_interval=0.01, snapshot_every=snapshot_every,
+                        options=RaftOptions(election_tick=3, heartbeat_tick=1),
+                        rng=random.Random(2))
+    driver.add_group("kv", machine, ["solo"])
+    return driver
+
+
+async def _fill(driver: NodeDriver, values: range) -> None:
+    while not driver.status("kv").is_leader:
+        await trio.sleep(0.01)
+    for i in values:
+        await driver.propose("kv", KvMachine.encode(KvSet(f"k{i % 4}", str(i))))
+
+
+async def test_a_restart_restores_the_checkpoint_and_applies_only_the_entries_after_it(tmp_path):
+    log = AsyncLog.open(str(tmp_path))
+    driver = _solo(log, CheckpointKv())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        with trio.fail_after(30):
+            await _fill(driver, range(23))
+            # written in the background, one at a time: wait for one well into the log
+            while (cp := log.read_checkpoint("kv")) is None or cp.index < 15:
+                await trio.sleep(0.01)
+            await trio.sleep(0.1)  # a later one may be on its way: let it land
+        nursery.cancel_scope.cancel()
+    before = dict(driver.state("kv"))
+    last = driver.status("kv").last_index
+    log.close()
+    assert driver.raft("kv").snapshot_meta is None  # a checkpoint is not a compaction
+
+    log = AsyncLog.open(str(tmp_path))
+    cp = log.read_checkpoint("kv")
+    machine = CheckpointKv()
+    driver = _solo(log, machine)
+    assert driver.status("kv").applied == cp.index < last
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        with trio.fail_after(30):
+            while driver.status("kv").applied < driver.status("kv").last_index:
+                await trio.sleep(0.01)
+            assert dict(driver.state("kv")) == before
+            assert machine.applied and min(machine.applied) > cp.index
+            await driver.propose("kv", KvMachine.encode(KvSet("after", "restart")))
+        nursery.cancel_scope.cancel()
+    log.close()
+
+    # the same log without the checkpoint: every entry is applied again, to the same state
+    os.remove(_checkpoint_path(tmp_path, "kv"))
+    log = AsyncLog.open(str(tmp_path))
+    machine = CheckpointKv()
+    driver = _solo(log, machine)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        with trio.fail_after(30):
+            while driver.status("kv").applied < driver.status("kv").last_index:
+                await trio.sleep(0.01)
+            assert dict(driver.state("kv")) == {**before, "after": driver.state("kv")["after"]}
+            assert min(machine.applied) <= cp.index
+        nursery.cancel_scope.cancel()
+    log.close()
+
+
+async def test_a_checkpoint_passed_by_a_snapshot_is_removed(tmp_path):
+    log = AsyncLog.open(str(tmp_path))
+    machine = CheckpointKv()
+    driver = _solo(log, machine, snapshot_every=5)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        with trio.fail_after(30):
+            await _fill(driver, range(12))
+            while log.read_checkpoint("kv") is None:
+                await trio.sleep(0.01)
+            machine.allow = True  # compaction may go past it now
+            await _fill(driver, range(12, 20))
+            while os.path.exists(_checkpoint_path(tmp_path, "kv")):
+                await trio.sleep(0.01)
+            assert driver.raft("kv").snapshot_meta is not None
+        nursery.cancel_scope.cancel()
+    log.close()
+
+
+def _checkpoint_path(root, group: str) -> str:
+    return os.path.join(str(root), "groups", group_dir_name(group), CHECKPOINT_FILE)
 
 
 async def _submit(driver: NodeDriver, group: str, cmd) -> tuple:

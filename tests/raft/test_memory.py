@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from quorum.raft import Persisted, RaftNode, RaftOptions
+from quorum.raft import HardState, Persisted, RaftNode, RaftOptions
 
 from .harness import Cluster
 
@@ -89,3 +89,53 @@ def test_a_restart_from_the_tail_finds_config_entries_before_it():
     c.crash("b")
     _with_reader(c, "b", tail=2)
     assert c["b"].config.voters == ("a", "b")
+
+
+def test_a_restart_with_a_checkpoints_config_history_reads_only_the_entries_after_it():
+    c = Cluster(["a", "b", "c"], options=OPTS)
+    c.elect("a")
+    c["a"].remove("c", now_ms=0)  # a config entry before the checkpoint
+    c.stabilize()
+    for i in range(5):
+        c.put("a", f"k{i}", str(i))
+    c.stabilize()
+    upto = c["b"].applied_index
+    history = c["b"].config_history(upto)
+    c["a"].add_learner("d", now_ms=0, auto_promote=False)  # and one after it
+    c.put("a", "late", "1")
+    c.stabilize()
+    expected = c["b"].config
+    c.crash("b")
+    store = c.stores["b"]
+    reads: list[tuple[int, int]] = []
+
+    class Reader(_StoreReader):
+        def entries(self, lo, hi):
+            reads.append((lo, hi))
+            return super().entries(lo, hi)
+
+    p = store.copy()
+    hs = p.hard_state
+    p = Persisted(HardState(hs.term, hs.vote, 0),  # the commit index was lost with the crash
+                  p.snapshot, p.entries[-1:])
+    b = RaftNode("b", c.voters, rng=random.Random("b"), persisted=p, options=OPTS,
+                 reader=Reader(store), applied=upto, config_history=(upto, history))
+    assert b.config == expected and "d" in b.config.learners and "c" not in b.config.voters
+    assert reads and min(lo for lo, _ in reads) > upto  # nothing at or before the checkpoint
+    assert b.commit_index >= upto  # the checkpoint's entry was committed
+    # compacting at the checkpoint (or before it) still names the membership of that point
+    assert b.compact(upto, b"state").meta.config.voters == ("a", "b")
+
+
+def test_a_config_history_that_the_log_does_not_reach_is_ignored():
+    c = Cluster(["a", "b", "c"], options=OPTS)
+    c.elect("a")
+    c["a"].remove("c", now_ms=0)
+    c.stabilize()
+    history = c["b"].config_history(c["b"].applied_index)
+    c.crash("b")
+    p = c.stores["b"].copy()
+    beyond = p.entries[-1].index + 10
+    b = RaftNode("b", c.voters, rng=random.Random("b"), persisted=p, options=OPTS,
+                 config_history=(beyond, history))
+    assert b.commit_index <= p.entries[-1].index and b.config.voters == ("a", "b")
