@@ -6,7 +6,9 @@ gets, settles, returns, requeues and discards:
 - the snapshot at a compaction point, plus the entries after it, replays to the very state of
   the full replay, and every live message's body is read back from those entries alone
   (snapshots carry no bodies);
-- whatever the sizes, the read cache stays within its bounds.
+- whatever the sizes, the read cache stays within its bounds;
+- a checkpoint (`QuorumMachine.checkpoint` through `quorum.replica.checkpoint_due`, asked when
+  no compaction happens), plus the entries after it, replays to that same state.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from __future__ import annotations
 from hypothesis import event, given, settings, strategies as st
 
 from amqp_broker.queues.message import Message
+from amqp_broker.queues import quorum_machine
 from amqp_broker.queues.quorum_machine import QuorumMachine, encode_payload
 from quorum.fifo import (ConsumerKey, Dequeue, Discard, DlxSettle, Enqueue, Meta, QueueConfig, Return,
                          Settle, encode_command, return_commands)
-from quorum.replica import compaction_point
+from quorum.replica import checkpoint_due, compaction_point
 
 from .settings import EXAMPLES
 
@@ -47,12 +50,22 @@ def _config(draw_limit: bool) -> QueueConfig:
 @settings(max_examples=EXAMPLES * 3, deadline=None)
 @given(_ops, st.booleans())
 def test_compaction_never_passes_a_live_message_and_snapshot_plus_tail_replays(ops, unlimited):
+    every = quorum_machine.CHECKPOINT_EVERY
+    quorum_machine.CHECKPOINT_EVERY = 4  # checkpoints within these short logs
+    try:
+        _compactions_and_checkpoints(ops, unlimited)
+    finally:
+        quorum_machine.CHECKPOINT_EVERY = every
+
+
+def _compactions_and_checkpoints(ops, unlimited) -> None:
     config = _config(unlimited)
     log: dict[int, bytes] = {}
     m = QuorumMachine(config, reader=log.get, cache_bytes=300_000, cache_count=4)
     state = m.init()
     snap_index = 0
     snaps: list[tuple[int, bytes]] = []
+    checkpoints: list[tuple[int, bytes]] = []
     seq = 0
 
     def propose(cmd) -> None:
@@ -67,6 +80,11 @@ def test_compaction_never_passes_a_live_message_and_snapshot_plus_tail_replays(o
             assert not live or min(live) > point[0], "compacted past a live message"
             snap_index = point[0]
             snaps.append(point)
+        else:
+            since = index - max(snap_index, checkpoints[-1][0] if checkpoints else 0)
+            data = checkpoint_due(m, state, since)
+            if data is not None:
+                checkpoints.append((index, data))
         assert m.cache.bytes <= m.cache.max_bytes and len(m.cache.items) <= m.cache.max_count
 
     for op, arg in ops:
@@ -110,3 +128,12 @@ def test_compaction_never_passes_a_live_message_and_snapshot_plus_tail_replays(o
             assert body is not None and body.body == want
         # a delivery's batch read (one range for the cache misses) finds the same
         assert [b.body for b in fresh.bodies(again, live)] == expected
+    event(f"checkpoints: {min(len(checkpoints), 3)}")
+    for index, data in checkpoints:
+        # a restart from the checkpoint: the whole log is still there, only the entries after
+        # it are applied
+        fresh = QuorumMachine(config, reader=log.get)
+        again = fresh.restore(data)
+        for i in range(index + 1, len(log) + 1):
+            again, _, _ = fresh.apply(Meta(i, 1, i * 10), fresh.decode(log[i]), again)
+        assert fresh.snapshot(again) == full

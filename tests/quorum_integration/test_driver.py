@@ -466,6 +466,40 @@ async def test_a_checkpoint_passed_by_a_snapshot_is_removed(tmp_path):
     log.close()
 
 
+async def test_three_nodes_restart_from_their_checkpoints_and_go_on(tmp_path):
+    """Every replica checkpoints its own applied state (with the membership, here three
+    voters); after all three stop, each restores its checkpoint, the group elects a leader
+    and commits again, and every replica ends with the same state."""
+    async with trio.open_nursery() as nursery:
+        nodes, ports = await start(nursery, tmp_path, ["kv"], snapshot_every=10**6,
+                                   machine=CheckpointKv)
+        with trio.fail_after(60):
+            for i in range(30):
+                await propose_anywhere(nodes, "kv", KvSet(f"k{i % 4}", str(i)))
+            for n in nodes.values():
+                while (cp := n.log.read_checkpoint("kv")) is None or cp.index < 20:
+                    await trio.sleep(0.01)
+            await trio.sleep(0.1)
+            before = dict(nodes[await wait_leader(nodes, "kv")].driver.state("kv"))
+        for n in nodes.values():
+            n.cancel.cancel()
+        await trio.sleep(0.05)
+        nodes, _ = await start(nursery, tmp_path, ["kv"], snapshot_every=10**6, ports=ports,
+                               machine=CheckpointKv)
+        for n in nodes.values():
+            st = n.driver.status("kv")
+            assert st.applied >= 20 and n.driver.raft("kv").config.voters == tuple(NAMES)
+        with trio.fail_after(60):
+            await propose_anywhere(nodes, "kv", KvSet("after", "restart"))
+            for n in nodes.values():
+                while n.driver.state("kv").get("after") is None:
+                    await trio.sleep(0.01)
+                state = dict(n.driver.state("kv"))
+                state.pop("after")
+                assert {k: v[0] for k, v in state.items()} == {k: v[0] for k, v in before.items()}
+        nursery.cancel_scope.cancel()
+
+
 def _checkpoint_path(root, group: str) -> str:
     return os.path.join(str(root), "groups", group_dir_name(group), CHECKPOINT_FILE)
 
