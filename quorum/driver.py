@@ -683,6 +683,7 @@ class NodeDriver:
             # through a snapshot with nothing after it stayed `behind` for good, and a quorum
             # queue held its deliveries for as long (found by the Jepsen-style test)
             g.applied_to = max(g.applied_to, rd.snapshot.meta.index)
+            await self._passed_checkpoint(g, rd.snapshot.meta.index)
         if rd.entries:
             token = log.append(g.id, [(e.index, e.term, encode_entry(e)) for e in rd.entries])
         hs = rd.hard_state
@@ -752,8 +753,14 @@ class NodeDriver:
             return
         snap = raft.compact(*point)
         await self.log.save_snapshot(g.id, _stored(snap), discard=False)
-        if 0 < g.checkpoint_at <= snap.meta.index and not g.checkpointing:
-            g.checkpoint_at = 0  # a restart starts from the snapshot now
+        await self._passed_checkpoint(g, snap.meta.index)
+
+    async def _passed_checkpoint(self, g: _Group, snap_index: int) -> None:
+        """A snapshot at `snap_index` is durable: a checkpoint at or before it is of no more
+        use (a restart starts from the snapshot), so its file goes. One still being written
+        is dropped by its writer."""
+        if 0 < g.checkpoint_at <= snap_index and not g.checkpointing:
+            g.checkpoint_at = 0
             await self._in_background(self.log.drop_checkpoint, g.id)
 
     async def _maybe_checkpoint(self, g: _Group, since: int) -> None:
