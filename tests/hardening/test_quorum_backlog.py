@@ -90,17 +90,7 @@ def test_a_restarted_node_counts_a_recovered_backlog_whole_from_its_first_connec
     n = 300_000
     b = Broker(tmp_path / "replay", management=False).start()
     try:
-        conn = pika.BlockingConnection(pika.URLParameters(b.url))
-        ch = conn.channel()
-        _declare(ch, "replayed")
-        props = pika.BasicProperties(delivery_mode=2)
-        for i in range(n):  # no confirms: fast; the count below says when all are in
-            ch.basic_publish("", "replayed", _body(i, 16), props)
-        while ch.queue_declare("replayed", passive=True).method.message_count < n:
-            conn.sleep(0.1)
-        ch.confirm_delivery()  # one confirmed publish after them: every entry before it is
-        ch.basic_publish("", "replayed", _body(n, 16), props)  # committed, so durable
-        conn.close()
+        _fill_fast(b.url, "replayed", n)
         b.kill()
         b.start(timeout=120)
         conn = pika.BlockingConnection(pika.URLParameters(b.url))
@@ -118,15 +108,7 @@ def test_a_backlog_restarts_from_its_checkpoint_whole_and_in_order(tmp_path):
     n = 80_000  # past the first checkpoints (QuorumMachine.CHECKPOINT_EVERY entries apart)
     b = Broker(tmp_path / "checkpoint", management=False).start()
     try:
-        conn = pika.BlockingConnection(pika.URLParameters(b.url))
-        ch = conn.channel()
-        _declare(ch, "deep")
-        props = pika.BasicProperties(delivery_mode=2)
-        for i in range(n - 1):  # no confirms: fast; the last one is confirmed, so all are in
-            ch.basic_publish("", "deep", _body(i, 16), props)
-        ch.confirm_delivery()
-        ch.basic_publish("", "deep", _body(n - 1, 16), props)
-        conn.close()
+        _fill_fast(b.url, "deep", n - 1)
         deadline = time.monotonic() + 30
         while not _checkpoints(b.data_dir) and time.monotonic() < deadline:
             time.sleep(0.1)  # written in the background
@@ -136,6 +118,22 @@ def test_a_backlog_restarts_from_its_checkpoint_whole_and_in_order(tmp_path):
         assert _consume_all(b.url, "deep", n, 16) == list(range(n))
     finally:
         b.stop()
+
+
+def _fill_fast(url: str, name: str, n: int) -> None:
+    """Numbered 16 B messages 0..n into quorum queue `name`: n without confirms (fast), then
+    one confirmed publish, so that every entry before it is committed, so durable."""
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        ch = conn.channel()
+        _declare(ch, name)
+        props = pika.BasicProperties(delivery_mode=2)
+        for i in range(n):
+            ch.basic_publish("", name, _body(i, 16), props)
+        ch.confirm_delivery()
+        ch.basic_publish("", name, _body(n, 16), props)
+    finally:
+        conn.close()
 
 
 def _checkpoints(data_dir) -> list[str]:
