@@ -101,7 +101,9 @@ do_stop() {
     for f in "$BASE/rabbitmq.pid" "$BASE/beam.pid"; do
         [ -f "$f" ] && pids="$pids $(cat "$f")"
     done
-    ctl stop >/dev/null 2>&1 || true
+    # a node of a cluster being stopped can hang in `rabbitmqctl stop` (seen once in CI, 300 s);
+    # give it a minute, then the pids below are killed
+    timeout 60 "$RMQ_BIN/rabbitmqctl" -n "$NODE" stop >/dev/null 2>&1 || true
     for pid in $pids; do
         i=0
         while kill -0 "$pid" 2>/dev/null && [ $i -lt 30 ]; do sleep 0.5; i=$((i + 1)); done

@@ -63,7 +63,7 @@ from .raft import (Append, Entry, EntryKind, HardState, NotLeader, Persisted, Ra
                    encode_message)
 from .raft.machine import StateMachine
 from .replica import (Forward, apply_entries, checkpoint_due, compaction_point, encode_forward,
-                      install_snapshot, unwrap_forward)
+                      install_snapshot, release_floor, unwrap_forward)
 
 __all__ = ["NodeDriver", "Sender", "GroupStatus", "LeadershipLost", "ProposalCallback",
            "FORWARD_PREFIX"]
@@ -110,8 +110,11 @@ class _Group:
     installed: list[Any] = field(default_factory=list)  # effects of a snapshot just received
     leader_commit: int = 0  # the highest commit index a leader's Append told this follower
     applied_to: int = 0  # the last index of the batch whose effects are being run
-    checkpoint_at: int = 0  # index of the checkpoint file on disk (0: none, or passed)
+    checkpoints: list[int] = field(default_factory=list)  # indexes of checkpoint files, in order
+    checkpoint_at: int = 0  # index of the newest checkpoint taken (the next counts from it)
     checkpointing: bool = False  # a checkpoint file is being written
+    promoting: bool = False  # a checkpoint is being read back to compact to it
+    promotion: tuple[int, bytes] | None = None  # ... and here it is, for `_maybe_compact`
 
 
 class _Reader:
@@ -185,7 +188,7 @@ class NodeDriver:
         `voters` is the bootstrap membership (ignored once the group has a snapshot).
         `on_leader(leader or None)` is called from the loop whenever the leader this replica
         knows of changes."""
-        persisted, state, checkpoint = self._load(group, machine)
+        persisted, state, checkpoint, checkpoints = self._load(group, machine)
         snap = persisted.snapshot
         applied = checkpoint.index if checkpoint else snap.meta.index if snap else 0
         history = (checkpoint.index, decode_config_history(checkpoint.meta)) if checkpoint else None
@@ -196,16 +199,19 @@ class NodeDriver:
                                          on_leader=on_leader)
         g.applied_to = applied  # the restored state's place in the log
         g.checkpoint_at = checkpoint.index if checkpoint else 0
+        g.checkpoints = checkpoints
         self._mark(group)
         kept = self._early.pop(group, None)
         if kept is not None and time.monotonic() - kept[0] <= _EARLY_SECONDS:
             for peer, frame_group, data in kept[1]:
                 self.deliver(peer, frame_group, data)
 
-    def _load(self, group: str,
-              machine: StateMachine) -> tuple[Persisted, Any, StoredSnapshot | None]:
-        """The group's durable state, its machine's state, and the checkpoint that state was
-        restored from (None: from the snapshot, or from nothing)."""
+    def _load(self, group: str, machine: StateMachine
+              ) -> tuple[Persisted, Any, StoredSnapshot | None, list[int]]:
+        """The group's durable state, its machine's state, the checkpoint that state was
+        restored from (None: from the snapshot, or from nothing), and the indexes of the
+        checkpoints kept (that one and older ones, later compaction points). Checkpoint files
+        the snapshot passed, or that cannot be used, are removed."""
         st = self.log.state(group)
         stored = self.log.read_snapshot(group) if st.snapshot_index else None
         snap = None
@@ -221,16 +227,24 @@ class NodeDriver:
             # only a tail: the node reads older entries back through its reader when needed
             lo = max(st.first_index, st.last_index - self._options.memory_entries + 1)
             entries = [decode_entry(p) for _, _, p in self.log.entries(group, lo, st.last_index)]
-        checkpoint = self.log.read_checkpoint(group) if st.last_index > st.snapshot_index else None
-        if checkpoint is not None and (
-                not st.snapshot_index < checkpoint.index <= st.last_index
-                or self.log.term(group, checkpoint.index) != checkpoint.term):
-            checkpoint = None  # passed by the snapshot (a leftover), or not this log's
+        kept = self.log.checkpoint_indexes(group)
+        unusable = [i for i in kept if not st.snapshot_index < i <= st.last_index]
+        kept = [i for i in kept if st.snapshot_index < i <= st.last_index]
+        checkpoint = None
+        while kept and checkpoint is None:
+            cp = self.log.read_checkpoint(group, kept[-1])
+            if cp is not None and self.log.term(group, cp.index) == cp.term:
+                checkpoint = cp
+            else:  # damaged, or not this log's
+                unusable.append(kept.pop())
+        if unusable:
+            self.log.drop_checkpoints_now(group, unusable)
         if checkpoint is not None:
             # taken at an applied (so committed and durable) entry: its state replaces the
             # snapshot's plus the replay of every entry up to it
             state = machine.restore(checkpoint.data)
-        return Persisted(HardState(st.term, st.vote, st.commit), snap, entries), state, checkpoint
+        return (Persisted(HardState(st.term, st.vote, st.commit), snap, entries), state,
+                checkpoint, kept)
 
     def remove_group(self, group: str, delete: bool = False) -> int:
         """Stop hosting `group` here; its waiters fail with NotLeader. With `delete`, its
@@ -505,6 +519,7 @@ class NodeDriver:
         self._dirty.clear()
         now_ms = int(self._clock() * 1000)
         readies: list[tuple[_Group, Ready]] = []
+        promotions: list[_Group] = []
         for name in names:
             g = self._groups.get(name)
             if g is None:
@@ -513,6 +528,10 @@ class NodeDriver:
             rd = g.raft.ready()
             if rd is not None:
                 readies.append((g, rd))
+            elif g.promotion is not None:  # a checkpoint read back, and no Ready to wait for
+                promotions.append(g)
+        for g in promotions:
+            await self._maybe_compact(g)
         if not readies:
             return
         token = 0
@@ -746,9 +765,18 @@ class NodeDriver:
         meta = raft.snapshot_meta
         snap_index = meta.index if meta else 0
         applied = raft.applied_index
-        point = compaction_point(g.machine, g.state, applied, applied - snap_index,
-                                 self._snapshot_every)
+        point = None
+        if g.promotion is not None:  # a checkpoint read back: compact to it
+            point, g.promotion = g.promotion, None
+            if not snap_index < point[0] <= applied:
+                point = None
         if point is None:
+            point = compaction_point(g.machine, g.state, applied, applied - snap_index,
+                                     self._snapshot_every)
+            if point is not None and point[0] <= snap_index:
+                return  # a cursor held since before a compaction to a checkpoint past it
+        if point is None:
+            await self._maybe_promote(g, snap_index)
             await self._maybe_checkpoint(g, applied - max(snap_index, g.checkpoint_at))
             return
         snap = raft.compact(*point)
@@ -756,12 +784,45 @@ class NodeDriver:
         await self._passed_checkpoint(g, snap.meta.index)
 
     async def _passed_checkpoint(self, g: _Group, snap_index: int) -> None:
-        """A snapshot at `snap_index` is durable: a checkpoint at or before it is of no more
-        use (a restart starts from the snapshot), so its file goes. One still being written
-        is dropped by its writer."""
-        if 0 < g.checkpoint_at <= snap_index and not g.checkpointing:
-            g.checkpoint_at = 0
-            await self._in_background(self.log.drop_checkpoint, g.id)
+        """A snapshot at `snap_index` is durable: the checkpoints at or before it are of no
+        more use (a restart starts from the snapshot), so their files go. One still being
+        written is dropped by its writer."""
+        gone = [i for i in g.checkpoints if i <= snap_index]
+        if gone:
+            g.checkpoints = [i for i in g.checkpoints if i > snap_index]
+            await self._in_background(self.log.drop_checkpoints, g.id, gone)
+
+    async def _maybe_promote(self, g: _Group, snap_index: int) -> None:
+        """Compact to the newest checkpoint that the machine's `release_floor` allows (ra's
+        several release cursors): a queue draining a deep backlog lets the log below it go
+        as its consumers pass each checkpoint, not only once it is nearly empty. The file is
+        read in the background; the next `_maybe_compact` compacts to it."""
+        if g.promoting or not g.checkpoints or g.checkpoints[0] > g.raft.applied_index:
+            return
+        floor = release_floor(g.machine, g.state)
+        if floor is None:
+            return
+        below = [i for i in g.checkpoints if snap_index < i <= floor]
+        if not below:
+            return
+        index = below[-1]
+        g.promoting = True
+
+        async def read() -> None:
+            try:
+                cp = await trio.to_thread.run_sync(self.log.read_checkpoint, g.id, index)
+            finally:
+                g.promoting = False
+            if self._groups.get(g.id) is not g:
+                return
+            if cp is None or self.log.term(g.id, index) != cp.term:
+                # damaged (or passed meanwhile): the next one down may serve
+                g.checkpoints = [i for i in g.checkpoints if i != index]
+                await self.log.drop_checkpoints(g.id, [index])
+                return
+            g.promotion = (index, cp.data)
+            self._mark(g.id)
+        await self._in_background(read)
 
     async def _maybe_checkpoint(self, g: _Group, since: int) -> None:
         """Write a checkpoint if the machine wants one: in the background when the driver runs
@@ -786,9 +847,10 @@ class NodeDriver:
             finally:
                 g.checkpointing = False
             meta = raft.snapshot_meta
-            if meta is not None and meta.index >= index and g.checkpoint_at == index:
-                g.checkpoint_at = 0  # compacted past it while it was written
-                await self.log.drop_checkpoint(g.id)
+            if meta is not None and meta.index >= index:
+                await self.log.drop_checkpoints(g.id, [index])  # compacted past it meanwhile
+            elif self._groups.get(g.id) is g:
+                g.checkpoints.append(index)
         await self._in_background(write)
 
     async def _in_background(self, fn: Callable[..., Any], *args: Any) -> None:

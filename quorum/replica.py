@@ -22,8 +22,10 @@ simulator (`tests/sim/`), so that the simulator runs the very rules the driver r
   release cursor: a quorum queue keeps its bodies in the log);
 - a machine with `checkpoint(state, since)` may, when the log is not compacted, hand over a
   snapshot of the applied state to keep beside the log (`checkpoint_due`; ra's checkpoints):
-  a restart then restores it and applies only the later entries, where without it a queue
-  with a deep backlog, whose log cannot be compacted, would apply all of them again.
+  a restart then restores the newest and applies only the later entries, where without it a
+  queue with a deep backlog, whose log cannot be compacted, would apply all of them again;
+  and once the machine's `release_floor(state)` reaches a checkpoint, the log is compacted to
+  it (ra's several release cursors: a draining backlog gives its log back step by step).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import msgspec
 from .raft import Entry, EntryKind, LocalEffect, Meta
 from .raft.machine import StateMachine
 
-__all__ = ["apply_entries", "install_snapshot", "compaction_due", "compaction_point", "checkpoint_due", "unwrap_forward", "Forward", "encode_forward"]
+__all__ = ["apply_entries", "install_snapshot", "compaction_due", "compaction_point", "checkpoint_due", "release_floor", "unwrap_forward", "Forward", "encode_forward"]
 
 _log = logging.getLogger(__name__)
 
@@ -131,3 +133,10 @@ def checkpoint_due(machine: StateMachine, state: Any, since: int) -> bytes | Non
     after the last snapshot or checkpoint; None: not now, or the machine takes none."""
     take = getattr(machine, "checkpoint", None)  # optional, like release_cursor
     return None if take is None else take(state, since)
+
+
+def release_floor(machine: StateMachine, state: Any) -> int | None:
+    """The highest index the log may now be compacted to with a checkpoint taken there
+    earlier (its state then becomes the snapshot); None: the machine does not say."""
+    floor = getattr(machine, "release_floor", None)  # optional, with checkpoint
+    return None if floor is None else floor(state)

@@ -318,6 +318,16 @@ class QuorumMachine:
             return None  # (bodies of an old version's snapshot go only in a real snapshot)
         return self.snapshot(state)
 
+    def release_floor(self, state: QState) -> int | None:
+        """The highest index the log may be compacted to now (with a checkpoint taken there,
+        `quorum.replica.release_floor`): just below the oldest message still held. None
+        while the queue is empty (`release_cursor` compacts it) or holds bodies of an old
+        version's snapshot (only a real snapshot keeps those)."""
+        smallest = state.fifo.live.smallest()
+        if smallest is None or state.legacy:
+            return None
+        return smallest - 1
+
     def snapshot(self, state: QState) -> bytes:
         return _enc.encode([2, fifo_snapshot(state.fifo)])
 

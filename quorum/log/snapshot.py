@@ -2,9 +2,10 @@
 
 Called by `quorum.log.store` (save) and `quorum.log.recover` (load). The file is written as
 ``snapshot.tmp``, fdatasynced, renamed to ``snapshot`` and the directory fsynced, so the name
-``snapshot`` always holds a complete snapshot (old or new). A checkpoint (``checkpoint``) is a
-snapshot that does not compact the log: the state at an applied index, so that a restart need
-not replay the whole log (a quorum queue with a deep backlog cannot compact it). Layout:
+``snapshot`` always holds a complete snapshot (old or new). A checkpoint (``checkpoint.<index>``,
+several per group) is a snapshot that does not compact the log: the state at an applied index,
+so that a restart need not replay the whole log, and a later compaction point (a quorum queue
+with a deep backlog cannot compact its log until its consumers pass one). Layout:
 ``QSNP0001 <u64 index><u64 term><u32 crc32><u32 meta length><meta><data>`` with the checksum
 over everything after it. `meta` is opaque to the log (the driver stores the Raft membership
 there); `data` is the state machine's snapshot.
@@ -19,10 +20,11 @@ from dataclasses import dataclass
 
 from .disk import OsDisk
 
-__all__ = ["StoredSnapshot", "write_snapshot", "read_snapshot", "SNAPSHOT_FILE", "CHECKPOINT_FILE"]
+__all__ = ["StoredSnapshot", "write_snapshot", "read_snapshot", "SNAPSHOT_FILE",
+           "checkpoint_name", "parse_checkpoint_name"]
 
 SNAPSHOT_FILE = "snapshot"
-CHECKPOINT_FILE = "checkpoint"
+_CHECKPOINT = "checkpoint."
 _MAGIC = b"QSNP0001"
 _HEAD = struct.Struct("<QQII")
 _IT = struct.Struct("<QQ")  # the checksum covers index, term, meta and data
@@ -34,6 +36,18 @@ class StoredSnapshot:
     term: int
     meta: bytes = b""
     data: bytes = b""
+
+
+def checkpoint_name(index: int) -> str:
+    return f"{_CHECKPOINT}{index:020d}"
+
+
+def parse_checkpoint_name(name: str) -> int | None:
+    """The index of a checkpoint file's name, else None (``.tmp`` files included)."""
+    if not name.startswith(_CHECKPOINT):
+        return None
+    rest = name[len(_CHECKPOINT):]
+    return int(rest) if rest.isdigit() else None
 
 
 def write_snapshot(disk: OsDisk, directory: str, snap: StoredSnapshot,

@@ -31,7 +31,8 @@ from . import records as R
 from .disk import OsDisk
 from .group import GroupLog, LogError, Mem
 from .segment import SegmentInfo, write_segment
-from .snapshot import CHECKPOINT_FILE, SNAPSHOT_FILE, StoredSnapshot, read_snapshot, write_snapshot
+from .snapshot import (SNAPSHOT_FILE, StoredSnapshot, checkpoint_name, parse_checkpoint_name, read_snapshot,
+                       write_snapshot)
 
 __all__ = ["LogConfig", "LogStore", "LogFailed", "LogError", "GroupState"]
 
@@ -278,15 +279,15 @@ class LogStore:
             except OSError as e:
                 raise self._fail(e, "removing deleted groups failed") from e
 
-    def write_snapshot_file(self, group: str, snap: StoredSnapshot,
-                            name: str = SNAPSHOT_FILE) -> None:
-        """IO (worker thread in the async log): make the snapshot file (or with `name`
-        CHECKPOINT_FILE, the checkpoint file) durable. Call `note_snapshot` afterwards for a
+    def write_snapshot_file(self, group: str, snap: StoredSnapshot, checkpoint: bool = False) -> None:
+        """IO (worker thread in the async log): make the snapshot file (with `checkpoint`, the
+        checkpoint file of `snap.index`) durable. Call `note_snapshot` afterwards for a
         snapshot, from the owning thread. Nothing is written for a group deleted meanwhile (a
         queue deleted while its snapshot was on the way): its directory may be gone already,
         and must not come back."""
         self._check()
         d = os.path.join(self.groups_dir, group_dir_name(group))
+        name = checkpoint_name(snap.index) if checkpoint else SNAPSHOT_FILE
         with self._dirs_lock:
             if self.is_deleted(group):
                 return
@@ -296,12 +297,25 @@ class LogStore:
             except OSError as e:
                 raise self._fail(e, f"{name} write failed") from e
 
-    def drop_checkpoint(self, group: str) -> None:
-        """IO: remove the group's checkpoint file (a snapshot has passed it)."""
-        path = os.path.join(self.groups_dir, group_dir_name(group), CHECKPOINT_FILE)
+    def checkpoint_indexes(self, group: str) -> list[int]:
+        """IO: the indexes of the group's checkpoint files, in order."""
+        d = os.path.join(self.groups_dir, group_dir_name(group))
+        if not self.disk.exists(d):
+            return []
+        found = (parse_checkpoint_name(name) for name in self.disk.listdir(d))
+        return sorted(i for i in found if i is not None)
+
+    def read_checkpoint(self, group: str, index: int) -> StoredSnapshot | None:
+        """IO: the checkpoint at `index`, None if missing or damaged."""
+        return self.read_snapshot(group, checkpoint_name(index))
+
+    def drop_checkpoints(self, group: str, indexes: list[int]) -> None:
+        """IO: remove these checkpoint files of the group (passed by a snapshot, or unusable)."""
+        d = os.path.join(self.groups_dir, group_dir_name(group))
         with self._dirs_lock:
             try:
-                self.disk.remove(path)
+                for index in indexes:
+                    self.disk.remove(os.path.join(d, checkpoint_name(index)))
             except OSError as e:
                 raise self._fail(e, "checkpoint removal failed") from e
 

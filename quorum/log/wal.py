@@ -21,7 +21,7 @@ import trio
 from .disk import OsDisk
 from .diskjobs import DiskJobs
 from .recover import open_store
-from .snapshot import CHECKPOINT_FILE, StoredSnapshot
+from .snapshot import StoredSnapshot
 from .store import GroupState, LogConfig, LogFailed, LogStore
 
 __all__ = ["AsyncLog"]
@@ -71,13 +71,17 @@ class AsyncLog:
         return token
 
     async def save_checkpoint(self, group: str, snap: StoredSnapshot) -> None:
-        """Write the group's checkpoint file (worker thread): a snapshot that leaves the log
-        as it is, read back by `read_checkpoint` at the next start. Durable on return."""
-        await trio.to_thread.run_sync(self.store.write_snapshot_file, group, snap,
-                                      CHECKPOINT_FILE)
+        """Write a checkpoint file of the group (worker thread): a snapshot at `snap.index`
+        that leaves the log as it is (`LogStore.checkpoint_indexes`, `read_checkpoint`).
+        Durable on return."""
+        await trio.to_thread.run_sync(self.store.write_snapshot_file, group, snap, True)
 
-    async def drop_checkpoint(self, group: str) -> None:
-        await trio.to_thread.run_sync(self.store.drop_checkpoint, group)
+    async def drop_checkpoints(self, group: str, indexes: list[int]) -> None:
+        await trio.to_thread.run_sync(self.store.drop_checkpoints, group, indexes)
+
+    def drop_checkpoints_now(self, group: str, indexes: list[int]) -> None:
+        """`drop_checkpoints`, blocking (when a group starts)."""
+        self.store.drop_checkpoints(group, indexes)
 
     # -- reads ------------------------------------------------------------------------------
     def entries(self, group: str, lo: int, hi: int) -> list[tuple[int, int, bytes]]:
@@ -95,8 +99,11 @@ class AsyncLog:
     def read_snapshot(self, group: str) -> StoredSnapshot | None:
         return self.store.read_snapshot(group)
 
-    def read_checkpoint(self, group: str) -> StoredSnapshot | None:
-        return self.store.read_snapshot(group, CHECKPOINT_FILE)
+    def checkpoint_indexes(self, group: str) -> list[int]:
+        return self.store.checkpoint_indexes(group)
+
+    def read_checkpoint(self, group: str, index: int) -> StoredSnapshot | None:
+        return self.store.read_checkpoint(group, index)
 
     @property
     def durable(self) -> int:

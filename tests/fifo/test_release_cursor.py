@@ -8,7 +8,9 @@ gets, settles, returns, requeues and discards:
   (snapshots carry no bodies);
 - whatever the sizes, the read cache stays within its bounds;
 - a checkpoint (`QuorumMachine.checkpoint` through `quorum.replica.checkpoint_due`, asked when
-  no compaction happens), plus the entries after it, replays to that same state.
+  no compaction happens), plus the entries after it, replays to that same state; and once the
+  release floor (`QuorumMachine.release_floor`) reaches a checkpoint, compacting to it (the
+  checkpoint becomes the snapshot) passes no live message either, and is checked as above.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from amqp_broker.queues import quorum_machine
 from amqp_broker.queues.quorum_machine import QuorumMachine, encode_payload
 from quorum.fifo import (ConsumerKey, Dequeue, Discard, DlxSettle, Enqueue, Meta, QueueConfig, Return,
                          Settle, encode_command, return_commands)
-from quorum.replica import checkpoint_due, compaction_point
+from quorum.replica import checkpoint_due, compaction_point, release_floor
 
 from .settings import EXAMPLES
 
@@ -66,6 +68,7 @@ def _compactions_and_checkpoints(ops, unlimited) -> None:
     snap_index = 0
     snaps: list[tuple[int, bytes]] = []
     checkpoints: list[tuple[int, bytes]] = []
+    promoted: list[int] = []
     seq = 0
 
     def propose(cmd) -> None:
@@ -81,6 +84,15 @@ def _compactions_and_checkpoints(ops, unlimited) -> None:
             snap_index = point[0]
             snaps.append(point)
         else:
+            # as the driver does: compact to the newest checkpoint the floor allows, if any
+            floor = release_floor(m, state)
+            usable = [cp for cp in checkpoints if snap_index < cp[0] <= (floor or 0)]
+            if usable:
+                live = state.fifo.live.live()
+                assert not live or min(live) > usable[-1][0], "promoted past a live message"
+                snap_index = usable[-1][0]
+                snaps.append(usable[-1])
+                promoted.append(snap_index)
             since = index - max(snap_index, checkpoints[-1][0] if checkpoints else 0)
             data = checkpoint_due(m, state, since)
             if data is not None:
@@ -129,6 +141,7 @@ def _compactions_and_checkpoints(ops, unlimited) -> None:
         # a delivery's batch read (one range for the cache misses) finds the same
         assert [b.body for b in fresh.bodies(again, live)] == expected
     event(f"checkpoints: {min(len(checkpoints), 3)}")
+    event(f"compactions to a checkpoint: {min(len(promoted), 2)}")
     for index, data in checkpoints:
         # a restart from the checkpoint: the whole log is still there, only the entries after
         # it are applied

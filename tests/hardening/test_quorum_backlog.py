@@ -18,6 +18,7 @@ import time
 import pika
 
 from compat_tests.support.launcher import Broker
+from quorum.log.snapshot import parse_checkpoint_name
 
 from .probes import MiB, consume_numbered, numbered, rss_bytes, settle_rss
 
@@ -120,25 +121,55 @@ def test_a_backlog_restarts_from_its_checkpoint_whole_and_in_order(tmp_path):
         b.stop()
 
 
-def _fill_fast(url: str, name: str, n: int) -> None:
-    """Numbered 16 B messages 0..n into quorum queue `name`: n without confirms (fast), then
-    one confirmed publish, so that every entry before it is committed, so durable."""
+def _fill_fast(url: str, name: str, n: int, size: int = 16) -> None:
+    """Numbered messages 0..n of `size` bytes into quorum queue `name`: n without confirms
+    (fast), then one confirmed publish, so that every entry before it is committed, so
+    durable."""
     conn = pika.BlockingConnection(pika.URLParameters(url))
     try:
         ch = conn.channel()
         _declare(ch, name)
         props = pika.BasicProperties(delivery_mode=2)
         for i in range(n):
-            ch.basic_publish("", name, _body(i, 16), props)
+            ch.basic_publish("", name, _body(i, size), props)
         ch.confirm_delivery()
-        ch.basic_publish("", name, _body(n, 16), props)
+        ch.basic_publish("", name, _body(n, size), props)
     finally:
         conn.close()
 
 
 def _checkpoints(data_dir) -> list[str]:
-    return [os.path.join(root, "checkpoint") for root, _, files in os.walk(data_dir)
-            if "checkpoint" in files]
+    return [os.path.join(root, name) for root, _, files in os.walk(data_dir)
+            for name in files if parse_checkpoint_name(name) is not None]
+
+
+def test_a_draining_backlog_gives_its_log_back_before_it_is_empty(tmp_path):
+    """The checkpoints a growing backlog took become compaction points as its consumer
+    passes them (ra's several release cursors): with a quarter of the backlog still queued,
+    less than half of its log is left on disk, where before the whole log stayed until the
+    queue was nearly empty. The rest then comes back, whole."""
+    n = 200_000  # 1 KiB: ~200 MB of log, checkpoints at about 32768, 65536, 131072 entries
+    b = Broker(tmp_path / "drain", management=False).start()
+    try:
+        _fill_fast(b.url, "deep", n - 1, size=1024)
+        deadline = time.monotonic() + 30
+        while len(_checkpoints(b.data_dir)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        full = _log_bytes(b.data_dir)
+        first = consume_numbered(b.url, "deep", 150_000, 1024, total=n)
+        assert [i for i, _ in first] == list(range(150_000))
+        deadline = time.monotonic() + 30
+        while (left := _log_bytes(b.data_dir)) > full / 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        print(f"\nquorum log: {full / MiB:.0f} MiB with 200,000 queued, "
+              f"{left / MiB:.0f} MiB with 50,000 left")
+        assert left <= full / 2, f"{left} of {full} bytes still on disk"
+        rest = consume_numbered(b.url, "deep", n - 150_000, 1024)
+        # the first consumer's prefetch window went back when it left, and messages returned
+        # to a quorum queue without a delivery limit are requeued at its back
+        assert sorted(i for i, _ in rest) == list(range(150_000, n))
+    finally:
+        b.stop()
 
 
 def test_segments_of_settled_messages_are_deleted(tmp_path):

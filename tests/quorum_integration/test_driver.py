@@ -11,7 +11,7 @@ import trio
 from compat_tests.support.launcher import free_ports
 from quorum.driver import LeadershipLost, NodeDriver
 from quorum.log import AsyncLog, LogConfig
-from quorum.log.snapshot import CHECKPOINT_FILE
+from quorum.log.snapshot import parse_checkpoint_name
 from quorum.log.store import group_dir_name
 from quorum.raft import KvChanged, KvDelete, KvMachine, KvSet, LocalEffect, NotLeader, RaftOptions
 from quorum.transport import Transport
@@ -370,10 +370,15 @@ async def test_propose_nowait_callbacks_and_compaction_gate(tmp_path):
 
 
 class CheckpointKv(GatedKv):
-    """Checkpoints every 5 entries (when it does not compact); records what it applies."""
+    """Checkpoints every 5 entries (when it does not compact); records what it applies; lets
+    the log be compacted to a checkpoint up to `floor` (None: never)."""
 
     def __init__(self) -> None:
         self.applied: list[int] = []
+        self.floor: int | None = None
+
+    def release_floor(self, state) -> int | None:
+        return self.floor
 
     def apply(self, meta, command, state):
         self.applied.append(meta.index)
@@ -406,7 +411,7 @@ async def test_a_restart_restores_the_checkpoint_and_applies_only_the_entries_af
         with trio.fail_after(30):
             await _fill(driver, range(23))
             # written in the background, one at a time: wait for one well into the log
-            while (cp := log.read_checkpoint("kv")) is None or cp.index < 15:
+            while (cp := _newest_checkpoint(log, "kv")) is None or cp.index < 15:
                 await trio.sleep(0.01)
             await trio.sleep(0.1)  # a later one may be on its way: let it land
         nursery.cancel_scope.cancel()
@@ -416,7 +421,7 @@ async def test_a_restart_restores_the_checkpoint_and_applies_only_the_entries_af
     assert driver.raft("kv").snapshot_meta is None  # a checkpoint is not a compaction
 
     log = AsyncLog.open(str(tmp_path))
-    cp = log.read_checkpoint("kv")
+    cp = _newest_checkpoint(log, "kv")
     machine = CheckpointKv()
     driver = _solo(log, machine)
     assert driver.status("kv").applied == cp.index < last
@@ -431,8 +436,9 @@ async def test_a_restart_restores_the_checkpoint_and_applies_only_the_entries_af
         nursery.cancel_scope.cancel()
     log.close()
 
-    # the same log without the checkpoint: every entry is applied again, to the same state
-    os.remove(_checkpoint_path(tmp_path, "kv"))
+    # the same log without the checkpoints: every entry is applied again, to the same state
+    for path in _checkpoint_files(tmp_path, "kv"):
+        os.remove(path)
     log = AsyncLog.open(str(tmp_path))
     machine = CheckpointKv()
     driver = _solo(log, machine)
@@ -455,11 +461,11 @@ async def test_a_checkpoint_passed_by_a_snapshot_is_removed(tmp_path):
         await nursery.start(driver.run)
         with trio.fail_after(30):
             await _fill(driver, range(12))
-            while log.read_checkpoint("kv") is None:
+            while not _checkpoint_files(tmp_path, "kv"):
                 await trio.sleep(0.01)
-            machine.allow = True  # compaction may go past it now
+            machine.allow = True  # compaction may go past them now
             await _fill(driver, range(12, 20))
-            while os.path.exists(_checkpoint_path(tmp_path, "kv")):
+            while _checkpoint_files(tmp_path, "kv"):
                 await trio.sleep(0.01)
             assert driver.raft("kv").snapshot_meta is not None
         nursery.cancel_scope.cancel()
@@ -477,7 +483,7 @@ async def test_three_nodes_restart_from_their_checkpoints_and_go_on(tmp_path):
             for i in range(30):
                 await propose_anywhere(nodes, "kv", KvSet(f"k{i % 4}", str(i)))
             for n in nodes.values():
-                while (cp := n.log.read_checkpoint("kv")) is None or cp.index < 20:
+                while (cp := _newest_checkpoint(n.log, "kv")) is None or cp.index < 20:
                     await trio.sleep(0.01)
             await trio.sleep(0.1)
             before = dict(nodes[await wait_leader(nodes, "kv")].driver.state("kv"))
@@ -500,8 +506,55 @@ async def test_three_nodes_restart_from_their_checkpoints_and_go_on(tmp_path):
         nursery.cancel_scope.cancel()
 
 
-def _checkpoint_path(root, group: str) -> str:
-    return os.path.join(str(root), "groups", group_dir_name(group), CHECKPOINT_FILE)
+async def test_the_log_is_compacted_to_a_checkpoint_once_the_machine_releases_it(tmp_path):
+    """ra's several release cursors: a checkpoint taken earlier becomes the snapshot once the
+    machine's release floor reaches it (a quorum queue: its consumers passed it), so a log
+    that could not be compacted when the checkpoint was taken lets go of what is below it."""
+    log = AsyncLog.open(str(tmp_path))
+    machine = CheckpointKv()
+    driver = _solo(log, machine)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        with trio.fail_after(30):
+            await _fill(driver, range(30))
+            while len(log.checkpoint_indexes("kv")) < 3:
+                await trio.sleep(0.01)
+            await trio.sleep(0.1)
+            first, second = log.checkpoint_indexes("kv")[:2]
+            assert driver.raft("kv").snapshot_meta is None
+            machine.floor = second - 1  # the newest checkpoint at or below it: `first`
+            await _fill(driver, range(30, 31))
+            while (meta := driver.raft("kv").snapshot_meta) is None:
+                await trio.sleep(0.01)
+            assert meta.index == first
+            while first in log.checkpoint_indexes("kv"):
+                await trio.sleep(0.01)
+            assert second in log.checkpoint_indexes("kv")
+            state = dict(driver.state("kv"))
+        nursery.cancel_scope.cancel()
+    log.close()
+    log = AsyncLog.open(str(tmp_path))  # the compacted log restarts to the same state
+    assert log.state("kv").snapshot_index == first
+    driver = _solo(log, CheckpointKv())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        with trio.fail_after(30):
+            while driver.status("kv").applied < driver.status("kv").last_index:
+                await trio.sleep(0.01)
+            assert dict(driver.state("kv")) == state
+        nursery.cancel_scope.cancel()
+    log.close()
+
+
+def _checkpoint_files(root, group: str) -> list[str]:
+    d = os.path.join(str(root), "groups", group_dir_name(group))
+    return [os.path.join(d, name) for name in os.listdir(d)
+            if parse_checkpoint_name(name) is not None]
+
+
+def _newest_checkpoint(log: AsyncLog, group: str):
+    indexes = log.checkpoint_indexes(group)
+    return log.read_checkpoint(group, indexes[-1]) if indexes else None
 
 
 async def _submit(driver: NodeDriver, group: str, cmd) -> tuple:
