@@ -403,6 +403,21 @@ async def _fill(driver: NodeDriver, values: range) -> None:
         await driver.propose("kv", KvMachine.encode(KvSet(f"k{i % 4}", str(i))))
 
 
+async def _caught_up(driver: NodeDriver, then=None) -> dict:
+    """Run a (restarted) driver until it has applied its whole log; its state then. `then()`
+    is awaited before it stops."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        with trio.fail_after(30):
+            while driver.status("kv").applied < driver.status("kv").last_index:
+                await trio.sleep(0.01)
+            state = dict(driver.state("kv"))
+            if then is not None:
+                await then()
+        nursery.cancel_scope.cancel()
+    return state
+
+
 async def test_a_restart_restores_the_checkpoint_and_applies_only_the_entries_after_it(tmp_path):
     log = AsyncLog.open(str(tmp_path))
     driver = _solo(log, CheckpointKv())
@@ -425,15 +440,9 @@ async def test_a_restart_restores_the_checkpoint_and_applies_only_the_entries_af
     machine = CheckpointKv()
     driver = _solo(log, machine)
     assert driver.status("kv").applied == cp.index < last
-    async with trio.open_nursery() as nursery:
-        await nursery.start(driver.run)
-        with trio.fail_after(30):
-            while driver.status("kv").applied < driver.status("kv").last_index:
-                await trio.sleep(0.01)
-            assert dict(driver.state("kv")) == before
-            assert machine.applied and min(machine.applied) > cp.index
-            await driver.propose("kv", KvMachine.encode(KvSet("after", "restart")))
-        nursery.cancel_scope.cancel()
+    assert await _caught_up(driver, then=lambda: driver.propose(
+        "kv", KvMachine.encode(KvSet("after", "restart")))) == before
+    assert machine.applied and min(machine.applied) > cp.index
     log.close()
 
     # the same log without the checkpoints: every entry is applied again, to the same state
@@ -442,14 +451,9 @@ async def test_a_restart_restores_the_checkpoint_and_applies_only_the_entries_af
     log = AsyncLog.open(str(tmp_path))
     machine = CheckpointKv()
     driver = _solo(log, machine)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(driver.run)
-        with trio.fail_after(30):
-            while driver.status("kv").applied < driver.status("kv").last_index:
-                await trio.sleep(0.01)
-            assert dict(driver.state("kv")) == {**before, "after": driver.state("kv")["after"]}
-            assert min(machine.applied) <= cp.index
-        nursery.cancel_scope.cancel()
+    state = await _caught_up(driver)
+    assert state == {**before, "after": state["after"]}
+    assert min(machine.applied) <= cp.index
     log.close()
 
 
@@ -535,14 +539,7 @@ async def test_the_log_is_compacted_to_a_checkpoint_once_the_machine_releases_it
     log.close()
     log = AsyncLog.open(str(tmp_path))  # the compacted log restarts to the same state
     assert log.state("kv").snapshot_index == first
-    driver = _solo(log, CheckpointKv())
-    async with trio.open_nursery() as nursery:
-        await nursery.start(driver.run)
-        with trio.fail_after(30):
-            while driver.status("kv").applied < driver.status("kv").last_index:
-                await trio.sleep(0.01)
-            assert dict(driver.state("kv")) == state
-        nursery.cancel_scope.cancel()
+    assert await _caught_up(_solo(log, CheckpointKv())) == state
     log.close()
 
 
