@@ -1,6 +1,6 @@
 """The source's rows as Arrow record batches (the schema of `rows.SCHEMA_DDL`, in pyarrow types).
 
-Pure (pyarrow only, no pyspark).  `source.py` turns each input partition's row tuples into one
+Pure (pyarrow only, no pyspark).  `source.py` turns each input partition's rows into one
 Arrow IPC buffer on the driver, and `read()` on an executor hands the decoded `RecordBatch` to Spark
 as is: no per-row conversion in the executors, and a compact buffer instead of pickled tuples
 inside each task.  Types follow what Spark expects for the DDL (`to_arrow_schema(..., "UTC")`):
@@ -82,25 +82,40 @@ def _all_empty(values, kind: pa.DataType) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, pa.array([], kind.value_type))
 
 
+def _by_identity(values, convert) -> pa.Array:
+    """A column whose rows share a few objects (the consumer reuses one properties tuple per
+    distinct content header and one timestamp per read): each distinct object converted once."""
+    codes: dict[int, int] = {}
+    index = [codes.setdefault(id(v), len(codes)) for v in values]
+    if len(codes) * 2 > len(values):
+        return convert(values)
+    distinct = list({id(v): v for v in values}.values())  # in order of first appearance
+    return convert(distinct).take(pa.array(index, pa.int32()))
+
+
 def _column(values, field: pa.Field) -> pa.Array:
     name = field.name
     if name == "body":
         return _binary(values)
     if name == "properties":
-        return _properties(values)
+        return _by_identity(values, _properties)
+    if name == "consumed_at":
+        return _by_identity(values, lambda distinct: _plain(distinct, field.type))
     if name in ("x_death", "headers") and None not in values and not any(values):
         return _all_empty(values, field.type)  # the usual headers: none
     if name == "x_death":
         values = [None if v is None else _struct_dicts(v, _DEATH) for v in values]
     elif name == "headers":
-        values = [None if v is None else list(v.items()) for v in values]
+        values = [None if v is None else list(v) for v in values]
     return _plain(values, field.type)
 
 
-def record_batch(rows: list[tuple]) -> pa.RecordBatch:
-    """Row tuples in `COLUMNS` order -> one RecordBatch in `ARROW_SCHEMA`."""
-    columns = list(zip(*rows)) if rows else [()] * len(COLUMNS)
-    arrays = [_column(values, field) for values, field in zip(columns, ARROW_SCHEMA)]
+def record_batch(seqs: list[int], rows: list[tuple]) -> pa.RecordBatch:
+    """A batch's seqs and their rows (the columns after `seq`, in `COLUMNS` order) -> one
+    RecordBatch in `ARROW_SCHEMA`."""
+    columns = list(zip(*rows)) if rows else [()] * (len(COLUMNS) - 1)
+    arrays = [pa.array(seqs, pa.int64())]
+    arrays += [_column(values, field) for values, field in zip(columns, list(ARROW_SCHEMA)[1:])]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 

@@ -28,9 +28,9 @@ import pika.exceptions
 
 from pamqp import commands
 
-from .ledger import Delivery, Ledger
+from .ledger import Delivery, Ledger, delivery
 from .options import SourceOptions
-from .rows import make_row, row_bytes
+from .rows import ledger_columns, property_columns, row_bytes
 from .wire import (CHANNEL, FRAME_BODY, FRAME_HEADER, FRAME_METHOD, HEARTBEAT_FRAME, IDS,
                    WireConnection, WireError, decode_properties, frame, method_of)
 
@@ -207,8 +207,8 @@ class DriverConsumer:
                 conn.send(HEARTBEAT_FRAME)
                 last_sent = now
             arrived = []
-            while conn.frame_ready():
-                ftype, payload = conn.next_frame()
+            consumed_at = dt.datetime.now(dt.timezone.utc)  # one instant for a burst
+            for ftype, payload in conn.frames():
                 if ftype == FRAME_METHOD:
                     class_id, method_id = IDS.unpack_from(payload, 0)
                     if (class_id, method_id) == (60, 60):  # basic.deliver
@@ -227,7 +227,7 @@ class DriverConsumer:
                 elif ftype == FRAME_BODY:
                     parser.body(payload)
                 if parser.done:
-                    arrived.append(parser.take(session))
+                    arrived.append(parser.take(session, consumed_at))
             if arrived:
                 self._receive(arrived)
 
@@ -243,13 +243,19 @@ class DriverConsumer:
 
 
 class _DeliveryParser:
-    """basic.deliver + content header + body frames -> one `Delivery` (a row)."""
+    """basic.deliver + content header + body frames -> one `Delivery` (a ledger row)."""
+
+    _KNOWN_LIMIT = 256
 
     def __init__(self, tags: dict[str, str], include_body: bool) -> None:
         self._tags = tags
         self._include_body = include_body
         self._method = None
-        self._props = None
+        self._columns: tuple = ()
+        # raw property bytes -> their row columns: a stream's messages mostly share properties
+        # (the same delivery mode, content type, no headers), and working the columns out was
+        # the largest cost per message
+        self._known: dict[bytes, tuple] = {}
         self._size = 0
         self._parts: list[bytes] = []
         self._have = 0
@@ -268,11 +274,18 @@ class _DeliveryParser:
         n = payload[pos]
         routing_key = payload[pos + 1:pos + 1 + n].decode("utf-8", errors="replace")
         self._method = (self._tags.get(ctag, ""), tag, bool(bits & 1), exchange, routing_key)
-        self._props, self._parts, self._have, self.done = None, [], 0, False
+        self._columns, self._parts, self._have, self.done = (), [], 0, False
 
     def header(self, payload: bytes) -> None:
         self._size = _HEADER_SIZE.unpack_from(payload, 4)[0]
-        self._props = decode_properties(payload, 12)
+        raw = payload[12:]
+        columns = self._known.get(raw)
+        if columns is None:
+            columns = ledger_columns(property_columns(decode_properties(raw)))
+            if len(self._known) >= self._KNOWN_LIMIT:  # per-message properties: no reuse
+                self._known.clear()
+            self._known[raw] = columns
+        self._columns = columns
         self.done = self._size == 0
 
     def body(self, payload: bytes) -> None:
@@ -280,14 +293,13 @@ class _DeliveryParser:
         self._have += len(payload)
         self.done = self._have >= self._size
 
-    def take(self, session: int) -> Delivery:
+    def take(self, session: int, consumed_at: dt.datetime) -> Delivery:
         queue, tag, redelivered, exchange, routing_key = self._method
-        body = b"".join(self._parts) if self._include_body else None
-        row = make_row(seq=0, queue=queue, body=body, exchange=exchange, routing_key=routing_key,
-                       redelivered=redelivered, delivery_tag=tag, properties=self._props,
-                       consumed_at=dt.datetime.now(dt.timezone.utc))
-        self._method, self._props, self._parts, self.done = None, None, [], False
-        return Delivery(session, tag, row, row_bytes(row))
+        parts = self._parts
+        body = (parts[0] if len(parts) == 1 else b"".join(parts)) if self._include_body else None
+        row = (queue, body, exchange, routing_key, redelivered, tag, *self._columns, consumed_at)
+        self._method, self._columns, self._parts, self.done = None, (), [], False
+        return delivery(session, tag, row, row_bytes(body))
 
 
 def resolve_queues(opts: SourceOptions) -> tuple[str, ...]:

@@ -15,16 +15,19 @@ I/O thread (under its own lock); `source.py` calls `ack_upto`, `admit` and `rows
 from __future__ import annotations
 
 import collections
-import dataclasses
 import json
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Delivery:
-    session: int
-    tag: int
-    row: tuple
-    size: int
+Delivery = tuple  # (session, tag, row, size): see `delivery`
+SESSION, TAG, ROW, SIZE = range(4)
+
+
+def delivery(session: int, tag: int, row: tuple, size: int) -> Delivery:
+    """One received message: its channel's session, delivery tag, row (the columns after
+    `seq`, which is assigned only on admission) and size for maxBytesPerBatch.  A plain tuple of
+    atomic values, like the row: Python's garbage collector stops tracking those, and the
+    ledger holds a whole prefetch window of them (a NamedTuple stays tracked for good)."""
+    return (session, tag, row, size)
 
 
 def offset_json(seq: int) -> dict:
@@ -66,7 +69,7 @@ class Ledger:
 
     def receive(self, delivery: Delivery) -> bool:
         """A delivery arrived; ignored if it belongs to a session that is already gone."""
-        if delivery.session != self.session:
+        if delivery[SESSION] != self.session:
             return False
         self.pending.append(delivery)
         return True
@@ -85,8 +88,8 @@ class Ledger:
             if first > seq:
                 break
             delivery = self.buffer.pop(first)
-            if delivery.session == self.session:
-                tag = delivery.tag if tag is None else max(tag, delivery.tag)
+            if delivery[SESSION] == self.session:
+                tag = delivery[TAG] if tag is None else max(tag, delivery[TAG])
         return tag
 
     def wanted(self, max_rows: int | None) -> int | None:
@@ -101,27 +104,30 @@ class Ledger:
         taken = size = 0
         while self.pending and (cap is None or taken < cap):
             nxt = self.pending[0]
-            if max_bytes is not None and taken and size + nxt.size > max_bytes:
+            if max_bytes is not None and taken and size + nxt[SIZE] > max_bytes:
                 break
             self.pending.popleft()
             self.admitted_upto += 1
             self.buffer[self.admitted_upto] = nxt
             taken += 1
-            size += nxt.size
+            size += nxt[SIZE]
         if self.remaining is not None:
             self.remaining = max(0, self.remaining - taken)
         return self.admitted_upto
 
-    def rows_between(self, start: int, end: int) -> list[tuple]:
-        """Rows for the batch (start, end] with their seq set; the missing ones (dead session,
-        previous process) are simply absent, so an unknown range replays as empty."""
+    def rows_between(self, start: int, end: int) -> tuple[list[int], list[tuple]]:
+        """The batch (start, end]: the seqs present and their rows (columns after `seq`); the
+        missing ones (dead session, previous process) are simply absent, so an unknown range
+        replays as empty."""
         self.resume_from(end)
-        rows = []
+        seqs, rows = [], []
+        get = self.buffer.get
         for seq in range(start + 1, end + 1):
-            delivery = self.buffer.get(seq)
+            delivery = get(seq)
             if delivery is not None:
-                rows.append((seq,) + delivery.row[1:])
-        return rows
+                seqs.append(seq)
+                rows.append(delivery[ROW])
+        return seqs, rows
 
     def unacked(self) -> int:
         return len(self.buffer)

@@ -107,8 +107,7 @@ class WirePublisher:
         return result
 
     def _handle_frames(self, confirmed: int, result: PublishResult, count_unroutable: bool) -> int:
-        while self.conn.frame_ready():
-            ftype, payload = self.conn.next_frame()
+        for ftype, payload in self.conn.frames():
             if ftype != FRAME_METHOD:
                 continue  # heartbeats, and the header/body frames of a basic.return
             class_id, method_id = IDS.unpack_from(payload, 0)

@@ -19,6 +19,7 @@ from .arrow_rows import from_ipc, record_batch, to_ipc
 from .consumer import ConsumerError, DriverConsumer, resolve_queues, total_message_count
 from .ledger import Ledger, offset_json, offset_seq
 from .options import SourceOptions
+from .rows import COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -35,39 +36,50 @@ class AmqpPartition(InputPartition):
         self.count = count
 
 
-def _slices(rows: list[tuple], parts: int) -> list[list[tuple]]:
-    """Contiguous slices, at most `parts` of them, none empty."""
-    parts = max(1, min(parts, len(rows)))
-    size, extra = divmod(len(rows), parts)
+def _slices(count: int, parts: int) -> list[slice]:
+    """Contiguous slices of `count` items, at most `parts` of them, none empty."""
+    parts = max(1, min(parts, count))
+    size, extra = divmod(count, parts)
     out, pos = [], 0
     for i in range(parts):
         n = size + (1 if i < extra else 0)
-        out.append(rows[pos:pos + n])
+        out.append(slice(pos, pos + n))
         pos += n
     return out
 
 
+_QUEUE, _HEADERS = COLUMNS.index("queue") - 1, COLUMNS.index("headers") - 1  # in a ledger row
+
+
 def _stream_of(row: tuple) -> tuple[str, str | None]:
-    """Which ordered stream a row belongs to: its queue, and within a partitioned queue its
-    partition (the `x-partition` header the broker stamps on every delivery from one)."""
-    return row[1], row[8].get("x-partition")
+    """Which ordered stream a ledger row belongs to: its queue, and within a partitioned queue
+    its partition (the `x-partition` header the broker stamps on every delivery from one)."""
+    return row[_QUEUE], dict(row[_HEADERS]).get("x-partition") if row[_HEADERS] else None
 
 
-def split_rows(rows: list[tuple], parts: int) -> list[AmqpPartition]:
+def split_rows(seqs: list[int], rows: list[tuple], parts: int) -> list[AmqpPartition]:
     """Input partitions along the queues, and along the partitions of a partitioned queue: each
     stream's rows (in seq order) get a share of the `parts` in proportion to their number, at
     least one; no input partition mixes streams, so per-queue (per-partition) order holds in
     each."""
     if not rows:
         return []
-    by_stream: dict[tuple[str, str | None], list[tuple]] = {}
-    for row in rows:
-        by_stream.setdefault(_stream_of(row), []).append(row)
+    streams = set(map(_stream_of, rows))
+    if len(streams) == 1:  # one queue: no grouping needed
+        groups = [(seqs, rows)]
+    else:
+        by_stream: dict[tuple[str, str | None], tuple[list[int], list[tuple]]] = {}
+        for seq, row in zip(seqs, rows):
+            group = by_stream.setdefault(_stream_of(row), ([], []))
+            group[0].append(seq)
+            group[1].append(row)
+        groups = list(by_stream.values())
     out: list[AmqpPartition] = []
-    for group in by_stream.values():
-        share = max(1, round(parts * len(group) / len(rows)))
-        for piece in _slices(group, share):
-            out.append(AmqpPartition(len(out), to_ipc(record_batch(piece)), len(piece)))
+    for group_seqs, group_rows in groups:
+        share = max(1, round(parts * len(group_rows) / len(rows)))
+        for piece in _slices(len(group_rows), share):
+            batch = record_batch(group_seqs[piece], group_rows[piece])
+            out.append(AmqpPartition(len(out), to_ipc(batch), batch.num_rows))
     return out
 
 
@@ -182,12 +194,12 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         rt = self._runtime()
         start_seq, end_seq = offset_seq(start), offset_seq(end)
         with rt.cond:
-            rows = rt.ledger.rows_between(start_seq, end_seq)
+            seqs, rows = rt.ledger.rows_between(start_seq, end_seq)
         if len(rows) < end_seq - start_seq:
             log.warning("amqp source: replaying (%s, %s] with %s of %s rows; the rest belong to a "
                         "closed channel and are redelivered by the broker",
                         start_seq, end_seq, len(rows), end_seq - start_seq)
-        return split_rows(rows, self._opts.num_partitions)
+        return split_rows(seqs, rows, self._opts.num_partitions)
 
     def read(self, partition: AmqpPartition):
         return iter(from_ipc(partition.ipc))

@@ -166,10 +166,23 @@ class WireConnection:
 
     def next_frame(self) -> tuple[int, bytes]:
         """(type, payload) of the next whole frame; call only when `frame_ready()`."""
-        ftype, _channel, size = _HDR.unpack_from(self._buf, 0)
-        payload = bytes(self._buf[7:7 + size])
-        del self._buf[:8 + size]
-        return ftype, payload
+        return self.frames(limit=1)[0]
+
+    def frames(self, limit: int | None = None) -> list[tuple[int, bytes]]:
+        """(type, payload) of the whole frames in the buffer (at most `limit`), taken out of it
+        in one piece: a burst of deliveries is thousands of frames."""
+        buf, out, pos = self._buf, [], 0
+        unpack = _HDR.unpack_from
+        with memoryview(buf) as view:
+            while len(buf) - pos >= 7 and (limit is None or len(out) < limit):
+                ftype, _channel, size = unpack(buf, pos)
+                end = pos + 8 + size
+                if end > len(buf):
+                    break
+                out.append((ftype, bytes(view[pos + 7:end - 1])))
+                pos = end
+        del buf[:pos]
+        return out
 
     def expect(self, cls):
         """Wait for a method of type `cls`, skipping heartbeats; a close raises WireError."""

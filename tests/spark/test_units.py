@@ -21,7 +21,7 @@ NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.timezone.utc)
 
 
 def _delivery(session: int, tag: int, size: int = 10) -> L.Delivery:
-    return L.Delivery(session, tag, (0, "q", b"x" * size) + (None,) * 15, size)
+    return L.delivery(session, tag, ("q", b"x" * size) + (None,) * 15, size)
 
 
 # -- U1 offset bookkeeping -------------------------------------------------------------------
@@ -33,7 +33,8 @@ def test_u1_seq_assignment_and_ack_upto():
         assert led.receive(_delivery(s, tag))
     assert led.admit(max_rows=3, max_bytes=None) == 3
     assert led.admit(max_rows=3, max_bytes=None) == 6
-    assert [r[0] for r in led.rows_between(3, 6)] == [4, 5, 6]
+    seqs, rows = led.rows_between(3, 6)
+    assert seqs == [4, 5, 6] and [r[0] for r in rows] == ["q"] * 3
     assert led.ack_upto(2) == 2          # tags 1,2 -> ack multiple up to 2
     assert led.ack_upto(2) is None       # idempotent
     assert led.ack_upto(6) == 6
@@ -51,7 +52,7 @@ def test_u1_new_session_never_acks_old_tags():
     assert led.receive(_delivery(old, 4)) is False  # late delivery of the dead channel
     led.receive(_delivery(new, 1))
     assert led.admit(None, None) == 4    # seq keeps counting across sessions
-    assert led.rows_between(0, 3) == []  # the dead session's batch replays empty
+    assert led.rows_between(0, 3) == ([], [])  # the dead session's batch replays empty
     assert led.ack_upto(3) is None       # nothing of the old session is acked
     assert led.ack_upto(4) == 1          # tag 1 of the *new* channel
 
@@ -59,7 +60,7 @@ def test_u1_new_session_never_acks_old_tags():
 def test_u1_empty_replay_for_unknown_range_moves_seq_forward():
     led = L.Ledger()
     s = led.new_session()
-    assert led.rows_between(400, 600) == []  # a batch from before a crash
+    assert led.rows_between(400, 600) == ([], [])  # a batch from before a crash
     led.receive(_delivery(s, 1))
     assert led.admit(None, None) == 601
 
@@ -210,11 +211,20 @@ def test_u4_reader_and_writer_pickle_without_live_state_and_do_no_io(monkeypatch
         writer = pickle.loads(pickle.dumps(cls(sink, ["body"])))
         assert writer._opts == sink
     rows = [_row(i) for i in range(1, 6)]
-    parts = split_rows(rows, 2)
+    parts = split_rows(*_offsets_and_rows(rows), 2)
     assert [p.count for p in parts] == [3, 2]
     batches = list(copy.read(pickle.loads(pickle.dumps(parts[1]))))
     got = [tuple(r.values()) for b in batches for r in b.to_pylist()]
     assert [r[0] for r in got] == [4, 5] and [r[2] for r in got] == [rows[3][2], rows[4][2]]
+
+
+def _offsets_and_rows(rows: list[tuple]) -> tuple[list[int], list[tuple]]:
+    """Whole rows (`make_row`) -> what the ledger hands `split_rows` / `record_batch`: the seqs,
+    and rows without them whose property columns are in the ledger's form."""
+    first = R.COLUMNS.index("delivery_count")
+    last = first + len(R.property_columns(None))
+    return [r[0] for r in rows], [r[1:first] + R.ledger_columns(r[first:last]) + r[last:]
+                                  for r in rows]
 
 
 def _row(seq: int, headers: dict | None = None) -> tuple:
@@ -232,7 +242,7 @@ def test_arrow_batches_carry_every_column_as_the_rows_do():
               "routing-keys": ["orders"], "time": NOW.replace(tzinfo=None)}]
     rows = [_row(1), _row(2, {"x-death": death, "x-first-death-reason": "rejected",
                               "x-delivery-count": 4, "k": b"v"}), _row(3, {})]
-    batch = A.from_ipc(A.to_ipc(A.record_batch(rows)))[0]
+    batch = A.from_ipc(A.to_ipc(A.record_batch(*_offsets_and_rows(rows))))[0]
     assert batch.schema == A.ARROW_SCHEMA and batch.num_rows == 3
     out = batch.to_pylist()
     assert [o["body"] for o in out] == [b"b1", b"b2", b"b3"]
@@ -243,7 +253,7 @@ def test_arrow_batches_carry_every_column_as_the_rows_do():
     assert out[0]["x_death"] is None and out[2]["headers"] == []
     assert out[0]["properties"]["message_id"] == "m1"
     assert out[0]["properties"]["timestamp"] == NOW and out[0]["consumed_at"] == NOW
-    assert A.record_batch([]).num_rows == 0
+    assert A.record_batch([], []).num_rows == 0
     assert isinstance(batch, pa.RecordBatch)
 
 
@@ -397,14 +407,14 @@ def test_partitions_follow_the_queues():
     pytest.importorskip("pyspark")
     from amqp_broker.spark.source import split_rows
     rows = [(i, "a" if i % 4 else "b") + _row(i)[2:] for i in range(1, 13)]  # 9 of a, 3 of b
-    parts = split_rows(rows, 4)
+    parts = split_rows(*_offsets_and_rows(rows), 4)
     assert [p.count for p in parts] == [3, 3, 3, 3]  # a gets 3 partitions, b one
     from amqp_broker.spark.arrow_rows import from_ipc
     queues = [{r["queue"] for b in from_ipc(p.ipc) for r in b.to_pylist()} for p in parts]
     assert queues == [{"a"}, {"a"}, {"a"}, {"b"}]
     seqs = [r["seq"] for p in parts for b in from_ipc(p.ipc) for r in b.to_pylist()]
     assert sorted(seqs) == list(range(1, 13))
-    assert [p.count for p in split_rows(rows, 1)] == [9, 3]  # at least one per queue
+    assert [p.count for p in split_rows(*_offsets_and_rows(rows), 1)] == [9, 3]  # at least one per queue
 
 
 def test_partitions_follow_the_partitions_of_a_partitioned_queue():
@@ -414,7 +424,7 @@ def test_partitions_follow_the_partitions_of_a_partitioned_queue():
     from amqp_broker.spark.arrow_rows import from_ipc
     from amqp_broker.spark.source import split_rows
     rows = [_row(i, {"x-partition": i % 3}) for i in range(1, 13)]
-    parts = split_rows(rows, 2)
+    parts = split_rows(*_offsets_and_rows(rows), 2)
     assert len(parts) == 3  # one each at least, though only two were asked for
     for part in parts:
         got = [r for b in from_ipc(part.ipc) for r in b.to_pylist()]
@@ -468,15 +478,59 @@ def test_deliveries_are_parsed_from_frames_into_rows():
     parser.body(body[:10])
     parser.body(body[10:])
     assert parser.done
-    delivery = parser.take(session=7)
-    row = dict(zip(R.COLUMNS, delivery.row))
-    assert (delivery.session, delivery.tag) == (7, 42)
+    delivery = parser.take(session=7, consumed_at=NOW)
+    row = dict(zip(R.COLUMNS[1:], delivery[L.ROW]))  # a ledger row: seq comes on admission
+    assert (delivery[L.SESSION], delivery[L.TAG]) == (7, 42)
     assert (row["queue"], row["exchange"], row["routing_key"], row["redelivered"]) == ("orders", "ex", "key", True)
     assert row["body"] == body and row["delivery_count"] == 3 and row["x_first_death_reason"] == "rejected"
-    assert row["properties"][PROPERTY_INDEX["message_id"]] == "m1"
+    assert row["properties"][PROPERTY_INDEX["message_id"]] == "m1" and row["consumed_at"] == NOW
     parser.deliver(deliver)
     parser.header(struct.pack(">HHQ", 60, 0, 0) + encode_properties({}))
-    assert parser.done and dict(zip(R.COLUMNS, parser.take(1).row))["body"] == b""
+    assert parser.done and dict(zip(R.COLUMNS[1:], parser.take(1, NOW)[L.ROW]))["body"] == b""
+
+
+def test_parsed_rows_follow_each_message_s_own_properties():
+    """The parser reuses the columns of property bytes it has seen: messages with the same
+    properties share them, and every other message still gets its own."""
+    import struct
+
+    from amqp_broker.spark.consumer import _DeliveryParser
+    from amqp_broker.spark.wire import encode_properties
+    parser = _DeliveryParser({"c": "q"}, include_body=True)
+    ids = [f"m{i % 7}" for i in range(600)]  # 7 property sets, each seen many times
+    ids += [f"unique-{i}" for i in range(600)]  # past the parser's memory of property sets
+    for tag, message_id in enumerate(ids, 1):
+        parser.deliver(b"\x00\x3c\x00\x3c\x01c" + struct.pack(">QB", tag, 0) + b"\x00\x01q")
+        headers = {"n": tag % 3} if tag % 2 else {}
+        parser.header(struct.pack(">HHQ", 60, 0, 1) + encode_properties(
+            {"message_id": message_id, "headers": headers}))
+        parser.body(b"b")
+        row = dict(zip(R.COLUMNS[1:], parser.take(1, NOW)[L.ROW]))
+        assert row["properties"][PROPERTY_INDEX["message_id"]] == message_id
+        assert row["headers"] == ((("n", str(tag % 3)),) if tag % 2 else ())
+        assert row["delivery_tag"] == tag
+
+
+def test_buffered_deliveries_are_not_tracked_by_the_garbage_collector():
+    """The ledger holds a whole prefetch window; if its rows stayed tracked, every full
+    collection in the runner walked all of them."""
+    import gc
+    import struct
+
+    from amqp_broker.spark.consumer import _DeliveryParser
+    from amqp_broker.spark.wire import encode_properties
+    parser = _DeliveryParser({"c": "q"}, include_body=True)
+    death = [{"queue": "q", "reason": "expired", "count": 1, "routing-keys": ["q"]}]
+    got = []
+    for headers in (None, {"x-death": death, "k": "v"}):
+        parser.deliver(b"\x00\x3c\x00\x3c\x01c" + struct.pack(">QB", 1, 0) + b"\x00\x01q")
+        parser.header(struct.pack(">HHQ", 60, 0, 1) + encode_properties(
+            {"delivery_mode": 2} if headers is None else {"headers": headers}))
+        parser.body(b"b")
+        got.append(parser.take(1, NOW))
+    for _ in range(4):  # each collection untracks one more level of nested tuples
+        gc.collect()
+    assert not any(gc.is_tracked(d) for d in got)
 
 
 PROPERTY_INDEX = {name: i for i, name in enumerate(R.PROPERTY_FIELDS)}
