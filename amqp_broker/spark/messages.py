@@ -48,6 +48,8 @@ def _body(value: Any) -> bytes:
 
 def _properties(value: Any, opts: SinkOptions) -> dict:
     given = _as_dict(value)
+    if not given:  # no properties column: the usual sink input
+        return {"delivery_mode": opts.delivery_mode}
     props: dict = {}
     for name in PROPERTY_FIELDS:
         item = given.get(name)

@@ -41,6 +41,36 @@ class PublishResult:
     returned: int = 0
 
 
+class PublishFrames:
+    """The frames of basic.publish messages, for one connection's frame_max.  The method frame
+    of each destination is built once: a sink mostly writes to a few."""
+
+    def __init__(self, frame_max: int) -> None:
+        self.frame_max = frame_max
+        self._methods: dict[tuple[str, str, bool], bytes] = {}
+
+    def _method_frame(self, exchange: str, routing_key: str, mandatory: bool) -> bytes:
+        key = (exchange, routing_key, mandatory)
+        method = self._methods.get(key)
+        if method is None:
+            method = frame(FRAME_METHOD, b"\x00\x3c\x00\x28\x00\x00" + shortstr(exchange)
+                           + shortstr(routing_key) + (b"\x01" if mandatory else b"\x00"))
+            if len(self._methods) < 1024:  # a sink mostly writes to a few destinations
+                self._methods[key] = method
+        return method
+
+    def of(self, msg: Outgoing, mandatory: bool) -> bytes:
+        """method + header + body frames of one basic.publish."""
+        method = self._method_frame(msg.exchange, msg.routing_key, mandatory)
+        body = msg.body
+        header = struct.pack(">HHQ", 60, 0, len(body)) + encode_properties(msg.properties)
+        out = [method, frame(FRAME_HEADER, header)]
+        room = self.frame_max - 8
+        for start in range(0, len(body), room):
+            out.append(frame(FRAME_BODY, body[start:start + room]))
+        return b"".join(out)
+
+
 class WirePublisher:
     """Channel 1 of a `WireConnection`, in confirm mode.  One per task; not thread-safe."""
 
@@ -52,24 +82,10 @@ class WirePublisher:
             if getattr(self, "conn", None) is not None:
                 self.conn.abort()
             raise _ConnectError(str(exc)) from exc
-        self.frame_max = self.conn.frame_max
+        self.frames = PublishFrames(self.conn.frame_max)
 
     def close(self) -> None:
         self.conn.close()
-
-    # -- the hot path -----------------------------------------------------------------------
-
-    def frames(self, msg: Outgoing, mandatory: bool) -> bytes:
-        """method + header + body frames of one basic.publish."""
-        method = (b"\x00\x3c\x00\x28\x00\x00" + shortstr(msg.exchange) + shortstr(msg.routing_key)
-                  + (b"\x01" if mandatory else b"\x00"))
-        body = msg.body
-        header = struct.pack(">HHQ", 60, 0, len(body)) + encode_properties(msg.properties)
-        out = [frame(FRAME_METHOD, method), frame(FRAME_HEADER, header)]
-        room = self.frame_max - 8
-        for start in range(0, len(body), room):
-            out.append(frame(FRAME_BODY, body[start:start + room]))
-        return b"".join(out)
 
     def publish_all(self, messages: Iterator[Outgoing], *, mandatory: bool, count_unroutable: bool,
                     max_in_flight: int, confirm_timeout: float) -> PublishResult:
@@ -84,7 +100,7 @@ class WirePublisher:
             if not exhausted and room > 0:
                 out = []
                 for msg in messages:
-                    out.append(self.frames(msg, mandatory))
+                    out.append(self.frames.of(msg, mandatory))
                     if len(out) >= room:
                         break
                 else:

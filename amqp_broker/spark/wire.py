@@ -56,12 +56,27 @@ def frame(ftype: int, payload: bytes) -> bytes:
     return _HDR.pack(ftype, CHANNEL, len(payload)) + payload + FRAME_END
 
 
+_LAYOUT_OF = {name: (name, bit, kind) for name, bit, kind in PROPERTY_LAYOUT}
+_present_layouts: dict[tuple[str, ...], tuple] = {}
+
+
+def _layout_of(names: tuple[str, ...]) -> tuple:
+    """The layout entries of these property names, in wire order (a sink publishes rows of the
+    same few names: worked out once per set, not per message)."""
+    layout = _present_layouts.get(names)
+    if layout is None:
+        layout = tuple(sorted((_LAYOUT_OF[n] for n in names if n in _LAYOUT_OF), key=lambda e: -e[1]))
+        if len(_present_layouts) < 64:
+            _present_layouts[names] = layout
+    return layout
+
+
 def encode_properties(props: dict) -> bytes:
     """basic.properties (pika-style keyword names) -> property flags + values."""
     flags = 0
     parts = []
-    for name, bit, kind in PROPERTY_LAYOUT:
-        value = props.get(name)
+    for name, bit, kind in _layout_of(tuple(props)):
+        value = props[name]
         if value is None:
             continue
         flags |= 1 << bit

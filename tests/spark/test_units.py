@@ -359,11 +359,9 @@ def test_publish_frames_split_large_bodies_at_frame_max():
     from pamqp import frame as pframe
 
     from amqp_broker.spark.messages import Outgoing
-    from amqp_broker.spark.publisher import WirePublisher
-    pub = WirePublisher.__new__(WirePublisher)  # frame building needs no connection
-    pub.frame_max = 4096
+    from amqp_broker.spark.publisher import PublishFrames
     body = bytes(range(256)) * 40  # 10240 bytes -> 3 body frames
-    data = pub.frames(Outgoing("ex", "rk", body, {"message_id": "m", "delivery_mode": 2}), True)
+    data = PublishFrames(4096).of(Outgoing("ex", "rk", body, {"message_id": "m", "delivery_mode": 2}), True)
     frames, pos = [], 0
     while pos < len(data):
         used, channel, value = pframe.unmarshal(data[pos:])
