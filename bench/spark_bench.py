@@ -2,7 +2,7 @@
 
     python bench/spark_bench.py [--ours URL] [--rabbit URL | --no-rabbit] [--messages 100000]
                                 [--size 1024] [--batch 30000] [--queue-types classic quorum]
-                                [--master local[2]]
+                                [--master local[2]] [--cpu]
 
 For each broker and queue type (1 KiB persistent messages by default):
   source      queue -> Parquet, Trigger.AvailableNow, acks after commit (`drain_queue`); msg/s from
@@ -15,7 +15,7 @@ For each broker and queue type (1 KiB persistent messages by default):
               the source; the ratio column is connector / reference
 Without --ours it starts this project's broker on a free port; without --rabbit it uses
 amqp://guest:guest@127.0.0.1:5673/ if something listens there (`bash .ci/rabbitmq.sh start`).
-Warm-up queries (source and sink, up to 30,000 messages) run first: JIT and Python workers.  Needs the `[spark]` extra.
+Warm-up queries (source up to 100,000 messages, sink up to 30,000) run first: JIT and Python workers.  Needs the `[spark]` extra.
 """
 
 from __future__ import annotations
@@ -56,17 +56,43 @@ def _fill(url: str, queue: str, queue_type: str, count: int, size: int) -> None:
     broker_bench.publisher(url, queue, count, size, 1000, frames=numbered)
 
 
+def _process_cpu() -> dict[int, tuple[float, float, str]]:
+    """Every process's CPU seconds (own, and own + its exited children: Spark's streaming-source
+    runner is a child of the JVM that exits with the query) and command line, from /proc."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:100]
+        except OSError:
+            continue
+        own = (int(stat[11]) + int(stat[12])) / tick
+        out[int(pid)] = (own, own + (int(stat[13]) + int(stat[14])) / tick, cmd)
+    return out
+
+
+def _print_cpu(before: dict, after: dict) -> None:
+    spent = [(total - before.get(pid, (0, 0, ""))[1], own - before.get(pid, (0, 0, ""))[0], cmd)
+             for pid, (own, total, cmd) in after.items()]
+    for total, own, cmd in sorted(spent, reverse=True)[:4]:
+        print(f"      cpu {total:6.2f} s (own {own:.2f}) {cmd}", file=sys.stderr)
+
+
 def bench_source(spark, url: str, work: Path, queue_type: str, count: int, size: int,
-                 batch: int) -> float:
+                 batch: int, cpu: bool = False) -> float:
     from amqp_broker.spark import drain_queue
     queue = f"bench.source.{queue_type}.{time.time_ns()}"
     _fill(url, queue, queue_type, count, size)
+    before = _process_cpu() if cpu else {}
     start = time.perf_counter()
     result = drain_queue(spark, url, queue, str(work / f"out-{queue}"), str(work / f"ckpt-{queue}"),
                          maxMessagesPerBatch=batch, prefetch=min(65535, 2 * batch))
     elapsed = time.perf_counter() - start
     assert result["rows"] == count, result
     _print_phases(result, elapsed)
+    if cpu:
+        _print_cpu(before, _process_cpu())
     broker_bench.delete_queue(url, queue)
     shutil.rmtree(work / f"out-{queue}", ignore_errors=True)
     return count / elapsed
@@ -153,6 +179,8 @@ def main() -> None:
     parser.add_argument("--queues", nargs="*", type=int, default=[1, 2, 4, 8],
                         help="the parallel-reading curve: classic queues per query")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--cpu", action="store_true",
+                        help="print the CPU time of the busiest processes during each source query")
     args = parser.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -183,13 +211,15 @@ def main() -> None:
     rows = []
     curve = []
     try:
-        # warm-up (JVM JIT, Python workers): the first measured query was otherwise the slowest
-        bench_source(spark, targets[0][1], work, "classic", min(args.messages, 30_000), args.size, args.batch)
+        # warm-up (JVM JIT, Python workers): with one batch of it, the first measured source query
+        # still ran 15-20% below the same query later in the run
+        bench_source(spark, targets[0][1], work, "classic", min(args.messages, 100_000), args.size, args.batch)
         bench_sink(spark, targets[0][1], "classic", min(args.messages, 30_000), args.size)
         for name, url in targets:
             for queue_type in args.queue_types:
                 ref = reference(url, queue_type, min(args.messages, 50_000), args.size)
-                source = bench_source(spark, url, work, queue_type, args.messages, args.size, args.batch)
+                source = bench_source(spark, url, work, queue_type, args.messages, args.size, args.batch,
+                                      cpu=args.cpu)
                 sink = bench_sink(spark, url, queue_type, args.messages, args.size)
                 rows.append((name, queue_type, "source -> parquet", source, ref["e2e msg/s"]))
                 rows.append((name, queue_type, "dataframe -> sink", sink, ref["publish msg/s"]))
