@@ -39,6 +39,7 @@ ARROW_SCHEMA = pa.schema([
     ("consumed_at", _TS)])
 
 assert tuple(ARROW_SCHEMA.names) == COLUMNS
+_ROW_FIELDS = list(ARROW_SCHEMA)[1:]  # a ledger row's columns: all but seq
 
 
 def _struct_dicts(values, fields: pa.StructType) -> list:
@@ -115,7 +116,7 @@ def record_batch(seqs: list[int], rows: list[tuple]) -> pa.RecordBatch:
     RecordBatch in `ARROW_SCHEMA`."""
     columns = list(zip(*rows)) if rows else [()] * (len(COLUMNS) - 1)
     arrays = [pa.array(seqs, pa.int64())]
-    arrays += [_column(values, field) for values, field in zip(columns, list(ARROW_SCHEMA)[1:])]
+    arrays += [_column(values, field) for values, field in zip(columns, _ROW_FIELDS)]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 

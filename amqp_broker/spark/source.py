@@ -64,13 +64,13 @@ def split_rows(seqs: list[int], rows: list[tuple], parts: int) -> list[AmqpParti
     each."""
     if not rows:
         return []
-    streams = set(map(_stream_of, rows))
-    if len(streams) == 1:  # one queue: no grouping needed
+    streams = list(map(_stream_of, rows))
+    if len(set(streams)) == 1:  # one queue: no grouping needed
         groups = [(seqs, rows)]
     else:
         by_stream: dict[tuple[str, str | None], tuple[list[int], list[tuple]]] = {}
-        for seq, row in zip(seqs, rows):
-            group = by_stream.setdefault(_stream_of(row), ([], []))
+        for seq, row, stream in zip(seqs, rows, streams):
+            group = by_stream.setdefault(stream, ([], []))
             group[0].append(seq)
             group[1].append(row)
         groups = list(by_stream.values())

@@ -31,8 +31,8 @@ from . import records as R
 from .disk import OsDisk
 from .group import GroupLog, LogError, Mem
 from .segment import SegmentInfo, write_segment
-from .snapshot import (SNAPSHOT_FILE, StoredSnapshot, checkpoint_name, parse_checkpoint_name, read_snapshot,
-                       write_snapshot)
+from .snapshot import (SNAPSHOT_FILE, StoredSnapshot, checkpoint_name, parse_checkpoint_name,
+                       read_snapshot, write_snapshot)
 
 __all__ = ["LogConfig", "LogStore", "LogFailed", "LogError", "GroupState"]
 
