@@ -47,7 +47,7 @@ message it accepts and every one that leaves (ack, drop, expiry, purge, delete).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 from amqp_broker.core.policies import QueueSettings
 from amqp_broker.queues.message import Entry, Message
@@ -152,6 +152,21 @@ class QueueJournal(Protocol):
         """Settle `confirm` ok once the record `journal_seq` is fsynced (the server's
         `JournalTap` hands it to the broker's `Durability` task)."""
         ...
+
+
+class Recovered(Protocol):
+    """A durable queue's messages recovered from the journal at start-up, in msg-id order.
+
+    Iterating gives a summary of each: (msg_id, body size, priority, expiration ms or None,
+    redelivered, ref), read without decoding the message; `message(ref)` decodes one whole. A
+    queue that pages its backlog out only needs the summaries of most of them.
+    """
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[tuple[int, int, int, int | None, bool, Any]]: ...
+
+    def message(self, ref: Any) -> Message: ...
 
 
 class QueuePager(Protocol):
@@ -344,9 +359,9 @@ class QueueType(Protocol):
         """A redeclare: resets the x-expires timer where the type does so (classic)."""
         ...
 
-    def restore(self, entries: Iterable[tuple[int, Message, bool]], now_ms: int) -> None:
-        """Recovery from the classic journal at start-up: (msg_id, message, redelivered) in msg-id
-        order. Types that recover from their own log ignore it."""
+    def restore(self, recovered: Recovered, now_ms: int) -> None:
+        """Recovery from the classic journal at start-up. Types that recover from their own log
+        ignore it."""
         ...
 
     # -- timers --------------------------------------------------------------------------------

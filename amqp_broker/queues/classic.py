@@ -50,9 +50,10 @@ from amqp_broker.queues.base import (
     GetReply,
     Placement,
     QueueJournal,
+    QueuePager,
+    Recovered,
     queue_key,
 )
-from amqp_broker.queues.base import QueuePager
 from amqp_broker.queues.consumers import ConsumerSet
 from amqp_broker.queues.message import Entry, Message
 from amqp_broker.queues.paging import PagedLevel
@@ -208,7 +209,7 @@ class ClassicQueue:
             if confirm is not None:
                 confirm[0].settle(confirm[1], False)
             return False
-        entry = Entry(self._next_id, message, self._deadline(message, now_ms))
+        entry = Entry(self._next_id, message, self._deadline(message.expiration_ms, now_ms))
         self._next_id += 1
         journal = self._journal
         if journal is not None and message.persistent:
@@ -222,8 +223,8 @@ class ClassicQueue:
             self._drop_head_over_limits()
         return True
 
-    def _deadline(self, message: Message, now_ms: int) -> int | None:
-        ttl = message.expiration_ms
+    def _deadline(self, expiration_ms: int | None, now_ms: int) -> int | None:
+        ttl = expiration_ms
         qttl = self.settings.message_ttl
         if qttl is not None and (ttl is None or qttl < ttl):
             ttl = qttl
@@ -503,16 +504,36 @@ class ClassicQueue:
             removed.append(entry.msg_id)
 
     # -- recovery ------------------------------------------------------------------------------
-    def restore(self, entries: Iterable[tuple[int, Message, bool]], now_ms: int) -> None:
-        """Load recovered messages (msg id order) into an empty queue: (msg_id, message,
-        redelivered). TTL deadlines restart from `now_ms`. Used by store recovery only."""
-        for msg_id, message, redelivered in entries:
-            entry = Entry(msg_id, message, self._deadline(message, now_ms), redelivered)
-            if redelivered:
-                entry.delivery_count = 1
-            self._push(entry)
+    def restore(self, recovered: Recovered, now_ms: int) -> None:
+        """Load the recovered messages into an empty queue. TTL deadlines restart from `now_ms`.
+        Those past the memory budget are paged out again straight from their summaries: their
+        bodies stay in the journal, unread. Used by store recovery only."""
+        # per level: the columns (ids, sizes, deadlines, redelivered) of the rows to page out
+        paging: dict[int, tuple[list, list, list, list]] = {}
+        pages = self._pager is not None and self._journal is not None
+        for msg_id, size, priority, expiration_ms, redelivered, ref in recovered:
+            p = min(priority, self._max_level)
+            level = self._levels[p]
+            expires_at = self._deadline(expiration_ms, now_ms)
+            self._ready_count += 1
+            self._ready_bytes += size
+            cols = paging.get(p)
+            if cols is None and pages and \
+                    (level.paged or self._mem_cost + size + ENTRY_OVERHEAD > self._budget()):
+                cols = paging[p] = ([], [], [], [])
+            if cols is None:
+                level.head.append(Entry(msg_id, recovered.message(ref), expires_at, redelivered,
+                                        1 if redelivered else 0))
+                self._mem_cost += size + ENTRY_OVERHEAD
+            else:
+                cols[0].append(msg_id)
+                cols[1].append(size)
+                cols[2].append(expires_at)
+                cols[3].append(redelivered)
             if msg_id >= self._next_id:
                 self._next_id = msg_id + 1
+        for p, cols in paging.items():
+            self._levels[p].page_out_journaled(*cols)
 
     # -- journal ---------------------------------------------------------------------------------
     def _journal_removed(self, msg_ids: list[int]) -> None:

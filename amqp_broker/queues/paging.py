@@ -85,6 +85,18 @@ class PagedLevel:
         self.paged_bytes += m.size
         return True
 
+    def page_out_journaled(self, msg_ids: list[int], sizes: list[int],
+                           expires: list[int | None], redelivered: list[bool]) -> None:
+        """Append recovered persistent messages of a durable queue to the paged tail, given
+        column by column: their copies are the journal's, so nothing is read or written."""
+        assert self._journal is not None
+        n = len(msg_ids)
+        self._tail.extend_columns((
+            msg_ids, [_IN_JOURNAL] * n, [0] * n, sizes,
+            [_NO_EXPIRY if e is None else e for e in expires],
+            [1 if r else 0 for r in redelivered], [1 if r else 0 for r in redelivered], [1] * n))
+        self.paged_bytes += sum(sizes)
+
     def page_in(self, max_bytes: int) -> int:
         """Move paged messages to the head, oldest first, up to `max_bytes` of bodies (at
         least one); returns the body bytes moved."""

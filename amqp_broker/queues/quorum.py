@@ -48,7 +48,7 @@ from quorum.raft import RaftError
 
 from .arguments import OVERFLOW_REJECT_PUBLISH_DLX, parse_queue_arguments
 from .base import (REASON_REJECTED, Confirm, Consumer, DeadLetter, GetReply, Placement,
-                   queue_key)
+                   Recovered, queue_key)
 from .message import Entry, Message
 from .quorum_config import quorum_config, warn_dead_letter_strategy
 from .quorum_effects import EffectRunner, delivery_entry
@@ -667,7 +667,7 @@ class QuorumQueue:
     def touch(self, now_ms: int) -> None:
         pass  # a redeclare does not renew a quorum queue's x-expires lease
 
-    def restore(self, entries: list, now_ms: int) -> None:
+    def restore(self, recovered: Recovered, now_ms: int) -> None:
         pass  # recovered from its own Raft log, not the classic journal
 
     def apply_policy(self, policy: dict | None) -> None:

@@ -26,7 +26,7 @@ from amqp_broker.core.errors import AMQPError, NotFound
 from . import remote_wire as w
 from .arguments import parse_queue_arguments
 from .base import (REASON_REJECTED, Confirm, Consumer, DeadLetter, Delivery, GetReply, Placement,
-                   queue_key)
+                   Recovered, queue_key)
 from .message import Entry, Message
 
 __all__ = ["RemoteQueue", "RemoteLink"]
@@ -373,7 +373,7 @@ class RemoteQueue:
     def touch(self, now_ms: int) -> None:
         pass
 
-    def restore(self, entries: Iterable, now_ms: int) -> None:
+    def restore(self, recovered: Recovered, now_ms: int) -> None:
         pass
 
     def next_deadline(self, now_ms: int) -> int | None:

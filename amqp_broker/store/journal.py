@@ -15,7 +15,8 @@ Who calls it:
 - at startup, `open()` recovers: the file is streamed (never loaded whole) to find the live
   records, a torn tail is truncated, and each queue's surviving messages come back in msg-id
   order, flagged redelivered if they had been delivered (as RabbitMQ does for classic queues),
-  read from the file as the queue takes them (`RecoveredMessages`).
+  read from the file as the queue takes them (`RecoveredMessages`: a summary of each, so that a
+  backlog the queue pages out again is never decoded whole).
 
 Memory: the journal keeps no message, only which records are live and where (`journal_index`:
 12 bytes a message), so a classic queue that pages its messages out of memory really frees
@@ -44,11 +45,11 @@ import os
 from array import array
 from functools import partial
 from itertools import accumulate
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import trio
 
-from amqp_broker.queues.message import Message
+from amqp_broker.queues.message import Message, parse_basic_properties
 from amqp_broker.store import files
 from amqp_broker.store.errors import StoreFatalError
 from amqp_broker.store.journal_codec import (
@@ -60,6 +61,7 @@ from amqp_broker.store.journal_codec import (
     encode_enqueue,
     encode_ids,
     mark_after,
+    peek_enqueue,
 )
 from amqp_broker.store.journal_index import UNPLACED, JournalIndex, QueueRecords
 from amqp_broker.store.records import HEADER_SIZE, FileFrames, frame_pieces
@@ -90,8 +92,14 @@ class _OpenFile:
 
 
 class RecoveredMessages:
-    """One queue's recovered messages: (msg_id, message, redelivered) in msg-id order, read
-    back from the journal file each time it is iterated. `len()` is their number."""
+    """One queue's recovered messages, read back from the journal file as they are iterated, in
+    msg-id order (the `queues.base.Recovered` a classic queue restores from). `len()` is their
+    number.
+
+    Iterating gives each message's summary: (msg_id, body size, priority, expiration ms or None,
+    redelivered, ref), parsed from its record without copying the body; `message(ref)` decodes
+    the whole message, for those the queue keeps in memory (the rest it pages out again, and
+    reads back from the journal when their turn comes)."""
 
     def __init__(self, file: _OpenFile, records: QueueRecords, delivered: set[int]) -> None:
         self._file = file
@@ -101,29 +109,49 @@ class RecoveredMessages:
     def __len__(self) -> int:
         return self._records.count
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[int, int, int, int | None, bool, memoryview]]:
         delivered = self._delivered
+        peeked: dict[bytes, tuple] = {}   # properties -> parsed (a few sets are the usual case)
+        for batch in self._runs():
+            payloads = _read_payloads(self._file.fd, "the message journal",
+                                      [(offset, length) for _, length, offset in batch])
+            for (msg_id, _, _), payload in zip(batch, payloads):
+                properties, size = peek_enqueue(payload)
+                parsed = peeked.get(properties)
+                if parsed is None:
+                    if len(peeked) >= 256:
+                        peeked.clear()
+                    parsed = peeked[properties] = parse_basic_properties(properties)
+                yield msg_id, size, parsed[1], parsed[2], msg_id in delivered, payload
+
+    def _runs(self) -> Iterator[list[tuple[int, int, int]]]:
+        """The live records, (msg_id, frame length, offset), up to `_READ_RUN` bytes at a time."""
         batch: list[tuple[int, int, int]] = []
         size = 0
-        for rec in self._records.live():   # read back _READ_RUN bytes at a time
+        for rec in self._records.live():
             batch.append(rec)
             size += rec[1]
             if size >= _READ_RUN:
-                yield from self._read(batch, delivered)
+                yield batch
                 batch, size = [], 0
-        yield from self._read(batch, delivered)
+        if batch:
+            yield batch
 
-    def _read(self, batch: list[tuple[int, int, int]], delivered: set[int]):
-        messages = _read_messages(self._file.fd, "the message journal",
-                                  [(offset, length) for _, length, offset in batch])
-        for (msg_id, _, _), message in zip(batch, messages):
-            yield msg_id, message, msg_id in delivered
+    @staticmethod
+    def message(ref: memoryview) -> Message:
+        return decode_enqueue(ref)[2]
 
 
 def _read_messages(fd: int, path: str, spans: list[tuple[int, int]]) -> list[Message]:
     """The messages of the enqueue records at `spans` ((offset, frame length), in order) of
-    the file `fd`: one read per run of adjacent records, up to `_READ_RUN` bytes."""
-    out: list[Message] = []
+    the file `fd`."""
+    return [decode_enqueue(payload)[2] for payload in _read_payloads(fd, path, spans)]
+
+
+def _read_payloads(fd: int, path: str, spans: list[tuple[int, int]]) -> list[memoryview]:
+    """The payloads of the records at `spans` ((offset, frame length), in order) of the file
+    `fd`: one read per run of adjacent records, up to `_READ_RUN` bytes."""
+    out: list[memoryview] = []
     i = 0
     while i < len(spans):
         start, end = spans[i][0], spans[i][0] + spans[i][1]
@@ -139,7 +167,7 @@ def _read_messages(fd: int, path: str, spans: list[tuple[int, int]]) -> list[Mes
             raise StoreFatalError(f"{path}: a live record is past the end of the file")
         view = memoryview(data)
         for offset, length in spans[i:j]:
-            out.append(decode_enqueue(view[offset - start + HEADER_SIZE:offset - start + length])[2])
+            out.append(view[offset - start + HEADER_SIZE:offset - start + length])
         i = j
     return out
 

@@ -19,14 +19,24 @@ from typing import Iterator
 import msgspec
 
 from amqp_broker.queues.message import Message
-from amqp_broker.store.journal_codec import (COMMIT, DELIVERED, DROP_QUEUE, ENQUEUE, REMOVED,
+from amqp_broker.store.journal_codec import (DELIVERED, DROP_QUEUE, ENQUEUE, REMOVED,
                                              decode_enqueue)
 from amqp_broker.store.records import HEADER_SIZE, scan
 
 __all__ = ["QueueRecords", "JournalIndex", "UNPLACED", "replay"]
 
-_fields = msgspec.msgpack.Decoder(list[msgspec.Raw])
-_decode = msgspec.msgpack.decode
+
+
+class _Record(msgspec.Struct, array_like=True):
+    """The fields every record kind starts with (an enqueue's message after them is skipped)."""
+    kind: int
+    queue: str = ""
+    arg: msgspec.Raw = msgspec.Raw()   # an enqueue's msg id, or a list of msg ids
+
+
+_records = msgspec.msgpack.Decoder(_Record)
+_msg_id = msgspec.msgpack.Decoder(int)
+_msg_ids = msgspec.msgpack.Decoder(list[int])
 _TRIM_AT = 4096   # dead ids at the front before the arrays are shifted
 UNPLACED = 2 ** 64 - 1   # the offset of a record still in the pending batch
 
@@ -48,6 +58,12 @@ class QueueRecords:
         if not self.count and not self._first and not lengths:
             self.base = msg_id
         i = msg_id - self.base
+        if i == len(lengths):   # the next id (publish order): the common case
+            lengths.append(length)
+            self.offsets.append(offset)
+            self.count += 1
+            self.bytes += length
+            return length
         if i < 0:   # an id below the first one kept: make room in front (rare)
             self._grow_front(-i)
             i = 0
@@ -144,19 +160,16 @@ class JournalIndex:
         self.delivered: dict[str, set[int]] = {}
 
     def apply(self, payload: bytes | memoryview, offset: int, length: int) -> None:
-        f = _fields.decode(payload)
-        kind = _decode(f[0])
-        if kind == COMMIT:
-            return
-        queue = _decode(f[1])
+        r = _records.decode(payload)
+        kind = r.kind
         if kind == ENQUEUE:
-            self.add(queue, _decode(f[2]), length, offset)
+            self.add(r.queue, _msg_id.decode(r.arg), length, offset)
         elif kind == DELIVERED:
-            self.mark_delivered(queue, _decode(f[2]))
+            self.mark_delivered(r.queue, _msg_ids.decode(r.arg))
         elif kind == REMOVED:
-            self.remove(queue, _decode(f[2]))
+            self.remove(r.queue, _msg_ids.decode(r.arg))
         elif kind == DROP_QUEUE:
-            self.drop(queue)
+            self.drop(r.queue)
 
     def add(self, queue: str, msg_id: int, length: int, offset: int = UNPLACED) -> int:
         """Record an enqueue; returns how much the live bytes grew."""

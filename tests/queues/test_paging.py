@@ -129,3 +129,56 @@ def test_a_durable_queue_pages_persistent_messages_out_through_its_journal(store
     journal.flush_sync(compact=True)                # the records move to a new file
     assert _drain(q) == [b"m4", b"m5"]
     journal.close()
+
+
+def test_a_recovered_durable_backlog_pages_out_from_summaries_as_if_restored_whole(tmp_path):
+    """Recovery pages most of a backlog out again without reading the bodies: the queue then
+    gives exactly what a queue holding every recovered message in memory gives (order across
+    priority levels, redelivered flags, per-message TTLs restarted at recovery, sizes)."""
+    import shutil
+
+    from amqp_broker.store import MessageJournal
+
+    args = {"x-max-priority": 2}
+    journal = MessageJournal(str(tmp_path / "j"), compact_min_bytes=1 << 40)
+    journal.open()
+    q = ClassicQueue("d", arguments=args, durable=True, journal=journal, memory_budget=1 << 30)
+    for i in range(3000):   # several read runs and ColumnFifo chunks per level
+        q.publish(msg(b"%05d" % i + b"y" * (i % 50), persistent=True, priority=i % 3,
+                      expiration=500 if i % 7 == 0 else None), 0)
+    c = consumer("c", prefetch=40)
+    q.add_consumer(c, 0)
+    delivered = q.dispatch(0)                  # 40 delivered: recovered as redelivered
+    q.settle([d.entry.msg_id for d in delivered[::2]])   # half of them acked
+    acked = {d.entry.message.body for d in delivered[::2]}
+    requeued = {d.entry.message.body for d in delivered[1::2]}
+    journal.flush_sync()
+    journal.close()
+    shutil.copytree(tmp_path / "j", tmp_path / "j2")
+
+    def recovered_queue(directory: str, budget: int) -> tuple[ClassicQueue, MessageJournal]:
+        j = MessageJournal(str(tmp_path / directory), compact_min_bytes=1 << 40)
+        rq = ClassicQueue("d", arguments=args, durable=True, journal=j,
+                          pager=SpillStore(str(tmp_path / f"spill-{directory}")).pager("d"),
+                          memory_budget=budget)
+        rq.restore(j.open()[rq.key], 1000)
+        return rq, j
+
+    paged, _ = recovered_queue("j", 10 * (60 + ENTRY_OVERHEAD))
+    whole, _ = recovered_queue("j2", 1 << 30)
+    assert paged.message_count == whole.message_count == 3000 - 20
+    assert paged.message_bytes == whole.message_bytes
+    assert paged.paged_out_count > 2900 and whole.paged_out_count == 0
+    for rq in (paged, whole):
+        rq.expire(1400)                         # nothing due yet: deadlines restarted at 1000
+        assert rq.message_count == 2980
+    # drained after the TTL: expired messages are dropped as they reach the head
+    got = [(e.message.body, e.redelivered, e.message.priority) for e in
+           iter(lambda: paged.get(1501, no_ack=True), None)]
+    want = [(e.message.body, e.redelivered, e.message.priority) for e in
+            iter(lambda: whole.get(1501, no_ack=True), None)]
+    assert got == want
+    live = [b"%05d" % i + b"y" * (i % 50) for i in range(3000) if i % 7]
+    assert sorted(b for b, _, _ in got) == sorted(b for b in live if b not in acked)
+    assert {b for b, r, _ in got if r} == requeued - {b for b in requeued if int(b[:5]) % 7 == 0}
+    assert [p for _, _, p in got] == sorted((p for _, _, p in got), reverse=True)

@@ -14,6 +14,7 @@ from amqp_broker.store.journal import REMOVALS_DELAY
 from amqp_broker.store.journal_index import replay
 
 from queues.helpers import consumer, msg  # tests/queues (pytest puts tests/ on sys.path)
+from store.support import whole
 
 
 class CountingFsync:
@@ -52,12 +53,12 @@ def test_recovery_in_order_with_redelivered(tmp_path):
     j.close()
 
     j2, recovered = opened(tmp_path)
-    entries = recovered[queue_key("/", "q")]
+    entries = whole(recovered[queue_key("/", "q")])
     assert [(m.body, redelivered) for _, m, redelivered in entries] == [
         (b"p0", True), (b"p2", True), (b"p3", False), (b"p4", False), (b"p5", False)]
     assert all(m.persistent for _, m, _ in entries)
     q2 = durable_queue(j2)
-    q2.restore(entries, 1000)
+    q2.restore(recovered[queue_key("/", "q")], 1000)
     q2.add_consumer(consumer("c"), 1000)
     ds = q2.dispatch(1000)
     assert [(d.entry.message.body, d.entry.redelivered) for d in ds] == [
@@ -99,7 +100,7 @@ def test_torn_tail_at_every_byte_offset(tmp_path):
         (work / "messages.journal").write_bytes(data[:cut])
         expected, valid_end = replay(data[:cut])
         j, recovered = opened(work)
-        got = {q: [(i, m.body, r) for i, m, r in es] for q, es in recovered.items()}
+        got = {q: [(i, m.body, r) for i, m, r in whole(es)] for q, es in recovered.items()}
         want = {q: [(i, m.body, r) for i, (m, r) in sorted(ms.items())] for q, ms in expected.items()}
         assert got == want, cut
         assert os.path.getsize(work / "messages.journal") == valid_end  # torn tail cut off
@@ -108,7 +109,7 @@ def test_torn_tail_at_every_byte_offset(tmp_path):
         j.flush_sync()
         j.close()
         _, again = opened(work)
-        assert [m.body for _, m, _ in again[queue_key("/", "after")]] == [b"z"]
+        assert [m.body for _, m, _ in whole(again[queue_key("/", "after")])] == [b"z"]
         shutil.rmtree(work)
 
 
@@ -201,7 +202,7 @@ async def test_compaction_keeps_live_messages_in_order(tmp_path):
     assert stats["file_bytes"] < 4096 * 3
     j.close()
     _, recovered = opened(tmp_path)
-    entries = recovered[queue_key("/", "q")]
+    entries = whole(recovered[queue_key("/", "q")])
     assert [i for i, _, _ in entries] == kept
     assert all(redelivered for _, _, redelivered in entries)
     assert [m.body[:4] for _, m, _ in entries] == [b"%04d" % (i - 1) for i in kept]
@@ -224,7 +225,7 @@ async def test_appends_during_compaction_survive(tmp_path):
     assert j.compactions >= 1
     j.close()
     _, recovered = opened(tmp_path)
-    assert [m.body for _, m, _ in recovered[queue_key("/", "q")]] == [b"b", b"c"]
+    assert [m.body for _, m, _ in whole(recovered[queue_key("/", "q")])] == [b"b", b"c"]
 
 
 def test_recovered_message_matches_original(tmp_path):
@@ -234,7 +235,7 @@ def test_recovered_message_matches_original(tmp_path):
     j.flush_sync()
     j.close()
     _, recovered = opened(tmp_path)
-    ((msg_id, m, redelivered),) = recovered["k"]
+    ((msg_id, m, redelivered),) = whole(recovered["k"])
     assert (msg_id, redelivered) == (7, False)
     assert isinstance(m, Message)
     assert (m.exchange, m.routing_key, m.properties, m.body) == (
@@ -311,4 +312,13 @@ async def test_a_message_acked_before_its_batch_is_written_is_never_written(tmp_
         nursery.cancel_scope.cancel()
     j.close()
     _, recovered = opened(tmp_path)
-    assert [(i, m.body[:7]) for i, m, _ in recovered[q.key]] == [(3, b"body-2-"), (5, b"body-4-")]
+    assert [(i, m.body[:7]) for i, m, _ in whole(recovered[q.key])] == [(3, b"body-2-"), (5, b"body-4-")]
+
+
+@pytest.mark.parametrize("size", [0, 1, 255, 256, 65535, 65536, 200_000])
+def test_an_enqueue_record_is_peeked_without_decoding_its_body(size):
+    from amqp_broker.store.journal_codec import encode_enqueue, peek_enqueue
+
+    m = msg(b"b" * size, persistent=True, priority=3, expiration=750)
+    properties, body_size = peek_enqueue(encode_enqueue("/\x00q", 9, m))
+    assert (properties, body_size) == (m.properties, size)

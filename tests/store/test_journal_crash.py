@@ -16,6 +16,7 @@ from amqp_broker.store.journal_index import replay
 from amqp_broker.store.spill import SpillStore
 
 from queues.helpers import consumer, msg  # tests/queues (pytest puts tests/ on sys.path)
+from store.support import whole
 
 QUEUES = ("a", "b")
 
@@ -108,7 +109,7 @@ class JournalCrashMachine(RuleBasedStateMachine):
         recovered = self.journal.open()
         for name in QUEUES:
             q = self.queues[name]
-            got = [(i, m.body, r) for i, m, r in recovered.get(q.key, [])]
+            got = [(i, m.body, r) for i, m, r in whole(recovered.get(q.key, []))]
             assert got == self.flushed[name]
         # carry on with fresh queues built from the recovered state, as the server does
         self.queues = {}

@@ -12,6 +12,7 @@ from amqp_broker.queues import ClassicQueue, queue_key
 from amqp_broker.store import MessageJournal, StoreFatalError
 
 from queues.helpers import msg  # tests/queues (pytest puts tests/ on sys.path)
+from store.support import whole
 
 
 def _journal_of_three_flushes(path) -> tuple[bytes, list[int]]:
@@ -40,7 +41,7 @@ def _bodies(path) -> list[bytes]:
     j = MessageJournal(str(path))
     recovered = j.open()
     j.close()
-    return [m.body for _, m, _ in recovered.get(queue_key("/", "q"), [])]
+    return [m.body for _, m, _ in whole(recovered.get(queue_key("/", "q"), []))]
 
 
 def test_a_damaged_durable_record_refuses_to_start(tmp_path):
