@@ -13,7 +13,8 @@ from typing import Callable
 from amqp_broker.store.errors import StoreFatalError
 from quorum.log.disk import OsDisk
 
-__all__ = ["FsyncFn", "fsync_dir", "atomic_replace", "read_file", "truncate", "append"]
+__all__ = ["FsyncFn", "fsync_dir", "atomic_replace", "read_file", "truncate", "append",
+           "drop_cached"]
 
 FsyncFn = Callable[[int], None]
 
@@ -45,6 +46,15 @@ def append(fd: int, pieces: list, fsync: FsyncFn) -> None:
         disk.fdatasync(fd)
     except OSError as exc:
         raise StoreFatalError("append/fsync failed") from exc
+
+
+def drop_cached(fd: int, start: int, stop: int) -> None:
+    """Ask the kernel to drop the file's cached pages in [start, stop) (written and synced:
+    clean, so nothing is lost). Best effort: a platform without it keeps them."""
+    try:
+        os.posix_fadvise(fd, start, stop - start, os.POSIX_FADV_DONTNEED)
+    except (OSError, AttributeError):
+        pass
 
 
 def read_file(path: str) -> bytes:

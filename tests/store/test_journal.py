@@ -322,3 +322,36 @@ def test_an_enqueue_record_is_peeked_without_decoding_its_body(size):
     m = msg(b"b" * size, persistent=True, priority=3, expiration=750)
     properties, body_size = peek_enqueue(encode_enqueue("/\x00q", 9, m))
     assert (properties, body_size) == (m.properties, size)
+
+
+def test_written_pages_behind_a_trail_are_dropped_from_the_page_cache(tmp_path, monkeypatch):
+    """The journal asks the kernel to drop what it wrote and synced, except the newest
+    `_CACHE_TRAIL` bytes, in contiguous page-aligned steps; a compaction starts over on the new
+    file. Messages read back from dropped ranges are whole."""
+    from amqp_broker.store import files, journal as journal_module
+
+    monkeypatch.setattr(journal_module, "_CACHE_TRAIL", 256 << 10)
+    monkeypatch.setattr(journal_module, "_DROP_STEP", 64 << 10)
+    dropped: list[tuple[int, int, int]] = []
+    real = files.drop_cached
+    monkeypatch.setattr(files, "drop_cached",
+                        lambda fd, start, stop: (dropped.append((fd, start, stop)),
+                                                 real(fd, start, stop)))
+    j, _ = opened(tmp_path, compact_min_bytes=1 << 40)
+    q = durable_queue(j)
+    for i in range(300):   # 300 batches of ~10 KiB
+        q.publish(msg(b"%04d" % i + b"x" * 10_000, persistent=True), 0)
+        j.flush_sync()
+    size = os.path.getsize(tmp_path / "messages.journal")
+    assert dropped and dropped[0][1] == 0
+    assert all(a[2] == b[1] for a, b in zip(dropped, dropped[1:]))     # contiguous
+    assert all(stop % 4096 == 0 and stop - start >= 64 << 10 for _, start, stop in dropped)
+    assert size - (256 << 10) - (64 << 10) - 4096 <= dropped[-1][2] <= size - (256 << 10)
+    assert [e.message.body[:4] for e in (q.get(0, no_ack=True) for _ in range(300))] == \
+        [b"%04d" % i for i in range(300)]
+    dropped.clear()
+    j.flush_sync(compact=True)   # the new file starts cached whole; drops start at 0 again
+    q.publish(msg(b"y" * 400_000, persistent=True), 0)
+    j.flush_sync()
+    assert dropped and dropped[0][1] == 0
+    j.close()
