@@ -501,7 +501,8 @@ class MessageJournal:
         self._file_bytes = total  # a failed write stops the node, so counting early is safe
         for records, msg_id, pos in enqueues:   # where they will be once written
             records.place(msg_id, start + pos)
-        return seq, partial(self._write_sync, batch, total), partial(self._written, enqueues, total), size
+        return (seq, partial(self._write_sync, batch, total),
+                partial(self._written, enqueues, total), size)
 
     def _written(self, enqueues: list[tuple[QueueRecords, int, int]], size: int, _=None) -> None:
         """A batch is in the file (trio thread): `read` finds its records there now."""

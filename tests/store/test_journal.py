@@ -312,7 +312,8 @@ async def test_a_message_acked_before_its_batch_is_written_is_never_written(tmp_
         nursery.cancel_scope.cancel()
     j.close()
     _, recovered = opened(tmp_path)
-    assert [(i, m.body[:7]) for i, m, _ in whole(recovered[q.key])] == [(3, b"body-2-"), (5, b"body-4-")]
+    assert [(i, m.body[:7]) for i, m, _ in whole(recovered[q.key])] == [
+        (3, b"body-2-"), (5, b"body-4-")]
 
 
 @pytest.mark.parametrize("size", [0, 1, 255, 256, 65535, 65536, 200_000])
