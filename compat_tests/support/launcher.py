@@ -14,6 +14,7 @@ data directory.  `start()` is `spawn()` then `wait_ready()`: a cluster
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import signal
@@ -34,18 +35,53 @@ _HTTP_CONF = ("management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = 0\n"
               "prometheus.tcp.ip = 127.0.0.1\nprometheus.tcp.port = 0\n")
 
 
+# free_ports picks from here up to the ephemeral range (below: RabbitMQ's 4369, 5672-5675 and
+# their +10000 management ports are all under it; its +20000 distribution ports are not fixed
+# here, and a port in use is skipped anyway)
+_FIRST_PORT = 10000
+
+
 class LaunchError(RuntimeError):
     """The broker did not start: the message ends with the tail of its log."""
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def free_ports(k: int) -> list[int]:
     """k distinct loopback ports nothing listened on a moment ago (for multi-node tests, the
     quorum transport and "broker is down" URLs).  The sockets are held together so the ports
-    differ."""
-    socks = [socket.socket() for _ in range(k)]
+    differ.
+
+    They are taken below the kernel's ephemeral range when it leaves room: a port from that
+    range (what binding port 0 gives) can be taken by any outgoing connection between now and
+    the broker's bind, and a node then fails to start with "Address already in use" (seen once
+    in CI, on a cluster node's metrics port)."""
+    low, _high = _ephemeral_range()
+    socks: list[socket.socket] = []
     try:
-        for s in socks:
+        if low - _FIRST_PORT >= 1000:
+            rng = random.Random()
+            tries = 0
+            while len(socks) < k and tries < 50 * k:
+                tries += 1
+                s = socket.socket()
+                try:
+                    s.bind(("127.0.0.1", rng.randrange(_FIRST_PORT, low)))
+                except OSError:
+                    s.close()
+                    continue
+                socks.append(s)
+        while len(socks) < k:   # no room below the ephemeral range: the kernel's pick
+            s = socket.socket()
             s.bind(("127.0.0.1", 0))
+            socks.append(s)
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
