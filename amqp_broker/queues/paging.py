@@ -91,10 +91,10 @@ class PagedLevel:
         column by column: their copies are the journal's, so nothing is read or written."""
         assert self._journal is not None
         n = len(msg_ids)
+        flags = [1 if r else 0 for r in redelivered]   # delivery count and redelivered alike
         self._tail.extend_columns((
             msg_ids, [_IN_JOURNAL] * n, [0] * n, sizes,
-            [_NO_EXPIRY if e is None else e for e in expires],
-            [1 if r else 0 for r in redelivered], [1 if r else 0 for r in redelivered], [1] * n))
+            [_NO_EXPIRY if e is None else e for e in expires], flags, flags, [1] * n))
         self.paged_bytes += sum(sizes)
 
     def page_in(self, max_bytes: int) -> int:

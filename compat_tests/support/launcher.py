@@ -45,13 +45,13 @@ class LaunchError(RuntimeError):
     """The broker did not start: the message ends with the tail of its log."""
 
 
-def _ephemeral_range() -> tuple[int, int]:
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default when unknown)."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low, high = (int(x) for x in f.read().split())
-        return low, high
-    except (OSError, ValueError):
-        return 32768, 60999
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def free_ports(k: int) -> list[int]:
@@ -63,7 +63,7 @@ def free_ports(k: int) -> list[int]:
     range (what binding port 0 gives) can be taken by any outgoing connection between now and
     the broker's bind, and a node then fails to start with "Address already in use" (seen once
     in CI, on a cluster node's metrics port)."""
-    low, _high = _ephemeral_range()
+    low = _ephemeral_low()
     socks: list[socket.socket] = []
     try:
         if low - _FIRST_PORT >= 1000:
