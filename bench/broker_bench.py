@@ -13,6 +13,7 @@ per-message acks, as in DESIGN.md's reference figures):
 Usage:
   python bench/broker_bench.py                       # starts our broker and RabbitMQ (5673) itself
   python bench/broker_bench.py --ours URL --rabbit URL --queue-type quorum --size 16
+  python bench/broker_bench.py --ours URL --rabbit URL --rounds 5   # medians, ratio per round
 
 Each side runs in its own processes from this machine; numbers are only comparable within a run.
 `bench/cluster_bench.py` imports the scenarios (SCENARIOS) to run them against clusters, with the
@@ -36,7 +37,7 @@ import tempfile
 import time
 import urllib.parse
 from collections import deque
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -331,25 +332,46 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="latency scenario msg/s")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the scenarios this many times, ours then RabbitMQ each round; "
+                             "with more than one, the table gives medians and each round's ratio")
     args = parser.parse_args()
     args.arguments = _queue_args(args.queue_type)
 
     print(f"{args.queue_type} durable queue, {args.size} B persistent messages, {args.count} msgs, "
           f"confirm window {args.window}, prefetch {args.prefetch}, per-message acks")
-    with (our_broker() if not args.ours else _given(args.ours)) as ours_url:
-        ours = measure("ours", ours_url, args)
-    rabbit = None
-    if not args.no_rabbit:
-        with (rabbitmq() if not args.rabbit else _given(args.rabbit)) as rabbit_url:
-            rabbit = measure("rabbitmq", rabbit_url, args)
+    rounds: list[tuple[dict, dict | None]] = []
+    with (our_broker() if not args.ours else _given(args.ours)) as ours_url, \
+            (nullcontext() if args.no_rabbit else rabbitmq() if not args.rabbit
+             else _given(args.rabbit)) as rabbit_url:
+        for number in range(1, args.rounds + 1):
+            if args.rounds > 1:
+                print(f"round {number}", flush=True)
+            ours = measure("ours", ours_url, args)
+            rabbit = measure("rabbitmq", rabbit_url, args) if rabbit_url else None
+            rounds.append((ours, rabbit))
+    print_table(rounds)
+
+
+def print_table(rounds: list[tuple[dict, dict | None]]) -> None:
+    """One row per figure: ours, RabbitMQ and their ratio; over several rounds the medians, and
+    the ratio of each round (a machine whose speed drifts moves both sides of a round alike)."""
+    many = len(rounds) > 1
     print()
-    print(f"{'metric':16} {'ours':>12} {'rabbitmq':>12} {'ratio':>8}")
-    for key, value in ours.items():
-        other = rabbit.get(key) if rabbit else None
-        ratio = "" if other is None else f"{value / other:8.2f}"
-        other_text = "" if other is None else f"{other:12,.1f}"
-        print(f"{key:16} {value:12,.1f} {other_text:>12} {ratio:>8}")
-    print("(ratio = ours / rabbitmq: above 1 is better for msg/s, below 1 is better for latency and CPU)")
+    print(f"{'metric':16} {'ours':>12} {'rabbitmq':>12} {'ratio':>8}" + ("   ratio per round" if many else ""))
+    for key in rounds[0][0]:
+        ours = statistics.median(o[key] for o, _ in rounds)
+        others = [r.get(key) for _, r in rounds if r is not None and r.get(key) is not None]
+        if len(others) != len(rounds):
+            print(f"{key:16} {ours:12,.1f}")
+            continue
+        ratios = [o[key] / r[key] for o, r in rounds]
+        line = f"{key:16} {ours:12,.1f} {statistics.median(others):12,.1f} {statistics.median(ratios):8.2f}"
+        if many:
+            line += "   " + " ".join(f"{x:.2f}" for x in ratios)
+        print(line)
+    print("(ratio = ours / rabbitmq: above 1 is better for msg/s, below 1 is better for latency and CPU"
+          + ("; medians over the rounds)" if many else ")"))
 
 
 @contextmanager
