@@ -64,7 +64,7 @@ from amqp_broker.store.journal_codec import (
     peek_enqueue,
 )
 from amqp_broker.store.journal_index import UNPLACED, JournalIndex, QueueRecords
-from amqp_broker.store.records import HEADER_SIZE, FileFrames, frame_pieces
+from amqp_broker.store.records import HEADER_SIZE, FileFrames, Payload, frame_pieces, joined, payload_size
 from quorum.log.diskjobs import DiskJobs
 
 __all__ = ["MessageJournal", "RecoveredMessages", "RecoveredQueues"]
@@ -207,13 +207,13 @@ class MessageJournal:
         self._live_bytes = 0
         self._file_bytes = 0
         self._cached_from = 0   # the file's pages below this were dropped from the page cache
-        self._pending: list[bytes | None] = []   # None: an enqueue record cancelled
+        self._pending: list[Payload | None] = []   # None: an enqueue record cancelled
         self._pending_bytes = 0
         # the pending enqueue records: (their queue's records, msg id) -> place in `_pending`
         self._pending_enqueues: dict[tuple[QueueRecords, int], int] = {}
         self._cancelled = 0   # enqueue records of the pending batch removed before written
         # enqueue records not yet written (pending or being written), for `read`
-        self._unwritten: dict[tuple[QueueRecords, int], bytes] = {}
+        self._unwritten: dict[tuple[QueueRecords, int], Payload] = {}
         self._read_fd: int | None = None   # the current file, for `read`
         self._readable = 0                 # bytes of it written
         self._seq = 0
@@ -325,10 +325,10 @@ class MessageJournal:
     def durable_seq(self) -> int:
         return self._durable_seq
 
-    def _add(self, record: bytes, urgent: bool = True) -> int:
+    def _add(self, record: Payload, urgent: bool = True) -> int:
         idle = not self._pending  # a flusher waiting now waits for any record, not company
         self._pending.append(record)
-        self._pending_bytes += HEADER_SIZE + len(record)
+        self._pending_bytes += HEADER_SIZE + payload_size(record)
         self._seq += 1
         self._urgent = self._urgent or urgent
         wakeup = self._wakeup
@@ -340,7 +340,7 @@ class MessageJournal:
     def enqueued(self, queue: str, msg_id: int, message: Message) -> int:
         record = encode_enqueue(queue, msg_id, message)
         records = self._index.records(queue)
-        self._live_bytes += records.add(msg_id, HEADER_SIZE + len(record))
+        self._live_bytes += records.add(msg_id, HEADER_SIZE + payload_size(record))
         key = (records, msg_id)
         self._pending_enqueues[key] = len(self._pending)
         self._unwritten[key] = record
@@ -374,7 +374,7 @@ class MessageJournal:
             return False
         record = self._pending[slot]
         self._pending[slot] = None
-        self._pending_bytes -= HEADER_SIZE + len(record)  # type: ignore[arg-type]
+        self._pending_bytes -= HEADER_SIZE + payload_size(record)  # type: ignore[arg-type]
         del self._unwritten[(records, msg_id)]
         self._cancelled += 1
         self.cancelled += 1
@@ -399,7 +399,7 @@ class MessageJournal:
                 raise StoreFatalError(f"journal: message {msg_id} of {queue} is not live")
             length, offset = where
             if offset == UNPLACED or offset + length > self._readable:
-                out[n] = decode_enqueue(self._unwritten[(records, msg_id)])[2]
+                out[n] = decode_enqueue(joined(self._unwritten[(records, msg_id)]))[2]
             else:
                 in_file.append(n)
                 spans.append((offset, length))
@@ -517,7 +517,7 @@ class MessageJournal:
         self._durable_event.set()  # wake waiters so they see the failure
 
     # -- worker-thread side ----------------------------------------------------------------------
-    def _write_sync(self, batch: list[bytes], end: int) -> None:
+    def _write_sync(self, batch: list[Payload], end: int) -> None:
         assert self._fd is not None
         # everything before this write was fsynced: it starts with a commit mark
         pieces = frame_pieces(batch, COMMIT_MARK if self._mark_next else b"")
@@ -539,7 +539,7 @@ class MessageJournal:
         delivered = [(q, sorted(ids)) for q, ids in self._index.delivered.items() if ids]
         return live, delivered
 
-    def _rewrite_sync(self, frozen, batch: list[bytes]):
+    def _rewrite_sync(self, frozen, batch: list[Payload]):
         """Write the compacted file (worker thread): the old file's live enqueue records, read
         where the index says they are, `batch`, the delivered ids, a commit mark; then swap it
         in. Returns where the copied records now are (for `_placed`) and where `batch` begins."""
@@ -610,13 +610,13 @@ class MessageJournal:
         }
 
 
-def _batch_positions(batch: list[bytes | None], enqueues: dict[tuple[QueueRecords, int], int]
+def _batch_positions(batch: list[Payload | None], enqueues: dict[tuple[QueueRecords, int], int]
                      ) -> list[tuple[QueueRecords, int, int]]:
     """(records, msg id, offset of its frame in the written batch) of each enqueue record
     of `batch`, whose cancelled records (None) are not written."""
     if not enqueues:
         return []
-    offsets = [0, *accumulate(0 if r is None else HEADER_SIZE + len(r) for r in batch)]
+    offsets = [0, *accumulate(0 if r is None else HEADER_SIZE + payload_size(r) for r in batch)]
     return [(records, msg_id, offsets[slot]) for (records, msg_id), slot in enqueues.items()]
 
 

@@ -26,7 +26,7 @@ from typing import Iterable
 import msgspec
 
 from amqp_broker.queues.message import Message
-from amqp_broker.store.records import HEADER_SIZE, MAX_RECORD, legacy_frame, unpack_header
+from amqp_broker.store.records import HEADER_SIZE, MAX_RECORD, Payload, legacy_frame, unpack_header
 
 __all__ = [
     "ENQUEUE",
@@ -45,13 +45,31 @@ __all__ = [
 ENQUEUE, DELIVERED, REMOVED, DROP_QUEUE, COMMIT = 1, 2, 3, 4, 5
 
 _encoder = msgspec.msgpack.Encoder()
+SPLIT_BODY = 4096   # bodies this large are written from where they are (`encode_enqueue`)
 _decode = msgspec.msgpack.decode
 
-def encode_enqueue(queue: str, msg_id: int, message: Message) -> bytes:
-    """The payload of an enqueue record (framed when written: `records.frame_pieces`). Cost:
-    one msgpack encode, which copies the body once."""
-    return _encoder.encode((ENQUEUE, queue, msg_id, message.exchange, message.routing_key,
-                            message.properties, message.body))
+def encode_enqueue(queue: str, msg_id: int, message: Message) -> Payload:
+    """The payload of an enqueue record (framed when written: `records.frame_pieces`). A body
+    of `SPLIT_BODY` bytes or more is left out of the encoding and follows it as a piece of its
+    own, so it is never copied on the way to the file (the pieces joined are the msgpack array
+    with the body in it, byte for byte); a smaller one is encoded in."""
+    body = message.body
+    if len(body) < SPLIT_BODY:
+        return _encoder.encode((ENQUEUE, queue, msg_id, message.exchange, message.routing_key,
+                                message.properties, body))
+    head = _encoder.encode((ENQUEUE, queue, msg_id, message.exchange, message.routing_key,
+                            message.properties, b""))
+    # the encoding ends with the empty body's bin8 header (c4 00): put the body's own instead
+    return head[:-2] + _bin_header(len(body)), body
+
+
+def _bin_header(length: int) -> bytes:
+    """msgpack's header of a bin of `length` bytes (the shortest, as msgspec writes it)."""
+    if length < 0x100:
+        return b"\xc4" + length.to_bytes(1, "big")
+    if length < 0x10000:
+        return b"\xc5" + length.to_bytes(2, "big")
+    return b"\xc6" + length.to_bytes(4, "big")
 
 
 def encode_ids(kind: int, queue: str, msg_ids: Iterable[int]) -> bytes:

@@ -20,12 +20,27 @@ from typing import Iterator
 from quorum.log import checksum as C
 from quorum.log.disk import Pieces
 
-__all__ = ["HEADER_SIZE", "MAX_RECORD", "FileFrames", "frame", "frame_pieces", "legacy_frame",
-           "scan", "unpack_header"]
+__all__ = ["HEADER_SIZE", "MAX_RECORD", "FileFrames", "Payload", "frame", "frame_pieces", "joined",
+           "legacy_frame", "payload_size", "scan", "unpack_header"]
 
 _HEADER = struct.Struct(">II")
 HEADER_SIZE = _HEADER.size
 MAX_RECORD = 1 << 30  # a length above this is garbage, not a record (bodies are capped far lower)
+
+# A record's payload: its bytes, or (head, body) when a large body is kept as it is (the payload
+# is the two joined; written as two pieces, checksummed in a chain, never joined on the way).
+Payload = bytes | tuple[bytes, bytes]
+
+
+def payload_size(payload: Payload) -> int:
+    if type(payload) is tuple:
+        return len(payload[0]) + len(payload[1])
+    return len(payload)  # type: ignore[arg-type]
+
+
+def joined(payload: Payload) -> bytes:
+    """The payload's bytes (a copy of a split one: for the rare reader of a record in memory)."""
+    return b"".join(payload) if type(payload) is tuple else payload  # type: ignore[return-value]
 
 
 def frame(payload: bytes) -> bytes:
@@ -39,14 +54,21 @@ def legacy_frame(payload: bytes) -> bytes:
     return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
-def frame_pieces(payloads: list[bytes], first: bytes = b"") -> list[bytes | bytearray]:
+def frame_pieces(payloads: list[Payload], first: bytes = b"") -> list[bytes | bytearray]:
     """The framed records of `payloads` (after the bytes `first`) as pieces for one vectored
-    write (`quorum.log.disk.Pieces`: a large payload is never copied). Runs in the journal's
-    worker thread, where the checksum of a large payload does not hold the GIL."""
+    write (`quorum.log.disk.Pieces`: a large payload or body is never copied). Runs in the
+    journal's worker thread, where the checksum of a large payload does not hold the GIL."""
     out = Pieces(first)
     for payload in payloads:
-        out.put(_HEADER.pack(C.length_field(len(payload)), C.checksum(payload)))
-        out.put(payload)
+        if type(payload) is tuple:
+            head, body = payload
+            out.put(_HEADER.pack(C.length_field(len(head) + len(body)),
+                                 C.checksum(body, C.checksum(head))))
+            out.put(head)
+            out.put(body)
+        else:
+            out.put(_HEADER.pack(C.length_field(len(payload)), C.checksum(payload)))
+            out.put(payload)
     return out.done()
 
 

@@ -316,13 +316,36 @@ async def test_a_message_acked_before_its_batch_is_written_is_never_written(tmp_
         (3, b"body-2-"), (5, b"body-4-")]
 
 
-@pytest.mark.parametrize("size", [0, 1, 255, 256, 65535, 65536, 200_000])
+@pytest.mark.parametrize("size", [0, 1, 255, 256, 4095, 4096, 65535, 65536, 200_000])
 def test_an_enqueue_record_is_peeked_without_decoding_its_body(size):
     from amqp_broker.store.journal_codec import encode_enqueue, peek_enqueue
+    from amqp_broker.store.records import joined
 
     m = msg(b"b" * size, persistent=True, priority=3, expiration=750)
-    properties, body_size = peek_enqueue(encode_enqueue("/\x00q", 9, m))
+    properties, body_size = peek_enqueue(joined(encode_enqueue("/\x00q", 9, m)))
     assert (properties, body_size) == (m.properties, size)
+
+
+@pytest.mark.parametrize("size", [4095, 4096, 65535, 65536, 200_000])
+def test_a_large_body_is_written_as_it_is_and_the_record_is_the_same(size):
+    """A body of SPLIT_BODY bytes or more is not copied into its record: the record is (head,
+    the body object itself), and head + body are exactly the msgpack encoding of the whole
+    record, so readers (and files of earlier versions) see no difference."""
+    import msgspec
+
+    from amqp_broker.store.journal_codec import SPLIT_BODY, decode_enqueue, encode_enqueue
+    from amqp_broker.store.records import frame, frame_pieces, joined
+
+    body = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    m = msg(body, persistent=True, priority=3)
+    payload = encode_enqueue("/\x00q", 9, m)
+    whole = msgspec.msgpack.encode((1, "/\x00q", 9, m.exchange, m.routing_key, m.properties, body))
+    assert joined(payload) == whole
+    if size >= SPLIT_BODY:
+        assert type(payload) is tuple and payload[1] is m.body
+    assert b"".join(frame_pieces([payload, b"small"])) == frame(whole) + frame(b"small")
+    queue, msg_id, back = decode_enqueue(joined(payload))
+    assert (queue, msg_id, back.body, back.properties) == ("/\x00q", 9, body, m.properties)
 
 
 def test_written_pages_behind_a_trail_are_dropped_from_the_page_cache(tmp_path, monkeypatch):
