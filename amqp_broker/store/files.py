@@ -11,7 +11,7 @@ import os
 from typing import Callable
 
 from amqp_broker.store.errors import StoreFatalError
-from quorum.log.disk import OsDisk
+from quorum.log.disk import OsDisk, drop_cached
 
 __all__ = ["FsyncFn", "fsync_dir", "atomic_replace", "read_file", "truncate", "append",
            "drop_cached"]
@@ -46,15 +46,6 @@ def append(fd: int, pieces: list, fsync: FsyncFn) -> None:
         disk.fdatasync(fd)
     except OSError as exc:
         raise StoreFatalError("append/fsync failed") from exc
-
-
-def drop_cached(fd: int, start: int, stop: int) -> None:
-    """Ask the kernel to drop the file's cached pages in [start, stop) (written and synced:
-    clean, so nothing is lost). Best effort: a platform without it keeps them."""
-    try:
-        os.posix_fadvise(fd, start, stop - start, os.POSIX_FADV_DONTNEED)
-    except (OSError, AttributeError):
-        pass
 
 
 def read_file(path: str) -> bytes:

@@ -65,6 +65,7 @@ from amqp_broker.store.journal_codec import (
 )
 from amqp_broker.store.journal_index import UNPLACED, JournalIndex, QueueRecords
 from amqp_broker.store.records import HEADER_SIZE, FileFrames, Payload, frame_pieces, joined, payload_size
+from quorum.log.disk import CacheTrail
 from quorum.log.diskjobs import DiskJobs
 
 __all__ = ["MessageJournal", "RecoveredMessages", "RecoveredQueues"]
@@ -75,11 +76,10 @@ _FILE = "messages.journal"
 # store syncs on a 25 ms interval too).
 REMOVALS_DELAY = 0.025
 _READ_RUN = 4 << 20   # records read back in runs of up to this many bytes
-# The file is read back only for paged-out messages, compaction and recovery. What was written
-# and synced more than _CACHE_TRAIL bytes before the end is dropped from the page cache, _DROP_STEP
-# at a time, so that the kernel reuses those pages for the next writes instead of taking fresh
-# ones. On this VM a page the guest never used costs a host fault on first touch: appending 64 KiB
-# messages to a growing journal ran at ~5,500 msg/s, and at ~9,500 with this (bench/quorum_notes.md).
+# The file is read back only for paged-out messages, compaction and recovery, so what was written
+# and synced more than _CACHE_TRAIL bytes before the end is dropped from the page cache
+# (`CacheTrail`): appending 64 KiB messages to a growing journal ran at ~5,500 msg/s, and at ~9,500
+# with this (bench/quorum_notes.md).
 _CACHE_TRAIL = 32 << 20
 _DROP_STEP = 4 << 20
 
@@ -206,7 +206,7 @@ class MessageJournal:
         self._index = JournalIndex()
         self._live_bytes = 0
         self._file_bytes = 0
-        self._cached_from = 0   # the file's pages below this were dropped from the page cache
+        self._cache_trail = CacheTrail(_CACHE_TRAIL, _DROP_STEP)
         self._pending: list[Payload | None] = []   # None: an enqueue record cancelled
         self._pending_bytes = 0
         # the pending enqueue records: (their queue's records, msg id) -> place in `_pending`
@@ -527,10 +527,9 @@ class MessageJournal:
         except StoreFatalError as exc:  # say which file
             raise StoreFatalError(f"message journal {self._path}: append/fsync failed") \
                 from exc.__cause__
-        stop = (end - _CACHE_TRAIL) & ~0xFFF
-        if stop - self._cached_from >= _DROP_STEP:
-            files.drop_cached(self._fd, self._cached_from, stop)
-            self._cached_from = stop
+        span = self._cache_trail.advance(end)
+        if span is not None:
+            files.drop_cached(self._fd, *span)
 
     def _frozen(self) -> tuple[list[tuple[QueueRecords, QueueRecords]], list[tuple[str, list[int]]]]:
         """The live set (each queue's records and a copy of them) and the delivered ids, taken
@@ -581,7 +580,7 @@ class MessageJournal:
             raise StoreFatalError(f"rewriting {self._path} failed") from exc
         files.fsync_dir(self._dir)
         self._file_bytes = written
-        self._cached_from = 0
+        self._cache_trail.restart()
         self._open_append()
         self.compactions += 1
         return moved, batch_start

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from . import records as R
-from .disk import OsDisk
+from .disk import CacheTrail, OsDisk
 from .group import GroupLog, LogError, Mem
 from .segment import SegmentInfo, write_segment
 from .snapshot import (SNAPSHOT_FILE, StoredSnapshot, checkpoint_name, parse_checkpoint_name,
@@ -113,6 +113,7 @@ class LogStore:
         self._wal_size = 0
         self._mem_bytes = 0  # payload bytes appended to memory tables since the last rollover
         self._mark_next = False  # the next write starts with a commit mark (records.py)
+        self._wal_cache = CacheTrail()  # the WAL is read back only at recovery
         self._seg_counter = 0
         self._garbage: list[str] = []  # files to delete once a rollover checkpoint is durable
         self._garbage_bytes = 0  # their size: past `mem_max_bytes` a rollover is due at once
@@ -376,6 +377,10 @@ class LogStore:
         except OSError as e:
             raise self._fail(e, f"WAL {self._wal_path} write failed") from e
         self._wal_size += size
+        if fsync:
+            span = self._wal_cache.advance(self._wal_size)
+            if span is not None:
+                self.disk.drop_cached(self._wal_fd, *span)  # type: ignore[arg-type]
         self.fsyncs += fsync
         self.batches += 1
 
@@ -488,6 +493,7 @@ class LogStore:
         self._wal_fd = self.disk.open_append(final)
         self._wal_path, self._wal_seq = final, seq
         self._wal_size = len(R.WAL_MAGIC) + len(head)
+        self._wal_cache.restart()
         self._mark_next = True  # the new file is durable as written
 
     def finish_rollover(self, plan: _Rollover) -> None:

@@ -381,3 +381,44 @@ def test_a_torn_write_after_two_commit_marks_is_cut_not_taken_for_damage(tmp_pat
     s = open_store(d, SMALL)
     assert s.entries("q", 1, 1) == [(1, 1, b"first")]
     assert s.state("q").last_index == 1
+
+
+def test_the_wal_drops_synced_pages_behind_a_trail_from_the_page_cache(tmp_path):
+    """What the WAL wrote and synced more than the trail (32 MiB) before its end is dropped from
+    the page cache in contiguous page-aligned steps of 4 MiB or more, from the start of each WAL
+    file. The entries are all recovered: only clean, synced pages are dropped."""
+    from quorum.log.disk import OsDisk
+
+    class Recording(OsDisk):
+        def __init__(self) -> None:
+            super().__init__()
+            self.drops: list[tuple[str, int, int]] = []
+            self.sizes: list[int] = []   # the file's size at each drop
+
+        def drop_cached(self, fd: int, start: int, stop: int) -> None:
+            self.drops.append((os.readlink(f"/proc/self/fd/{fd}"), start, stop))
+            self.sizes.append(os.fstat(fd).st_size)
+            super().drop_cached(fd, start, stop)
+
+    disk = Recording()
+    d = str(tmp_path)
+    config = LogConfig(wal_max_size_bytes=60 << 20, mem_max_bytes=60 << 20)
+    s = open_store(d, config, disk)
+    body = os.urandom(1 << 20)
+    for i in range(1, 101):  # 100 synced batches of 1 MiB: a rollover past 60 MiB
+        s.append("a", [(i, 1, body[:-8] + b"%08d" % i)])
+        s.sync()
+    for (_, _, stop), size in zip(disk.drops, disk.sizes):
+        # the newest 32 MiB stay; a drop comes as soon as a 4 MiB step is due (1 MiB batches)
+        assert size - (32 << 20) - (4 << 20) - (1 << 20) <= stop <= size - (32 << 20)
+    names = sorted({name for name, _, _ in disk.drops})
+    assert len(names) == 2   # both WAL files dropped pages
+    for name in names:
+        drops = [(start, stop) for n, start, stop in disk.drops if n == name]
+        assert drops[0][0] == 0   # each file from its start
+        assert all(a[1] == b[0] for a, b in zip(drops, drops[1:]))   # contiguous
+        assert all(stop % 4096 == 0 and stop - start >= 4 << 20 for start, stop in drops)
+    s.close()
+    r = open_store(d, config)
+    assert [e[2][-8:] for e in r.entries("a", 1, 100)] == [b"%08d" % i for i in range(1, 101)]
+    r.close()
