@@ -77,24 +77,37 @@ class QState:
 class BodyCache:
     """Bodies of the latest applied enqueues by log index (a `Message`, or the raw payload on
     a replica that did not decode it): the head of a queue whose consumers keep up, delivered
-    without a log read. Bounded by bytes and count, oldest out first; a delivery takes its entry out.
-    Not replicated: a miss only costs a read."""
+    without a log read. Bounded by bytes and count; a delivery takes its entry out. When it is
+    full, entries of messages no longer live go first, and then a new body is not kept: the
+    consumers read the queue from its head, so the oldest bodies are the ones they want next
+    (dropping those instead, a consumer a few MiB behind missed on every delivery: at 64 KiB
+    quorum e2e ran 15-22% faster with this). Not replicated: a miss only costs a read."""
 
     __slots__ = ("items", "bytes", "max_bytes", "max_count")
 
     def __init__(self, max_bytes: int, max_count: int) -> None:
-        self.items: dict[int, tuple[Any, int]] = {}
+        self.items: dict[int, tuple[Any, int]] = {}   # in index order
         self.bytes = 0
         self.max_bytes = max_bytes
         self.max_count = max_count
 
-    def put(self, index: int, value: Any, size: int) -> None:
+    def put(self, index: int, value: Any, size: int, smallest_live: Callable[[], int | None]) -> None:
+        """Keep the body at `index` if there is room once the entries below the smallest log
+        index still live (asked only when full; None: nothing is) are gone."""
         items = self.items
+        if self.bytes + size > self.max_bytes or len(items) >= self.max_count:
+            live_from = smallest_live()
+            if live_from is None:
+                live_from = index
+            while items:
+                oldest = next(iter(items))
+                if oldest >= live_from:
+                    break
+                self.bytes -= items.pop(oldest)[1]   # settled or removed, never delivered
+            if self.bytes + size > self.max_bytes or len(items) >= self.max_count:
+                return
         items[index] = (value, size)
         self.bytes += size
-        while self.bytes > self.max_bytes or len(items) > self.max_count:
-            _, (_, n) = _pop_oldest(items)
-            self.bytes -= n
 
     def get(self, index: int) -> Any | None:
         hit = self.items.get(index)
@@ -111,10 +124,6 @@ class BodyCache:
         self.items.clear()
         self.bytes = 0
 
-
-def _pop_oldest(items: dict) -> tuple[int, tuple[Any, int]]:
-    key = next(iter(items))
-    return key, items.pop(key)
 
 
 class DeadLettered:
@@ -198,9 +207,9 @@ class QuorumMachine:
             body = self._cached(cmd)
             # behind a backlog it would be delivered long after the cache let it go
             if len(state.fifo.ready) < self.cache.max_count:
-                self.cache.put(meta.index, body, cmd.size)
+                self.cache.put(meta.index, body, cmd.size, state.fifo.live.smallest)
         elif cls is Requeue:
-            self.cache.put(meta.index, cmd.payload, len(cmd.payload))
+            self.cache.put(meta.index, cmd.payload, len(cmd.payload), state.fifo.live.smallest)
         _, reply, effects = self._fifo.apply(meta, cmd, state.fifo)
         if cls is Dequeue and isinstance(reply, DequeueReply) and reply.delivery is not None:
             reply = (reply, self.body(state, reply.delivery.index))
