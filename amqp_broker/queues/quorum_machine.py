@@ -125,7 +125,6 @@ class BodyCache:
         self.bytes = 0
 
 
-
 class DeadLettered:
     """A fifo `DeadLetter` whose messages are read when first asked for (`messages`, None
     where a body is unknown): by the leader's effect runner, in the same driver pass, before

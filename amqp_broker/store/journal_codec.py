@@ -44,8 +44,9 @@ __all__ = [
 
 ENQUEUE, DELIVERED, REMOVED, DROP_QUEUE, COMMIT = 1, 2, 3, 4, 5
 
-_encoder = msgspec.msgpack.Encoder()
 SPLIT_BODY = 4096   # bodies this large are written from where they are (`encode_enqueue`)
+
+_encoder = msgspec.msgpack.Encoder()
 _decode = msgspec.msgpack.decode
 
 def encode_enqueue(queue: str, msg_id: int, message: Message) -> Payload:
