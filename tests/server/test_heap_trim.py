@@ -41,3 +41,19 @@ def test_trims_once_freed_memory_piles_up_then_not_again():
     out = subprocess.run([sys.executable, "-c", _CHECK, str(ROOT)], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_the_cpu_meter_gives_the_share_of_a_core_since_the_last_reading():
+    """The periodic trim waits until the broker was quiet for `TRIM_QUIET` checks (under
+    `TRIM_BUSY`): the meter says how busy,
+    as CPU seconds over wall seconds since the previous reading, all threads together."""
+    cpu, clock = [10.0], [100.0]
+    meter = alarms.CpuMeter(cpu=lambda: cpu[0], clock=lambda: clock[0])
+    cpu[0], clock[0] = 11.5, 102.0          # 1.5 s of CPU in 2 s: busy
+    assert meter.share() == pytest.approx(0.75) and meter.share() == 0.0   # no time passed
+    cpu[0], clock[0] = 11.6, 104.0          # 0.1 s in 2 s: quiet, a trim may run
+    share = meter.share()
+    assert share == pytest.approx(0.05) and share < alarms.TRIM_BUSY
+    real = alarms.CpuMeter()
+    sum(range(2_000_000))                    # burn some CPU: the real clocks count it
+    assert real.share() > alarms.TRIM_BUSY
