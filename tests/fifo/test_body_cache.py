@@ -36,19 +36,25 @@ def test_bodies_no_longer_live_go_first_when_full():
     assert list(cache.items) == [6] and cache.bytes == 10
 
 
-def _machine(cache_count: int) -> tuple[QuorumMachine, dict[int, bytes]]:
+def _machine(cache_bytes: int) -> tuple[QuorumMachine, dict[int, bytes]]:
     log: dict[int, bytes] = {}
     config = QueueConfig(name="q")
-    return QuorumMachine(config, reader=log.get, cache_bytes=1 << 30, cache_count=cache_count), log
+    return QuorumMachine(config, reader=log.get, cache_bytes=cache_bytes, cache_count=8192), log
+
+
+def _message(n: int) -> Message:
+    return Message.from_publish("", "q", b"\0\0", b"body %06d" % n + b"." * 200)
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(st.integers(1, 12), st.lists(st.integers(0, 4), min_size=1, max_size=40))
-def test_a_consumer_behind_the_cache_reads_the_head_from_it(cache_count, batches):
+def test_a_consumer_behind_the_cache_reads_the_head_from_it(cache_n, batches):
     """Enqueue in bursts and take one message at a time from the head, as a consumer behind
-    the publisher does: every body comes back whole, in order, the cache stays within its
-    bounds, and the first `cache_count` of a backlog are served from memory, not the log."""
-    m, log = _machine(cache_count)
+    the publisher does, with room in the cache for `cache_n` bodies: every body comes back
+    whole, in order, the cache stays within its bounds, and the first `cache_n` of a backlog are
+    served from memory, not the log (a cache that dropped its oldest body read them back)."""
+    size = _message(0).size
+    m, log = _machine(cache_n * size)
     state = m.init()
     getter = ConsumerKey("", "getter", "n")
     index = 0
@@ -62,22 +68,22 @@ def test_a_consumer_behind_the_cache_reads_the_head_from_it(cache_count, batches
         state, reply, _ = m.apply(Meta(index, 1, index), m.decode(log[index]), state)
         return reply
 
-    for burst in batches:
-        for _ in range(burst):
-            sent += 1
-            msg = Message.from_publish("", "q", b"\0\0", b"body %d" % sent)
-            apply(Enqueue("pub", sent, msg.size, encode_payload(msg)))
-        reads_before, backlog = m.log_reads, sent - len(got)
-        reply = apply(Dequeue(getter, settled=False))
-        if backlog:
-            delivery, message = reply
-            got.append(message.body)
-            apply(Settle(getter, (delivery.delivery.msg_id,)))
-            if len(got) <= cache_count:   # the head of the backlog was kept
-                assert m.log_reads == reads_before
-        assert len(m.cache.items) <= cache_count
-    while len(got) < sent:
+    def take() -> None:
         delivery, message = apply(Dequeue(getter, settled=False))
         got.append(message.body)
         apply(Settle(getter, (delivery.delivery.msg_id,)))
-    assert got == [b"body %d" % i for i in range(1, sent + 1)]
+
+    for burst in batches:
+        for _ in range(burst):
+            sent += 1
+            msg = _message(sent)
+            apply(Enqueue("pub", sent, msg.size, encode_payload(msg)))
+        if sent > len(got):
+            reads_before = m.log_reads
+            take()
+            if len(got) <= cache_n:   # the head of the backlog was kept
+                assert m.log_reads == reads_before
+        assert m.cache.bytes <= cache_n * size
+    while len(got) < sent:
+        take()
+    assert got == [_message(i).body for i in range(1, sent + 1)]
