@@ -196,8 +196,9 @@ def _take_back(q: QueueState, c: Consumer, msg_ids) -> list[Message]:
 
 def update_or_remove(meta: Meta, q: QueueState, c: Consumer, effects: list) -> None:
     """After a consumer changed: drop finished ones, park a drained quiescing SAC
-    consumer, or put it (back) in the service queue if it can take messages."""
-    if c.key not in q.consumers:
+    consumer, or put it (back) in the service queue if it can take messages. A SAC consumer
+    that waits is not served, also when its cancelled self holds its key in `consumers`."""
+    if q.consumers.get(c.key) is not c:
         return
     if c.once and c.credit == 0 and not c.checked_out:
         remove_consumer(meta, q, c)

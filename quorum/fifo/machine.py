@@ -117,6 +117,8 @@ def _checkout(meta: Meta, cmd: Checkout, q: QueueState) -> Applied:
     else:
         act = active_consumer(q)
         if c is not None and (c is act or (act is None and key in q.consumers)):
+            # re-subscribed under its key: a suspected incarnation waiting under it is this one
+            q.waiting = [w for w in q.waiting if w.key != key]
             _merge(q, c, cmd, prefetch)
             update_or_remove(meta, q, c, effects)
         else:

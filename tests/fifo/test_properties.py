@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from quorum.fifo import (QueueConfig, apply, decode_command, digest, encode_command, init,
@@ -145,3 +146,69 @@ def test_same_digest_under_different_hash_seeds():
     from quorum.fifo import digest
     digests.add(digest(h.q))
     assert len(digests) == 1
+
+
+# Found by the long-log property (session 21): a single-active consumer re-subscribed under its
+# key while its cancelled self held unacked messages and a suspected incarnation of it waited.
+# The re-subscription left the waiting one behind, and at node-up that waiting consumer was put
+# in the service queue as if it were active.
+_SAC_CONFIG = QueueConfig(name="q", max_length=None, max_bytes=None, overflow="drop-head",
+                          delivery_limit=None, msg_ttl=None, expires=None,
+                          dead_letter_exchange="dlx", dead_letter_routing_key=None,
+                          dead_letter_strategy="at-most-once", single_active_consumer=True,
+                          partitions=0, handoff_timeout=5000, rebalance_delay=1000,
+                          max_priority=None)
+_SAC_RESUBSCRIBED = [
+    [*[(0, ('enq', 0, 1, None, None, 0))] * 18,
+     (0, ('checkout', 0, 0, 0, False)),
+     *[(0, ('enq', 0, 1, None, None, 0))] * 10,
+     *[(0, ('checkout', 0, 0, 0, False))] * 2,
+     (0, ('enq', 0, 1, None, None, 0)),
+     (0, ('settle', 0, 0)),
+     (0, ('checkout', 1, 0, 0, False)),
+     (1, ('requeue', 0)),
+     (0, ('cancel', 0, False)),
+     (0, ('checkout', 0, 0, 0, False)),
+     *[(0, ('enq', 0, 1, None, None, 0))] * 2,
+     (0, ('checkout', 0, 0, 0, False)),
+     (0, ('settle', 0, 0)),
+     *[(0, ('enq', 0, 1, None, None, 0))] * 3,
+     (0, ('checkout', 0, 0, 0, False)),
+     *[(0, ('requeue', 0))] * 4,
+     (0, ('nodedown', 0)),
+     (0, ('nodedown', 1)),
+     (0, ('settle', 0, 0)),
+     (0, ('checkout', 0, 0, 0, False)),
+     *[(0, ('enq', 0, 1, None, None, 0))] * 2,
+     (0, ('requeue', 0)),
+     *[(0, ('unsent', 0, 1))] * 2,
+     (0, ('dequeue', False)),
+     (0, ('requeue', 2))],
+    [*[(0, ('enq', 0, 1, None, None, 0))] * 18,
+     (0, ('checkout', 0, 0, 0, False)),
+     *[(0, ('enq', 0, 1, None, None, 0))] * 10,
+     *[(0, ('checkout', 0, 0, 0, False))] * 2,
+     (0, ('enq', 0, 1, None, None, 0)),
+     (0, ('settle', 0, 0)),
+     (0, ('checkout', 1, 0, 0, False)),
+     (0, ('requeue', 0)),
+     (0, ('cancel', 0, False)),
+     (0, ('checkout', 0, 0, 0, False)),
+     *[(0, ('enq', 0, 1, None, None, 0))] * 2,
+     (0, ('checkout', 0, 0, 0, False)),
+     (0, ('settle', 0, 0)),
+     *[(0, ('enq', 0, 1, None, None, 0))] * 3,
+     (0, ('checkout', 0, 0, 0, False)),
+     *[(0, ('requeue', 0))] * 7,
+     *[(0, ('unsent', 0, 1))] * 2,
+     (0, ('nodedown', 0)),
+     (0, ('nodeup', 0)),
+     (0, ('settle', 0, 0)),
+     (0, ('checkout', 0, 0, 0, False)),
+     *[(0, ('enq', 0, 1, None, None, 0))] * 2],
+]
+
+
+@pytest.mark.parametrize("log", _SAC_RESUBSCRIBED)
+def test_a_sac_consumer_resubscribed_under_its_key_is_not_also_left_waiting(log):
+    run(_SAC_CONFIG, log)
