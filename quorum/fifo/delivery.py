@@ -7,7 +7,7 @@ Called by the command handlers in `machine.py`; everything here mutates the
 """
 from __future__ import annotations
 
-from .commands import Meta
+from .commands import ConsumerKey, Meta
 from .consumers import QUIESCING, SUSPECTED, UP, Consumer
 from .effects import ConsumerActive, Deliver, Delivery, ReleaseCursor, SetTimer
 from .messages import Message
@@ -16,7 +16,7 @@ from .state import QueueState, active_consumer
 
 __all__ = ["deliver", "hand_out", "enforce_limits", "over_limit", "update_publish_block", "return_msgs", "unsend", "complete",
            "update_or_remove", "activate_next", "sort_waiting", "finish", "delivery_of",
-           "is_unused", "remove_consumer", "add_waiting", "next_timer"]
+           "is_unused", "remove_consumer", "add_waiting", "drop_waiting", "next_timer"]
 
 
 def delivery_of(msg_id: int, m: Message) -> Delivery:
@@ -224,8 +224,15 @@ def sort_waiting(q: QueueState) -> None:
                                   -c.credit if c.status == UP else 0, c.seq))
 
 
+def drop_waiting(q: QueueState, key: ConsumerKey) -> bool:
+    """Take the SAC waiting entries under `key` out; True if there was one."""
+    before = len(q.waiting)
+    q.waiting = [w for w in q.waiting if w.key != key]
+    return len(q.waiting) != before
+
+
 def add_waiting(q: QueueState, c: Consumer) -> None:
-    q.waiting = [w for w in q.waiting if w.key != c.key]
+    drop_waiting(q, c.key)
     q.waiting.append(c)
     sort_waiting(q)
 

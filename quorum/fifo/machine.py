@@ -14,7 +14,7 @@ from .commands import (UNLIMITED_PREFETCH, Cancel, Checkout, Command, ConsumerDo
                        QueueConfig, Requeue, Return, Settle, Tick, Unsent, UpdateConfig)
 from .consumers import CANCELLED, QUIESCING, SUSPECTED, UP, Consumer, Enqueuer
 from .delivery import (activate_next, add_waiting, complete, deliver, delivery_of,
-                       enforce_limits, finish, is_unused, remove_consumer,
+                       drop_waiting, enforce_limits, finish, is_unused, remove_consumer,
                        return_msgs, sort_waiting, unsend, update_or_remove,
                        update_publish_block)
 from .effects import (DUPLICATE, NOT_FOUND, OK, OUT_OF_SEQUENCE, REJECTED, UNSUPPORTED,
@@ -117,8 +117,7 @@ def _checkout(meta: Meta, cmd: Checkout, q: QueueState) -> Applied:
     else:
         act = active_consumer(q)
         if c is not None and (c is act or (act is None and key in q.consumers)):
-            # re-subscribed under its key: a suspected incarnation waiting under it is this one
-            q.waiting = [w for w in q.waiting if w.key != key]
+            drop_waiting(q, key)  # re-subscribed: a suspected incarnation waiting is this one
             _merge(q, c, cmd, prefetch)
             update_or_remove(meta, q, c, effects)
         else:
@@ -264,9 +263,7 @@ def _cancel(meta: Meta, cmd: Cancel, q: QueueState) -> Applied:
     key = cmd.consumer
     c = q.consumers.get(key)
     if c is None:
-        before = len(q.waiting)
-        q.waiting = [w for w in q.waiting if w.key != key]
-        if len(q.waiting) == before:
+        if not drop_waiting(q, key):
             return Applied(NOT_FOUND, [])
         return _done(meta, q, effects, CancelReply(0))
     n = len(c.checked_out)

@@ -158,54 +158,25 @@ _SAC_CONFIG = QueueConfig(name="q", max_length=None, max_bytes=None, overflow="d
                           dead_letter_strategy="at-most-once", single_active_consumer=True,
                           partitions=0, handoff_timeout=5000, rebalance_delay=1000,
                           max_priority=None)
+_ENQ = (0, ("enq", 0, 1, None, None, 0))
+_CHECKOUT = (0, ("checkout", 0, 0, 0, False))
+_SETTLE = (0, ("settle", 0, 0))
+_REQUEUE = (0, ("requeue", 0))
+
+
+def _sac_opening(requeue: tuple) -> list:
+    """The two logs' common start; they differ in who requeues once there."""
+    return [*[_ENQ] * 18, _CHECKOUT, *[_ENQ] * 10, *[_CHECKOUT] * 2, _ENQ, _SETTLE,
+            (0, ("checkout", 1, 0, 0, False)), requeue, (0, ("cancel", 0, False)), _CHECKOUT,
+            *[_ENQ] * 2, _CHECKOUT, _SETTLE, *[_ENQ] * 3, _CHECKOUT]
+
+
 _SAC_RESUBSCRIBED = [
-    [*[(0, ('enq', 0, 1, None, None, 0))] * 18,
-     (0, ('checkout', 0, 0, 0, False)),
-     *[(0, ('enq', 0, 1, None, None, 0))] * 10,
-     *[(0, ('checkout', 0, 0, 0, False))] * 2,
-     (0, ('enq', 0, 1, None, None, 0)),
-     (0, ('settle', 0, 0)),
-     (0, ('checkout', 1, 0, 0, False)),
-     (1, ('requeue', 0)),
-     (0, ('cancel', 0, False)),
-     (0, ('checkout', 0, 0, 0, False)),
-     *[(0, ('enq', 0, 1, None, None, 0))] * 2,
-     (0, ('checkout', 0, 0, 0, False)),
-     (0, ('settle', 0, 0)),
-     *[(0, ('enq', 0, 1, None, None, 0))] * 3,
-     (0, ('checkout', 0, 0, 0, False)),
-     *[(0, ('requeue', 0))] * 4,
-     (0, ('nodedown', 0)),
-     (0, ('nodedown', 1)),
-     (0, ('settle', 0, 0)),
-     (0, ('checkout', 0, 0, 0, False)),
-     *[(0, ('enq', 0, 1, None, None, 0))] * 2,
-     (0, ('requeue', 0)),
-     *[(0, ('unsent', 0, 1))] * 2,
-     (0, ('dequeue', False)),
-     (0, ('requeue', 2))],
-    [*[(0, ('enq', 0, 1, None, None, 0))] * 18,
-     (0, ('checkout', 0, 0, 0, False)),
-     *[(0, ('enq', 0, 1, None, None, 0))] * 10,
-     *[(0, ('checkout', 0, 0, 0, False))] * 2,
-     (0, ('enq', 0, 1, None, None, 0)),
-     (0, ('settle', 0, 0)),
-     (0, ('checkout', 1, 0, 0, False)),
-     (0, ('requeue', 0)),
-     (0, ('cancel', 0, False)),
-     (0, ('checkout', 0, 0, 0, False)),
-     *[(0, ('enq', 0, 1, None, None, 0))] * 2,
-     (0, ('checkout', 0, 0, 0, False)),
-     (0, ('settle', 0, 0)),
-     *[(0, ('enq', 0, 1, None, None, 0))] * 3,
-     (0, ('checkout', 0, 0, 0, False)),
-     *[(0, ('requeue', 0))] * 7,
-     *[(0, ('unsent', 0, 1))] * 2,
-     (0, ('nodedown', 0)),
-     (0, ('nodeup', 0)),
-     (0, ('settle', 0, 0)),
-     (0, ('checkout', 0, 0, 0, False)),
-     *[(0, ('enq', 0, 1, None, None, 0))] * 2],
+    [*_sac_opening((1, ("requeue", 0))), *[_REQUEUE] * 4, (0, ("nodedown", 0)),
+     (0, ("nodedown", 1)), _SETTLE, _CHECKOUT, *[_ENQ] * 2, _REQUEUE,
+     *[(0, ("unsent", 0, 1))] * 2, (0, ("dequeue", False)), (0, ("requeue", 2))],
+    [*_sac_opening(_REQUEUE), *[_REQUEUE] * 7, *[(0, ("unsent", 0, 1))] * 2,
+     (0, ("nodedown", 0)), (0, ("nodeup", 0)), _SETTLE, _CHECKOUT, *[_ENQ] * 2],
 ]
 
 
