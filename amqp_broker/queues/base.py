@@ -305,10 +305,13 @@ class QueueType(Protocol):
         it. The channel requeues its unacked deliveries with `requeue` first."""
         ...
 
-    def dispatch(self, now_ms: int) -> list[Delivery]:
+    def dispatch(self, now_ms: int, deliver: Callable[[Delivery], None] | None = None
+                 ) -> list[Delivery]:
         """Hand ready messages to consumers with credit: higher x-priority first, round-robin among
         equals; single-active-consumer queues use only the active one. Expired heads are dropped
-        first. Queues that deliver on their own (quorum) return []."""
+        first. Each delivery goes to `deliver` as soon as it is made, so that a consumer's credit
+        check sees the output the earlier ones added (with no `deliver` they are returned).
+        Queues that deliver on their own (quorum) return []."""
         ...
 
     def basic_get(self, channel: Any, no_ack: bool, now_ms: int, reply: GetReply) -> None:

@@ -30,7 +30,7 @@ Rules, following RabbitMQ's rabbit_amqqueue_process:
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from amqp_broker.core.policies import QueueSettings, resolve_queue_settings
 from amqp_broker.queues.arguments import (
@@ -332,8 +332,13 @@ class ClassicQueue:
         return self.auto_delete and self.has_had_consumers and not len(self._consumers)
 
     # -- delivery ------------------------------------------------------------------------------
-    def dispatch(self, now_ms: int) -> list[Delivery]:
+    def dispatch(self, now_ms: int, deliver: Callable[[Delivery], None] | None = None
+                 ) -> list[Delivery]:
         out: list[Delivery] = []
+        # Handing each delivery on at once lets the consumers' take_credit see the connection's
+        # output grow: a consumer with a large prefetch gets its window in bounded bursts as the
+        # client reads, instead of all of it (and its consume-ok) after one long pass.
+        hand_on = out.append if deliver is None else deliver
         if self.paused or not self._ready_count or not len(self._consumers):
             return out
         first_delivered: list[int] = []
@@ -351,7 +356,7 @@ class ClassicQueue:
                 break
             entry = self._take(level)
             self._hand_out(entry, consumer.no_ack, first_delivered, removed)
-            out.append(Delivery(consumer, entry))
+            hand_on(Delivery(consumer, entry))
         self._journal_delivered(first_delivered)
         self._journal_removed(removed)
         return out

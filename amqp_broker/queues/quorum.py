@@ -489,7 +489,7 @@ class QuorumQueue:
         self.channel_down(pid)
         return out
 
-    def dispatch(self, now_ms: int) -> list:
+    def dispatch(self, now_ms: int, deliver: Callable | None = None) -> list:
         return []  # deliveries come from the fifo's Deliver effects
 
     def get(self, now_ms: int, no_ack: bool) -> Entry | None:

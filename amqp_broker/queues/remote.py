@@ -248,7 +248,8 @@ class RemoteQueue:
         for cid in list(self.consumers):
             self.consumer_gone(cid)
 
-    def dispatch(self, now_ms: int) -> list[Delivery]:
+    def dispatch(self, now_ms: int, deliver: Callable[[Delivery], None] | None = None
+                 ) -> list[Delivery]:
         # Deliveries arrive from the home node (`deliver`). Run when a consumer's connection
         # drained (it kicks its consumers' queues): give back the window held meanwhile.
         for cid in list(self._held):

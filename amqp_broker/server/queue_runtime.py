@@ -22,7 +22,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from amqp_broker.queues import Consumer, Message, QueueType
-from amqp_broker.queues.base import Confirm, GetReply
+from amqp_broker.queues.base import Confirm, Delivery, GetReply
 
 from .counters import QueueCounters
 
@@ -158,10 +158,7 @@ class QueueRuntime:
         q = self.queue
         now = self.broker.now_ms
         if self.consumers:
-            for d in q.dispatch(now):
-                ch = d.consumer.channel
-                ch.deliver(self, d.consumer, d.entry)
-                ch.session.wake()
+            q.dispatch(now, self._deliver)
         dls = q.take_dead_letters()
         if dls:
             self.broker.dead_letter(self.vhost, dls)
@@ -170,6 +167,11 @@ class QueueRuntime:
             self.timer_deadline = deadline
             if deadline is not None:
                 self.broker.timers.schedule(deadline, self)
+
+    def _deliver(self, d: Delivery) -> None:
+        ch = d.consumer.channel
+        ch.deliver(self, d.consumer, d.entry)
+        ch.session.wake()
 
     def on_timer(self, now_ms: int) -> None:
         """The deadline heap fired for this queue."""

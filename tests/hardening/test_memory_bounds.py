@@ -98,6 +98,37 @@ def test_consumer_that_never_reads_its_socket(broker):
     assert tracebacks(broker.log_path) == []
 
 
+def test_consumer_that_subscribes_to_a_deep_queue_and_never_reads(broker):
+    """A no-ack consumer that subscribes to a classic queue already holding DEEP_QUEUE_MB and
+    then never reads its socket gets deliveries only up to its connection's output bound: one
+    dispatch pass used to hand it the whole queue (paged in from disk) before anything was
+    written, so its output buffer held all of it."""
+    total = int(os.environ.get("DEEP_QUEUE_MB", "128")) * MiB
+    pid = broker.proc.pid
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    ch = conn.channel()
+    ch.queue_declare("deep.q", durable=True)
+    ch.confirm_delivery()
+    body = b"d" * _CHUNK
+    for _ in range(total // _CHUNK):
+        ch.basic_publish("", "deep.q", body, pika.BasicProperties(delivery_mode=2))
+    base = _baseline(pid)
+    with RawClient(broker.url) as stuck, PeakRss(pid) as peak:
+        stuck.handshake()
+        stuck.open_channel(1)
+        stuck.send(1, C.Basic.Consume(queue="deep.q", no_ack=True))
+        stuck.read_method(C.Basic.ConsumeOk)
+        # From here on the consumer never reads its socket again.
+        time.sleep(2.0)
+        left = ch.queue_declare("deep.q", passive=True).method.message_count
+    conn.close()
+    _report("deep queue, stuck consumer", published=total, baseline=base, peak=peak.peak,
+            growth=peak.peak - base, queue_messages=left)
+    assert left > (total // _CHUNK) // 2, "the queue should keep what the consumer cannot take"
+    assert peak.peak - base < RSS_BOUND
+    assert tracebacks(broker.log_path) == []
+
+
 def test_huge_declared_body_is_refused_at_the_header_and_streamed_body_discarded(broker):
     """A content header declaring 2**62 bytes, then HUGE_BODY_MB of body frames: the channel is
     closed (406) when the header arrives, the frames are discarded as they arrive."""
