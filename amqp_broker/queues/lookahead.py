@@ -82,6 +82,14 @@ class Lookahead:
         q.extend(deliveries)
         self.held_count += len(q) - n
 
+    def hold_first(self, key: fifo.ConsumerKey, deliveries: list | tuple) -> None:
+        """Put back, in order and before what `key` holds, deliveries taken but not sent."""
+        q = self._held.get(key)
+        if q is None:
+            q = self._held[key] = deque()
+        q.extendleft(reversed(deliveries))
+        self.held_count += len(deliveries)
+
     def take(self, key: fifo.ConsumerKey, room: int,
              still_out: dict | None) -> list[fifo.Delivery]:
         """Up to `room` held deliveries of `key`, oldest first, skipping what the fifo has

@@ -490,7 +490,11 @@ class QuorumQueue:
         return out
 
     def dispatch(self, now_ms: int, deliver: Callable | None = None) -> list:
-        return []  # deliveries come from the fifo's Deliver effects
+        # Deliveries come from the fifo's Deliver effects; run after a kick, so what a full
+        # connection held back goes out now.
+        if self._effects.blocked:
+            self._effects.release_blocked()
+        return []
 
     def get(self, now_ms: int, no_ack: bool) -> Entry | None:
         """The management API's synchronous get (basic.get uses `basic_get`): the next

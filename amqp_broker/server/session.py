@@ -142,10 +142,10 @@ class Session:
         self._flush_hooks[key] = hook
         self._wake_event.set()
 
-    def output_full(self) -> bool:
-        """True while the client has not taken OUTPUT_BOUND bytes: no more deliveries. The
-        writer kicks this connection's consumers once it is below the bound again."""
-        if self._in_flight + self.conn.output_size() < OUTPUT_BOUND:
+    def output_full(self, bound: int = OUTPUT_BOUND) -> bool:
+        """True while the client has not taken `bound` bytes: no more deliveries. The
+        writer kicks this connection's consumers once it is below OUTPUT_BOUND again."""
+        if self._in_flight + self.conn.output_size() < bound:
             return False
         self._stalled = True
         return True

@@ -98,34 +98,50 @@ def test_consumer_that_never_reads_its_socket(broker):
     assert tracebacks(broker.log_path) == []
 
 
-def test_consumer_that_subscribes_to_a_deep_queue_and_never_reads(broker):
-    """A no-ack consumer that subscribes to a classic queue already holding DEEP_QUEUE_MB and
-    then never reads its socket gets deliveries only up to its connection's output bound: one
-    dispatch pass used to hand it the whole queue (paged in from disk) before anything was
-    written, so its output buffer held all of it."""
+@pytest.mark.parametrize("queue_type, no_ack", [("classic", True), ("classic", False),
+                                                ("quorum", True), ("quorum", False)])
+def test_consumer_that_subscribes_to_a_deep_queue_and_never_reads(broker, queue_type, no_ack):
+    """A consumer (no-ack, or with a prefetch larger than the queue) that subscribes to a queue
+    already holding DEEP_QUEUE_MB and then never reads its socket gets deliveries only up to its
+    connection's output bound; the queue keeps the rest. A classic queue's dispatch pass used to
+    hand it the whole queue (paged in from disk) before anything was written, so its output
+    buffer held all of it."""
     total = int(os.environ.get("DEEP_QUEUE_MB", "128")) * MiB
     pid = broker.proc.pid
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     ch = conn.channel()
-    ch.queue_declare("deep.q", durable=True)
+    ch.queue_declare("deep.q", durable=True, arguments={"x-queue-type": queue_type})
     ch.confirm_delivery()
-    body = b"d" * _CHUNK
-    for _ in range(total // _CHUNK):
-        ch.basic_publish("", "deep.q", body, pika.BasicProperties(delivery_mode=2))
+    count = total // _CHUNK
+    for i in range(count):
+        ch.basic_publish("", "deep.q", struct.pack(">Q", i) + b"d" * (_CHUNK - 8),
+                         pika.BasicProperties(delivery_mode=2))
     base = _baseline(pid)
-    with RawClient(broker.url) as stuck, PeakRss(pid) as peak:
-        stuck.handshake()
-        stuck.open_channel(1)
-        stuck.send(1, C.Basic.Consume(queue="deep.q", no_ack=True))
-        stuck.read_method(C.Basic.ConsumeOk)
-        # From here on the consumer never reads its socket again.
-        time.sleep(2.0)
-        left = ch.queue_declare("deep.q", passive=True).method.message_count
+    with RawClient(broker.url) as stuck:
+        with PeakRss(pid) as peak:
+            stuck.handshake()
+            stuck.open_channel(1)
+            if not no_ack:
+                stuck.send(1, C.Basic.Qos(prefetch_count=65535))
+                stuck.read_method(C.Basic.QosOk)
+            stuck.send(1, C.Basic.Consume(queue="deep.q", no_ack=no_ack))
+            stuck.read_method(C.Basic.ConsumeOk)
+            # Now the consumer does not read its socket for a while.
+            time.sleep(2.0)
+            q = _queue(broker, "deep.q")
+            left = q["messages"] if no_ack else q["messages_ready"]
+        # Reading again, the client gets every message, once and in order.
+        seen: list[int] = []
+        while len(seen) < count:
+            kind, _channel, payload = stuck.read_raw_frame()
+            if kind == 3:
+                seen.append(struct.unpack_from(">Q", payload)[0])
     conn.close()
     _report("deep queue, stuck consumer", published=total, baseline=base, peak=peak.peak,
             growth=peak.peak - base, queue_messages=left)
-    assert left > (total // _CHUNK) // 2, "the queue should keep what the consumer cannot take"
+    assert left > count // 2, "the queue should keep what the consumer cannot take"
     assert peak.peak - base < RSS_BOUND
+    assert seen == list(range(count))
     assert tracebacks(broker.log_path) == []
 
 
