@@ -21,9 +21,11 @@ from collections.abc import Iterator
 from pamqp import commands
 
 from .messages import Outgoing
-from .wire import (FRAME_BODY, FRAME_HEADER, FRAME_METHOD, IDS, WireConnection, WireError,
-                   encode_properties, frame, method_of, shortstr)
+from .wire import (CHANNEL, FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_METHOD, IDS,
+                   WireConnection, WireError, encode_properties, frame, method_of, shortstr)
 
+_FRAME_HEAD = struct.Struct(">BHI")  # type, channel, size
+_CONTENT_HEAD = struct.Struct(">HHQ")  # class, weight, body size
 _CHUNK = 256  # messages per sendall: big enough to amortise the syscall, small enough to overlap
 
 
@@ -60,14 +62,22 @@ class PublishFrames:
         return method
 
     def of(self, msg: Outgoing, mandatory: bool) -> bytes:
-        """method + header + body frames of one basic.publish."""
-        method = self._method_frame(msg.exchange, msg.routing_key, mandatory)
+        """method + header + body frames of one basic.publish, joined once (the body is
+        copied only into the result)."""
         body = msg.body
-        header = struct.pack(">HHQ", 60, 0, len(body)) + encode_properties(msg.properties)
-        out = [method, frame(FRAME_HEADER, header)]
+        size = len(body)
+        props = encode_properties(msg.properties)
+        out = [self._method_frame(msg.exchange, msg.routing_key, mandatory),
+               _FRAME_HEAD.pack(FRAME_HEADER, CHANNEL, 12 + len(props)),
+               _CONTENT_HEAD.pack(60, 0, size), props, FRAME_END]
         room = self.frame_max - 8
-        for start in range(0, len(body), room):
-            out.append(frame(FRAME_BODY, body[start:start + room]))
+        if size <= room:
+            if size:
+                out += (_FRAME_HEAD.pack(FRAME_BODY, CHANNEL, size), body, FRAME_END)
+        else:
+            for start in range(0, size, room):
+                piece = body[start:start + room]
+                out += (_FRAME_HEAD.pack(FRAME_BODY, CHANNEL, len(piece)), piece, FRAME_END)
         return b"".join(out)
 
 

@@ -532,3 +532,30 @@ def test_buffered_deliveries_are_not_tracked_by_the_garbage_collector():
 
 
 PROPERTY_INDEX = {name: i for i, name in enumerate(R.PROPERTY_FIELDS)}
+
+
+@given(st.sampled_from([1, 2]), st.text(max_size=80))
+def test_the_sink_s_usual_properties_encode_as_any_others_do(mode, message_id):
+    from amqp_broker.spark.wire import encode_properties
+    usual = encode_properties({"delivery_mode": mode, "message_id": message_id})  # its own path
+    assert usual == encode_properties({"message_id": message_id, "delivery_mode": mode})
+
+
+@pytest.mark.parametrize("size", [0, 1, 4087, 4088, 4089, 3 * 4088 + 5])
+def test_publish_frames_carry_bodies_of_every_size_around_frame_max(size):
+    from pamqp import frame as pframe
+
+    from amqp_broker.spark.messages import Outgoing
+    from amqp_broker.spark.publisher import PublishFrames
+    body = bytes(i % 251 for i in range(size))
+    data = PublishFrames(4096).of(Outgoing("", "rk", body, {"delivery_mode": 2}), False)
+    frames, pos = [], 0
+    while pos < len(data):
+        used, _channel, value = pframe.unmarshal(data[pos:])
+        frames.append(value)
+        pos += used
+    method, header, *bodies = frames
+    assert (method.routing_key, method.mandatory) == ("rk", False)
+    assert header.body_size == size and header.properties.delivery_mode == 2
+    assert b"".join(b.value for b in bodies) == body
+    assert len(bodies) == -(-size // 4088) and all(len(b.value) <= 4088 for b in bodies)
