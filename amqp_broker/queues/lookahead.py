@@ -16,7 +16,7 @@ other consumer must not wait behind messages held here: the consumer checks out 
 and gives back what it holds. Only a node that dies takes held messages with it; the fifo then
 returns them as it returns everything that node's consumers had, counted.
 
-The effect runner also holds here, for any consumer, what its connection cannot take yet (16 MiB
+The effect runner also holds here, for any consumer, what its connection cannot take yet (32 MiB
 of output unsent: a consumer subscribing to a deep queue is checked out its whole window at
 once); that goes out when the connection's writer has drained.
 
