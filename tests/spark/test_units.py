@@ -355,19 +355,23 @@ def test_publish_properties_decode_as_written(props):
         assert got == value, name
 
 
-def test_publish_frames_split_large_bodies_at_frame_max():
+def _unmarshal_frames(data: bytes) -> list:
+    """Every frame in `data`, decoded by pamqp (what a client would read)."""
     from pamqp import frame as pframe
+    frames, pos = [], 0
+    while pos < len(data):
+        used, _channel, value = pframe.unmarshal(data[pos:])
+        frames.append(value)
+        pos += used
+    return frames
 
+
+def test_publish_frames_split_large_bodies_at_frame_max():
     from amqp_broker.spark.messages import Outgoing
     from amqp_broker.spark.publisher import PublishFrames
     body = bytes(range(256)) * 40  # 10240 bytes -> 3 body frames
     data = PublishFrames(4096).of(Outgoing("ex", "rk", body, {"message_id": "m", "delivery_mode": 2}), True)
-    frames, pos = [], 0
-    while pos < len(data):
-        used, channel, value = pframe.unmarshal(data[pos:])
-        frames.append(value)
-        pos += used
-    method, header, *bodies = frames
+    method, header, *bodies = _unmarshal_frames(data)
     assert (method.exchange, method.routing_key, method.mandatory) == ("ex", "rk", True)
     assert header.body_size == len(body) and header.properties.message_id == "m"
     assert b"".join(b.value for b in bodies) == body and len(bodies) == 3
@@ -543,18 +547,11 @@ def test_the_sink_s_usual_properties_encode_as_any_others_do(mode, message_id):
 
 @pytest.mark.parametrize("size", [0, 1, 4087, 4088, 4089, 3 * 4088 + 5])
 def test_publish_frames_carry_bodies_of_every_size_around_frame_max(size):
-    from pamqp import frame as pframe
-
     from amqp_broker.spark.messages import Outgoing
     from amqp_broker.spark.publisher import PublishFrames
     body = bytes(i % 251 for i in range(size))
     data = PublishFrames(4096).of(Outgoing("", "rk", body, {"delivery_mode": 2}), False)
-    frames, pos = [], 0
-    while pos < len(data):
-        used, _channel, value = pframe.unmarshal(data[pos:])
-        frames.append(value)
-        pos += used
-    method, header, *bodies = frames
+    method, header, *bodies = _unmarshal_frames(data)
     assert (method.routing_key, method.mandatory) == ("rk", False)
     assert header.body_size == size and header.properties.delivery_mode == 2
     assert b"".join(b.value for b in bodies) == body
