@@ -6,6 +6,7 @@ import pika
 import pytest
 
 from compat_tests.support import channel_closed, connection_closed, consume_n, get_n, wait_until
+from compat_tests.support.raw import RawClient
 
 QQ = {"x-queue-type": "quorum"}
 
@@ -198,3 +199,34 @@ def test_reject_without_requeue_drops_without_dlx(conn, confirm_ch, names):
     confirm_ch.basic_reject(m.delivery_tag, requeue=False)
     confirm_ch.close()  # nothing unacked is left to requeue
     assert get_n(conn.channel(), q, 1, timeout=0.5) == []
+
+
+
+def test_a_burst_publisher_that_also_consumes_gets_everything_in_order(broker_url, names):
+    """20,000 publishes in one write, faster than the queue takes them (this broker then
+    stops reading the connection until its Raft log has caught up, as RabbitMQ's flow
+    control does), then consumed on the same connection: all, in order, none left."""
+    from pamqp import body, commands, frame, header
+
+    q = names.queue()
+    n = 20000
+    with RawClient(broker_url, timeout=60) as raw:
+        raw.handshake()
+        raw.open_channel(1)
+        raw.send(1, commands.Queue.Declare(queue=q, durable=True, arguments=QQ))
+        raw.read_method(commands.Queue.DeclareOk)
+        props = commands.Basic.Properties()
+        raw.send_raw(b"".join(
+            frame.marshal(commands.Basic.Publish(routing_key=q), 1)
+            + frame.marshal(header.ContentHeader(0, len(b"%d" % i), props), 1)
+            + frame.marshal(body.ContentBody(b"%d" % i), 1) for i in range(n)))
+        raw.send(1, commands.Basic.Consume(queue=q, no_ack=True))
+        raw.read_method(commands.Basic.ConsumeOk)
+        got = []
+        while len(got) < n:
+            raw.read_method(commands.Basic.Deliver)
+            raw.read_frame()  # content header
+            got.append(int(raw.read_frame()[1].value))
+        assert got == list(range(n))
+        raw.send(1, commands.Queue.Declare(queue=q, passive=True))
+        assert raw.read_method(commands.Queue.DeclareOk).message_count == 0

@@ -7,7 +7,7 @@ import time
 from urllib.parse import urlparse, urlunparse
 
 import pytest
-from pamqp import commands, heartbeat
+from pamqp import commands, frame, heartbeat
 
 from compat_tests.support.raw import RawClient
 
@@ -53,6 +53,45 @@ def test_unknown_delivery_tag_names_the_method_sent(broker_url, method, ids):
         reply = raw.read_method(commands.Channel.Close)
         assert (reply.reply_code, reply.class_id, reply.method_id) == (406, *ids)
         assert reply.reply_text == "PRECONDITION_FAILED - unknown delivery tag 42"
+
+
+def test_a_burst_of_acks_counts_up_to_an_unknown_tag_and_no_further(broker_url, names):
+    """Acks sent in one write are taken in order: those before an unknown tag settle their
+    messages, the channel closes there, and acks after it are not taken (their messages
+    come back, redelivered)."""
+    q = names.queue()
+    with RawClient(broker_url) as raw:
+        raw.handshake()
+        raw.open_channel(1)
+        raw.send(1, commands.Queue.Declare(queue=q, exclusive=True))
+        raw.read_method(commands.Queue.DeclareOk)
+        for i in range(4):
+            raw.publish(1, "", q, b"m%d" % i)
+        raw.send(1, commands.Basic.Consume(queue=q, consumer_tag="c"))
+        raw.read_method(commands.Basic.ConsumeOk)
+        tags = []
+        for _ in range(4):
+            tags.append(raw.read_method(commands.Basic.Deliver).delivery_tag)
+            raw.read_frame()  # content header
+            raw.read_frame()  # body
+        assert tags == [1, 2, 3, 4]
+        raw.send_raw(b"".join(frame.marshal(commands.Basic.Ack(delivery_tag=t), 1)
+                              for t in (1, 2, 42, 3)))
+        reply = raw.read_method(commands.Channel.Close)
+        assert (reply.reply_code, reply.class_id, reply.method_id) == (406, 60, 80)
+        assert reply.reply_text == "PRECONDITION_FAILED - unknown delivery tag 42"
+        raw.send(1, commands.Channel.CloseOk())
+        raw.open_channel(2)
+        left = []
+        while True:
+            raw.send(2, commands.Basic.Get(queue=q, no_ack=True))
+            got = raw.read_method()
+            if isinstance(got, commands.Basic.GetEmpty):
+                break
+            assert isinstance(got, commands.Basic.GetOk), got
+            raw.read_frame()  # content header
+            left.append((got.redelivered, raw.read_frame()[1].value))
+        assert left == [(True, b"m2"), (True, b"m3")]
 
 
 @pytest.mark.parametrize("expiration,reason", [

@@ -59,7 +59,7 @@ from .log import AsyncLog, LogError, StoredSnapshot
 from .proposals import LeadershipLost, ProposalCallback, _CallbackWaiter, _Waiter
 from .raft import (Append, Entry, EntryKind, HardState, NotLeader, Persisted, RaftError, RaftNode, RaftOptions,
                    Ready, Snapshot, SnapshotMeta, decode_config, decode_config_history, decode_entry,
-                   decode_message, encode_config, encode_config_history, encode_entry,
+                   decode_message, encode_config, encode_config_history, entry_pieces,
                    encode_message)
 from .raft.machine import StateMachine
 from .replica import (Forward, apply_entries, checkpoint_due, compaction_point, encode_forward,
@@ -399,10 +399,13 @@ class NodeDriver:
         g = self._groups[group]
         if not g.raft.is_leader:
             raise NotLeader(g.raft.leader)
+        self._add_proposal(g, data, callback)
+
+    def _add_proposal(self, g: _Group, data: bytes, callback: ProposalCallback | None) -> None:
         # nothing to tell without a callback: no waiter at all (the common publish case)
         w = _CallbackWaiter(callback) if callback is not None else None
         g.proposals.append((data, w))  # type: ignore[arg-type]
-        self._mark(group)
+        self._mark(g.id)
 
     def submit(self, group: str, data: bytes, callback: ProposalCallback | None = None) -> None:
         """Propose on whichever replica this is: as `propose_nowait` on the leader, else
@@ -410,7 +413,7 @@ class NodeDriver:
         replica has applied it, or `callback(None, LeadershipLost)` when the outcome is unknown."""
         g = self._groups[group]
         if g.raft.is_leader:
-            self.propose_nowait(group, data, callback)
+            self._add_proposal(g, data, callback)
             return
         seq = 0
         if callback is not None:
@@ -474,6 +477,11 @@ class NodeDriver:
         else:
             self._wake.set()
 
+    @property
+    def pass_due(self) -> bool:
+        """Input arrived since the last pass, so another runs soon (most often a write)."""
+        return bool(self._dirty)
+
     def _mark(self, group: str) -> None:
         self._dirty[group] = None
         self._wake.set()
@@ -505,6 +513,12 @@ class NodeDriver:
             await self._wake.wait()
             self._wake = trio.Event()
             await self.run_once()
+            if self._wake.is_set():
+                # Most often the commit that this pass's write made known (a one-member group
+                # commits on `advance`): apply it now rather than a pass of the loop later.
+                # Once only, so the loop still yields between passes under load.
+                self._wake = trio.Event()
+                await self.run_once()
 
     async def run_once(self) -> None:
         """One pass over every group with work. Public for tests that step a driver by hand."""
@@ -539,6 +553,8 @@ class NodeDriver:
         for g, rd in readies:
             tokens.append(await self._persist(g, rd))
             token = max(token, tokens[-1])
+        if token:
+            self.log.flush()  # a small batch with the writer idle: durable on return
         send = self.sender.send
         for g, rd in readies:  # a leader's replication traffic may precede its own fsync
             for m in rd.early_messages:
@@ -704,12 +720,13 @@ class NodeDriver:
             g.applied_to = max(g.applied_to, rd.snapshot.meta.index)
             await self._passed_checkpoint(g, rd.snapshot.meta.index)
         if rd.entries:
-            token = log.append(g.id, [(e.index, e.term, encode_entry(e)) for e in rd.entries])
+            token = log.append(g.id, [(e.index, e.term, entry_pieces(e)) for e in rd.entries],
+                               flush=False)  # run_once flushes the pass's writes at once
         hs = rd.hard_state
         if hs is not None:
             term, vote, _ = log.hard_state(g.id)
             if rd.entries or term != hs.term or vote != hs.vote:
-                token = log.set_hard_state(g.id, hs.term, hs.vote, hs.commit)
+                token = log.set_hard_state(g.id, hs.term, hs.vote, hs.commit, flush=False)
         return token
 
     def _apply(self, g: _Group, committed: list[Entry]) -> None:

@@ -25,6 +25,7 @@ from .properties import (
 )
 from .events import (
     Ack,
+    Acks,
     ChannelClosed,
     ChannelFailed,
     ChannelCloseRequested,
@@ -55,6 +56,7 @@ __all__ = [
     "MethodReceived",
     "Publish",
     "Ack",
+    "Acks",
     "Nack",
     "Reject",
     "ChannelCloseRequested",

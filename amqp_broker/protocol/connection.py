@@ -45,7 +45,7 @@ from . import fastpath as _fp
 from .channel import EXPECT_BODY, EXPECT_HEADER, EXPECT_METHOD, Channel
 from .config import ProtocolConfig
 from .events import (
-    Ack, ChannelClosed, ChannelCloseRequested, ChannelFailed, ChannelOpened, ConnectionClosed,
+    Ack, Acks, ChannelClosed, ChannelCloseRequested, ChannelFailed, ChannelOpened, ConnectionClosed,
     ConnectionCloseRequested, Event, MethodReceived, Nack, Reject,
 )
 from .handshake import Handshake
@@ -173,9 +173,8 @@ class ServerConnection(Handshake, Liveness):
                      properties: bytes, body: bytes) -> None:
         """basic.deliver + content header + body frames (struct fast path)."""
         if self._writable(channel):
-            _fp.write_deliver(self._out.buf, channel, consumer_tag, delivery_tag, redelivered,
-                              exchange, routing_key)
-            _fp.write_content(self._out, channel, properties, body, self._max_body)
+            _fp.write_delivery(self._out, channel, consumer_tag, delivery_tag, redelivered,
+                               exchange, routing_key, properties, body, self._max_body)
 
     def send_get_ok(self, channel: int, delivery_tag: int, redelivered: bool, exchange: str,
                     routing_key: str, message_count: int, properties: bytes,
@@ -335,10 +334,11 @@ class ServerConnection(Handshake, Liveness):
                         if mid == _fp.ACK:
                             try:
                                 tag, multiple = _fp.decode_ack(buf, start, end)
-                                events.append(Ack(number, tag, multiple))
-                                continue
                             except ValueError:
                                 pass  # the slow path below reports the error
+                            else:
+                                self._add_ack(number, tag, multiple)
+                                continue
                         if mid == _fp.PUBLISH:
                             try:
                                 ch.start_publish(_fp.decode_publish(bytes(view[start:end])))
@@ -353,6 +353,18 @@ class ServerConnection(Handshake, Liveness):
                 self._on_frame(ftype, number, bytes(view[start:end]))
         finally:
             view.release()
+
+    def _add_ack(self, channel: int, tag: int, multiple: bool) -> None:
+        """A single ack joins the `Acks` of its channel when that is the newest event."""
+        events = self._events
+        if multiple:
+            events.append(Ack(channel, tag, True))
+            return
+        last = events[-1] if events else None
+        if type(last) is Acks and last.channel == channel:
+            last.delivery_tags.append(tag)
+        else:
+            events.append(Acks(channel, [tag]))
 
     def _on_frame(self, ftype: int, channel: int, payload: bytes) -> None:
         if self.state == CLOSING:
@@ -392,7 +404,7 @@ class ServerConnection(Handshake, Liveness):
                     ch.start_publish(_fp.decode_publish(payload))
                     return
                 if mid == _fp.ACK:
-                    self._events.append(Ack(number, *_fp.decode_ack(payload)))
+                    self._add_ack(number, *_fp.decode_ack(payload))
                     return
                 if mid == _fp.NACK:
                     self._events.append(Nack(number, *_fp.decode_nack(payload)))

@@ -3,7 +3,7 @@
 `ServerConnection.next_events()` returns these; the trio shell in `amqp_broker/server/` matches on
 them and answers through the connection's methods (accept_login, accept_open, send_method, ...).
 Events are slotted dataclasses. All are frozen except the per-message ones (Publish, Ack,
-Nack, Reject): a frozen dataclass's __init__ goes through object.__setattr__ per field and
+Acks, Nack, Reject): a frozen dataclass's __init__ goes through object.__setattr__ per field and
 costs about 1 us more per event (measured), so those four are plain slotted dataclasses.
 Treat them as immutable all the same.
 """
@@ -21,6 +21,7 @@ __all__ = [
     "MethodReceived",
     "Publish",
     "Ack",
+    "Acks",
     "Nack",
     "Reject",
     "ChannelCloseRequested",
@@ -96,11 +97,21 @@ class Publish:
 
 @dataclass(slots=True)
 class Ack:
-    """basic.ack from the client (decoded by the struct fast path)."""
+    """basic.ack with multiple=true from the client (decoded by the struct fast path)."""
 
     channel: int
     delivery_tag: int
     multiple: bool
+
+
+@dataclass(slots=True)
+class Acks:
+    """basic.acks with multiple=false on one channel, in the order received: consecutive ones
+    arrive as one event (a consumer acking message by message sends them in bursts, and each
+    event costs the broker more than the ack itself)."""
+
+    channel: int
+    delivery_tags: list[int]
 
 
 @dataclass(slots=True)
@@ -200,6 +211,7 @@ Event = (
     | MethodReceived
     | Publish
     | Ack
+    | Acks
     | Nack
     | Reject
     | ChannelCloseRequested

@@ -246,6 +246,10 @@ class QueueType(Protocol):
     settings: QueueSettings  # effective: arguments + policy (consumer timeout, DLX, limits)
     supports_global_qos: bool  # False: basic.consume under basic.qos global=true is refused
     supports_conditional_delete: bool  # False: queue.delete if-unused / if-empty is refused
+    # True: this queue asks its publishers to stop reading their sockets for now (RabbitMQ's
+    # "flow"); a queue that can set it also has `when_flow_ends(callback)`, which calls back
+    # once they may go on (quorum queues: `QuorumQueue.when_flow_ends`).
+    flow: bool
 
     @property
     def message_count(self) -> int:

@@ -79,6 +79,7 @@ class ClassicQueue:
     queue_type = "classic"
     supports_global_qos = True
     supports_conditional_delete = True
+    flow = False  # never asks publishers to pause (QueueType.flow)
 
     def __init__(
         self,

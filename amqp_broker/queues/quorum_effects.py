@@ -23,7 +23,7 @@ run before the restart, and running them again would duplicate deliveries and de
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from amqp_broker.core.fieldtypes import Long
 from amqp_broker.protocol.properties import decode_properties, encode_properties
@@ -91,7 +91,7 @@ class EffectHost(Protocol):
         """Propose a fifo command to the queue's Raft group."""
         ...
 
-    def answer_confirms(self, publisher: str, seqs: tuple, ok: bool) -> None:
+    def answer_confirms(self, publisher: str, seqs: Sequence[int], ok: bool) -> None:
         """Answer the publisher confirms (`ok`) or nacks of the queue's own enqueues."""
         ...
 
@@ -304,6 +304,12 @@ class EffectRunner:
             held, self._held = self._held, []
             for eff in held:
                 self._deliver(eff, batch)
+        # Each Enqueue that finds a consumer with credit makes a Deliver of one message, and
+        # each tracked one a Confirm of one: gathered per consumer and per publisher, in
+        # order, and run once each after the loop, they cost one pass through the channel and
+        # the lookahead instead of one per message.
+        delivers: dict[fifo.ConsumerKey, list] = {}
+        confirms: dict[str, list] = {}
         for eff in effects:
             t = type(eff)
             if t is fifo.Deliver:
@@ -311,9 +317,17 @@ class EffectRunner:
                     if behind:
                         self._held.append(eff)
                     else:
-                        self._deliver(eff, batch)
+                        msgs = delivers.get(eff.consumer)
+                        if msgs is None:
+                            delivers[eff.consumer] = list(eff.msgs)
+                        else:
+                            msgs.extend(eff.msgs)
             elif t is fifo.Confirm:
-                host.answer_confirms(eff.publisher, eff.seqs, True)
+                seqs = confirms.get(eff.publisher)
+                if seqs is None:
+                    confirms[eff.publisher] = list(eff.seqs)
+                else:
+                    seqs.extend(eff.seqs)
             elif t is fifo.RejectPublish:
                 host.answer_confirms(eff.publisher, eff.seqs, False)
             elif t is DeadLettered:
@@ -325,13 +339,21 @@ class EffectRunner:
             elif t is fifo.Monitor:
                 self._monitor(eff)
             elif t is fifo.QueueExpired:
+                self._gathered(delivers, confirms, batch)
                 batch.finish(host)
                 host.expire_now()
                 return
+        self._gathered(delivers, confirms, batch)
         if self.lookahead.active and host.consumers_in_state() > 1:
             self._end_lookaheads()
         batch.finish(host)
         host.after_effects(touched)
+
+    def _gathered(self, delivers: dict, confirms: dict, batch: "_Batch") -> None:
+        for key, msgs in delivers.items():
+            self._deliver(fifo.Deliver(key, tuple(msgs)), batch)
+        for publisher, seqs in confirms.items():
+            self.host.answer_confirms(publisher, seqs, True)
 
     def _deliver(self, eff: fifo.Deliver, batch: "_Batch") -> None:
         host = self.host

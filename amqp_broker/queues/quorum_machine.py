@@ -39,16 +39,20 @@ from quorum.fifo import snapshot_installed_effects
 from .message import Message
 
 __all__ = ["QuorumMachine", "QState", "DeadLettered", "BodyCache", "encode_payload",
-           "decode_payload"]
+           "payload_pieces", "decode_payload"]
 
 _HEAD = struct.Struct(">BBI")  # exchange len, routing key len, properties len
 
 
 def encode_payload(m: Message) -> bytes:
+    return b"".join(payload_pieces(m))
+
+
+def payload_pieces(m: Message) -> tuple[bytes, bytes, bytes]:
+    """`encode_payload(m)` as pieces (the body among them, not copied)."""
     ex = m.exchange.encode()
     rk = m.routing_key.encode()
-    return b"".join((_HEAD.pack(len(ex), len(rk), len(m.properties)), ex, rk, m.properties,
-                     m.body))
+    return _HEAD.pack(len(ex), len(rk), len(m.properties)) + ex + rk, m.properties, m.body
 
 
 def decode_payload(data: bytes) -> Message:
@@ -145,6 +149,13 @@ class DeadLettered:
         return self._messages
 
 
+_NEVER = 1 << 62
+
+
+def _nothing() -> None:
+    pass
+
+
 _enc = msgspec.msgpack.Encoder()
 _dec = msgspec.msgpack.Decoder()
 
@@ -182,6 +193,10 @@ class QuorumMachine:
         self.pending: tuple[int, bytes] | None = None
         self.enqueued_bytes = 0  # body bytes applied since the last snapshot was taken
         self.applied_enqueues = 0  # not replicated: the adapter's in-flight publish count
+        # not replicated either: `on_wake()` once `applied_enqueues` reaches `wake_at` (the
+        # adapter's end of publisher flow)
+        self.wake_at = _NEVER
+        self.on_wake: Callable[[], None] = _nothing
         self.log_reads = 0  # bodies read back from the log (cache misses)
         # Leader-side shortcut: (log data, Enqueue, message) of this node's proposed
         # Enqueues, in proposal order (= apply order). The entry that carries the very same
@@ -202,6 +217,9 @@ class QuorumMachine:
         cls = type(cmd)
         if cls is Enqueue:
             self.applied_enqueues += 1
+            if self.applied_enqueues >= self.wake_at:
+                self.wake_at = _NEVER
+                self.on_wake()
             self.enqueued_bytes += cmd.size
             body = self._cached(cmd)
             # behind a backlog it would be delivered long after the cache let it go

@@ -66,6 +66,7 @@ class RemoteQueue:
     exclusive = False
     supports_global_qos = True  # the home node enforces each consumer's prefetch
     supports_conditional_delete = True
+    flow = False  # never asks publishers to pause (QueueType.flow)
 
     def __init__(self, link: RemoteLink, name: str, vhost: str, home: str, *, arguments: dict,
                  auto_delete: bool) -> None:

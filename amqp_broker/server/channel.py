@@ -134,14 +134,14 @@ class Channel:
             return
         self.counters.messages_routed += 1
         now_ms = self.broker.now_ms
-        if not seq:
-            for rt in targets:
-                rt.publish(msg, now_ms, None)
-            return
-        # Confirm once every target queue accepted it (some only after the journal fsync).
-        confirms.wait_for(seq, len(targets))
+        confirm = None
+        if seq:
+            # Confirm once every target queue accepted it (some only after the journal fsync).
+            confirms.wait_for(seq, len(targets))
+            confirm = (confirms, seq)
         for rt in targets:
-            rt.publish(msg, now_ms, (confirms, seq))
+            if rt.publish(msg, now_ms, confirm):
+                self.session.pause_for(rt.queue)
 
     def _check_user_id(self, props: bytes) -> None:
         user_id = peek_user_id(props)
@@ -238,6 +238,19 @@ class Channel:
             return
         self.settle(self.take(tag, multiple, (60, 80)), "ack")
 
+    def on_acks(self, tags: list[int]) -> None:
+        """Single acks, in order: settled together. At an unknown tag the ones before it
+        still count, as they would one by one, and the channel error ends the rest."""
+        if self._tx is not None:
+            self._tx.extend(("ack", tag, False) for tag in tags)
+            return
+        recs = []
+        try:
+            for tag in tags:
+                recs.append(self._take_one(tag, (60, 80)))
+        finally:
+            self.settle(recs, "ack")
+
     def on_nack(self, tag: int, multiple: bool, requeue: bool, method: tuple = (60, 120)) -> None:
         """basic.nack, or basic.reject with method=(60, 90): an unknown tag names the method
         the client sent, as RabbitMQ does."""
@@ -262,10 +275,13 @@ class Channel:
                     break
                 taken.append(unacked.pop(t))
             return taken
-        rec = unacked.pop(tag, None)
+        return [self._take_one(tag, method)]
+
+    def _take_one(self, tag: int, method: tuple[int, int]) -> tuple:
+        rec = self.unacked.pop(tag, None)
         if rec is None:
             raise PreconditionFailed(f"unknown delivery tag {tag}").with_method(*method)
-        return [rec]
+        return rec
 
     def settle(self, recs: list[tuple], how: str) -> None:
         if not recs:

@@ -79,11 +79,14 @@ class QueueRuntime:
         self.counters = QueueCounters()  # message_stats: bumped by channels and `publish`/`settle`
 
     # -- publish -------------------------------------------------------------------------------
-    def publish(self, msg: Message, now_ms: int, confirm: Confirm | None) -> None:
-        """Hot path. `confirm` = (tracker, seq): the queue settles it, now or later."""
-        self.queue.publish(msg, now_ms, confirm)
+    def publish(self, msg: Message, now_ms: int, confirm: Confirm | None) -> bool:
+        """Hot path. `confirm` = (tracker, seq): the queue settles it, now or later. True when
+        the queue asks its publishers to pause (`QueueType.flow`; `Session.pause_for`)."""
+        queue = self.queue
+        queue.publish(msg, now_ms, confirm)
         self.counters.publish += 1
         self.mark_dirty()
+        return queue.flow
 
     # -- consumers -----------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Callable
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import trio
 from pamqp import commands as C
@@ -39,6 +40,7 @@ from amqp_broker.core.ratelimit import TokenBucket
 from amqp_broker.protocol.states import OPEN
 from amqp_broker.protocol import (
     Ack,
+    Acks,
     ChannelClosed,
     ChannelCloseRequested,
     ChannelFailed,
@@ -82,6 +84,7 @@ OUTPUT_BOUND = 4 * 1024 * 1024
 # deliveries can reach it, as they could before they were bounded at all; raising it to 32 MiB
 # would let a client that never reads its returns hold four times the memory.)
 READ_PAUSE_BOUND = 8 * 1024 * 1024
+FLOW_MAX_WAIT = 1.0  # seconds: the longest a publisher waits for a queue's flow to end
 
 
 class _Barrier:
@@ -130,7 +133,9 @@ class Session:
         self._open_rate = None if s.channel_open_rate is None else TokenBucket(s.channel_open_rate)
         self._declare_rate = (None if s.queue_declare_rate is None
                               else TokenBucket(s.queue_declare_rate))
-        self._throttled = False  # waiting out a rate limit's debt
+        self._throttled = False  # waiting out a rate limit's debt, or a queue's flow
+        self._flow_queues: list = []  # queues that asked this publisher to pause (`pause_for`)
+        self._flow_ended = trio.Event()  # set by `_on_flow_ended`: the awaited queue let go
 
     def counter_totals(self) -> Counters:
         """This connection's message totals: its closed channels' and its open ones'."""
@@ -224,6 +229,8 @@ class Session:
                 finally:
                     conn.resume_monitor()
             await self._wait_out_rate_limits()
+            if self._flow_queues:
+                await self._wait_out_flow()
             while self._in_flight + conn.output_size() >= READ_PAUSE_BOUND and not conn.closed:
                 # The client is not taking what we send: stop reading until it does.
                 conn.pause_monitor()
@@ -243,7 +250,30 @@ class Session:
             while self._barrier is not None:
                 self.wake()  # what came before the barrier goes out meanwhile
                 await self._pass_barrier()
-            self.wake()
+            if conn.output_size() or conn.closed:
+                self.wake()  # else nothing to write: most reads (publishes, acks) answer later
+
+    def pause_for(self, queue) -> None:
+        """`queue` asks its publishers to pause (`QueueType.flow`): read nothing more until it
+        says they may go on; what was read already is handled."""
+        if queue not in self._flow_queues:
+            self._flow_queues.append(queue)
+
+    async def _wait_out_flow(self) -> None:
+        """Before reading more: wait until every queue that asked for a pause lets go, or
+        FLOW_MAX_WAIT has passed (a queue's count of unapplied publishes is its own node's
+        view, which a lost leader can leave too high)."""
+        queues, self._flow_queues = self._flow_queues, []
+        with self._throttling(), trio.move_on_after(FLOW_MAX_WAIT):
+            for queue in queues:
+                self._flow_ended = trio.Event()
+                # one callback for every wait: a queue keeps it once however often a wait
+                # that timed out asks again
+                queue.when_flow_ends(self._on_flow_ended)
+                await self._flow_ended.wait()
+
+    def _on_flow_ended(self) -> None:
+        self._flow_ended.set()
 
     async def _wait_out_rate_limits(self) -> None:
         """Before reading more: wait until this client is back under its channel-open and
@@ -254,11 +284,18 @@ class Session:
         delay = max(b.wait_time(trio.current_time()) for b in buckets)
         if delay <= 0:
             return
+        with self._throttling():
+            await trio.sleep(delay)
+
+    @contextmanager
+    def _throttling(self) -> Iterator[None]:
+        """While the reader holds back on purpose (state "flow"): what is queued for the
+        client goes out, and unread heartbeats do not count as missed."""
         self._throttled = True
-        self.conn.pause_monitor()  # unread heartbeats must not count as missed
+        self.conn.pause_monitor()
         try:
             self.wake()
-            await trio.sleep(delay)
+            yield
         finally:
             self.conn.resume_monitor()
             self._throttled = False
@@ -392,6 +429,10 @@ class Session:
                 ch = self.channels.get(ev.channel)
                 if ch is not None:
                     ch.on_publish(ev)
+            case Acks():
+                ch = self.channels.get(ev.channel)
+                if ch is not None:
+                    ch.on_acks(ev.delivery_tags)
             case Ack():
                 ch = self.channels.get(ev.channel)
                 if ch is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Iterator
 from typing import Any
 
 from .options import SinkOptions
@@ -24,7 +25,12 @@ class Outgoing:
 
 def deterministic_id(query_id: str, batch_id: int | str, partition_id: int, row_index: int) -> str:
     """Same input row, same id, on every retry or re-run of the batch: consumers dedupe on it."""
-    return f"{query_id}:{batch_id}:{partition_id}:{row_index}"
+    return id_prefix(query_id, batch_id, partition_id) + str(row_index)
+
+
+def id_prefix(query_id: str, batch_id: int | str, partition_id: int) -> str:
+    """What the deterministic ids of one partition's rows share: the row index follows."""
+    return f"{query_id}:{batch_id}:{partition_id}:"
 
 
 def _as_dict(value: Any) -> dict:
@@ -60,6 +66,18 @@ def _properties(value: Any, opts: SinkOptions) -> dict:
         props[name] = item
     props.setdefault("delivery_mode", opts.delivery_mode)
     return props
+
+
+def body_messages(bodies: list, opts: SinkOptions, ids: str | None, first: int) -> Iterator[Outgoing]:
+    """The sink's usual input, a lone `body` column: what `to_message` makes of each row, without
+    a dict per row. `ids` is the deterministic id prefix (`id_prefix`) or None, `first` the
+    partition's index of the first body."""
+    exchange, routing_key, mode = opts.exchange, opts.routing_key, opts.delivery_mode
+    for index, value in enumerate(bodies, first):
+        body = value.encode("utf-8") if type(value) is str else _body(value)
+        props = {"delivery_mode": mode} if ids is None else {"delivery_mode": mode,
+                                                             "message_id": ids + str(index)}
+        yield Outgoing(exchange, routing_key, body, props)
 
 
 def to_message(row: Any, opts: SinkOptions, message_id: str | None) -> Outgoing:

@@ -18,7 +18,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
-from .messages import deterministic_id, to_message
+from .messages import body_messages, id_prefix, to_message
 from .options import SinkOptions, check_sink_columns
 from .publisher import publish_all
 
@@ -42,19 +42,22 @@ def _task_ids(fallback_query: str, fallback_batch: int | str) -> tuple[str, int 
     return query, (int(batch) if batch is not None else fallback_batch), ctx.partitionId()
 
 
-def _rows(batches):
-    """Spark hands the writers Arrow record batches: plain dicts per row, no Row objects."""
+def _messages(opts: SinkOptions, batches, ids: str | None):
+    """Spark hands the writers Arrow record batches: plain dicts per row (no Row objects), or
+    for a lone body column just the bodies."""
+    index = 0
     for batch in batches:
-        yield from batch.to_pylist()
+        if batch.schema.names == ["body"]:
+            yield from body_messages(batch.column(0).to_pylist(), opts, ids, index)
+        else:
+            for n, row in enumerate(batch.to_pylist(), index):
+                yield to_message(row, opts, None if ids is None else ids + str(n))
+        index += batch.num_rows
 
 
 def _publish_partition(opts: SinkOptions, batches, query_id: str, batch_id, partition: int) -> AmqpCommit:
-    def messages():
-        for index, row in enumerate(_rows(batches)):
-            mid = deterministic_id(query_id, batch_id, partition, index) if opts.deterministic_ids else None
-            yield to_message(row, opts, mid)
-
-    result = publish_all(opts.urls, messages(), mandatory=opts.mandatory,
+    ids = id_prefix(query_id, batch_id, partition) if opts.deterministic_ids else None
+    result = publish_all(opts.urls, _messages(opts, batches, ids), mandatory=opts.mandatory,
                          count_unroutable=opts.count_unroutable, max_in_flight=opts.max_in_flight,
                          confirm_timeout=opts.confirm_timeout, heartbeat=opts.heartbeat)
     return AmqpCommit(partition, batch_id, result.published, result.returned)

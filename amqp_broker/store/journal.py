@@ -65,7 +65,7 @@ from amqp_broker.store.journal_codec import (
 )
 from amqp_broker.store.journal_index import UNPLACED, JournalIndex, QueueRecords
 from amqp_broker.store.records import HEADER_SIZE, FileFrames, Payload, frame_pieces, joined, payload_size
-from quorum.log.disk import CacheTrail
+from quorum.log.disk import CacheTrail, OsDisk, is_zero_tail
 from quorum.log.diskjobs import DiskJobs
 
 __all__ = ["MessageJournal", "RecoveredMessages", "RecoveredQueues"]
@@ -200,6 +200,7 @@ class MessageJournal:
         self._dir = directory
         self._path = os.path.join(directory, _FILE)
         self._fsync = fsync
+        self._disk = OsDisk(fsync)
         self._compact_min = compact_min_bytes
         self._fd: int | None = None
         # which enqueue records are live (and their sizes), and the delivered ids
@@ -252,7 +253,9 @@ class MessageJournal:
             except OSError as exc:
                 raise StoreFatalError(f"reading {self._path} failed") from exc
             valid_end, size = frames.valid_end, frames.size
-        if valid_end < size:
+        if valid_end < size and _zero_tail(recovered.fd, valid_end, size):  # type: ignore[union-attr]
+            files.truncate(self._path, valid_end, self._fsync)  # space allocated ahead, unused
+        elif valid_end < size:
             mark = mark_after(recovered.fd, valid_end, size)  # type: ignore[union-attr]
             if mark is not None:
                 raise StoreFatalError(
@@ -288,7 +291,7 @@ class MessageJournal:
     def _open_append(self) -> None:
         existed = os.path.exists(self._path)
         try:
-            self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = self._disk.open_log(self._path)  # space allocated ahead: cheaper fsyncs
         except OSError as exc:
             raise StoreFatalError(f"cannot open {self._path}") from exc
         if not existed:
@@ -312,8 +315,11 @@ class MessageJournal:
 
     def _close_append(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+            fd, self._fd = self._fd, None
+            try:
+                self._disk.close(fd)  # cuts the space allocated ahead
+            except OSError as exc:
+                raise StoreFatalError(f"closing {self._path} failed") from exc
 
     # -- appends (QueueJournal protocol; trio thread, no IO) ------------------------------------
     @property
@@ -522,11 +528,11 @@ class MessageJournal:
         # everything before this write was fsynced: it starts with a commit mark
         pieces = frame_pieces(batch, COMMIT_MARK if self._mark_next else b"")
         try:
-            files.append(self._fd, pieces, self._fsync)
+            self._disk.write_pieces(self._fd, pieces)
+            self._disk.fdatasync(self._fd)
             self._mark_next = True
-        except StoreFatalError as exc:  # say which file
-            raise StoreFatalError(f"message journal {self._path}: append/fsync failed") \
-                from exc.__cause__
+        except OSError as exc:
+            raise StoreFatalError(f"message journal {self._path}: append/fsync failed") from exc
         span = self._cache_trail.advance(end)
         if span is not None:
             files.drop_cached(self._fd, *span)
@@ -631,6 +637,16 @@ def _copy_run(src: int | None, out: int, run: list[tuple[int, int]], end: int,
     for i, offset in run:
         offsets[i] = written + offset - start
     return len(data)
+
+
+def _zero_tail(fd: int, start: int, end: int) -> bool:
+    """Whether the file's bytes [start, end) are all zeros (`OsDisk.open_log`'s space)."""
+    while start < end:
+        chunk = os.pread(fd, min(end - start, 1 << 20), start)
+        if not chunk or not is_zero_tail(chunk, 0):
+            return False
+        start += len(chunk)
+    return True
 
 
 def _write_all(fd: int, data: bytes) -> int:

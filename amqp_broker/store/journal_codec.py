@@ -94,7 +94,7 @@ def mark_after(fd: int, bad: int, end: int) -> int | None:
     while pos + HEADER_SIZE <= end:
         length, _crc = unpack_header(memoryview(os.pread(fd, HEADER_SIZE, pos)), 0)
         stop = pos + HEADER_SIZE + length
-        if length > MAX_RECORD or stop > end:
+        if length == 0 or length > MAX_RECORD or stop > end:
             return None
         if pos > bad and stop - pos == len(COMMIT_MARK) and \
                 os.pread(fd, len(COMMIT_MARK), pos) == COMMIT_MARK:

@@ -18,7 +18,7 @@ import zlib
 from typing import Iterator
 
 from quorum.log import checksum as C
-from quorum.log.disk import Pieces
+from quorum.log.disk import Payload, Pieces, joined, payload_size  # noqa: F401 (re-exported)
 
 __all__ = ["HEADER_SIZE", "MAX_RECORD", "FileFrames", "Payload", "frame", "frame_pieces", "joined",
            "legacy_frame", "payload_size", "scan", "unpack_header"]
@@ -27,20 +27,8 @@ _HEADER = struct.Struct(">II")
 HEADER_SIZE = _HEADER.size
 MAX_RECORD = 1 << 30  # a length above this is garbage, not a record (bodies are capped far lower)
 
-# A record's payload: its bytes, or (head, body) when a large body is kept as it is (the payload
-# is the two joined; written as two pieces, checksummed in a chain, never joined on the way).
-Payload = bytes | tuple[bytes, bytes]
-
-
-def payload_size(payload: Payload) -> int:
-    if type(payload) is tuple:
-        return len(payload[0]) + len(payload[1])
-    return len(payload)  # type: ignore[arg-type]
-
-
-def joined(payload: Payload) -> bytes:
-    """The payload's bytes (a copy of a split one: for the rare reader of a record in memory)."""
-    return b"".join(payload) if type(payload) is tuple else payload  # type: ignore[return-value]
+# A record's payload (`quorum.log.disk.Payload`): its bytes, or (head, body) when a large body
+# is kept as it is (written as two pieces, checksummed in a chain, never joined on the way).
 
 
 def frame(payload: bytes) -> bytes:
@@ -61,11 +49,9 @@ def frame_pieces(payloads: list[Payload], first: bytes = b"") -> list[bytes | by
     out = Pieces(first)
     for payload in payloads:
         if type(payload) is tuple:
-            head, body = payload
-            out.put(_HEADER.pack(C.length_field(len(head) + len(body)),
-                                 C.checksum(body, C.checksum(head))))
-            out.put(head)
-            out.put(body)
+            out.put(_HEADER.pack(C.length_field(payload_size(payload)),
+                                 C.checksum_payload(payload)))
+            out.put_payload(payload)
         else:
             out.put(_HEADER.pack(C.length_field(len(payload)), C.checksum(payload)))
             out.put(payload)
@@ -91,8 +77,8 @@ def scan(data: bytes | memoryview) -> tuple[list[memoryview], int]:
         field, crc = _HEADER.unpack_from(view, pos)
         start = pos + HEADER_SIZE
         stop = start + C.record_length(field)
-        if C.record_length(field) > MAX_RECORD or stop > end:
-            break
+        if field == 0 or C.record_length(field) > MAX_RECORD or stop > end:
+            break  # field 0: zeros, a log file's space allocated ahead (no writer frames b"" so)
         payload = view[start:stop]
         if not C.verify(field, payload, crc):
             break
@@ -136,8 +122,8 @@ class FileFrames:
             view = memoryview(buf)
             field, crc = _HEADER.unpack_from(view, pos)
             stop = pos + HEADER_SIZE + C.record_length(field)
-            if not C.verify(field, view[pos + HEADER_SIZE:stop], crc):
-                break
+            if field == 0 or not C.verify(field, view[pos + HEADER_SIZE:stop], crc):
+                break  # field 0: zeros, not a record (as in `scan`)
             yield base + pos, view[pos:stop]
             pos = stop
             self.valid_end = base + pos

@@ -6,7 +6,7 @@ effects (`Deliver` locally on the consumer's node, the rest on the leader).  Pur
 IO, no clock but `meta.timestamp`, deterministic.  See the module docstrings for details:
 commands.py (inputs), effects.py (outputs), state.py (state, snapshots), machine.py.
 """
-from .codec import decode_command, encode_command
+from .codec import decode_command, encode_command, encode_enqueue
 from .commands import (AT_LEAST_ONCE, AT_MOST_ONCE, DEFAULT_HANDOFF_TIMEOUT,
                        DEFAULT_REBALANCE_DELAY, DROP_HEAD, REJECT_PUBLISH,
                        REJECT_PUBLISH_DLX, UNLIMITED_PREFETCH, Cancel, Checkout, Command,
@@ -25,7 +25,7 @@ from .state import (QueueState, active_consumer, digest, handoff_counts, init, o
 
 __all__ = [
     "apply", "FifoMachine", "return_commands", "leader_effects", "snapshot_installed_effects", "should_run", "init", "snapshot", "restore", "digest", "overview",
-    "active_consumer", "partition_overview", "handoff_counts", "QueueState", "encode_command", "decode_command",
+    "active_consumer", "partition_overview", "handoff_counts", "QueueState", "encode_command", "encode_enqueue", "decode_command",
     "suspected_nodes",
     # commands
     "Meta", "ConsumerKey", "QueueConfig", "Command", "Enqueue", "Checkout", "Dequeue",

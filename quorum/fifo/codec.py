@@ -16,7 +16,7 @@ from .commands import (Cancel, Checkout, Command, ConsumerDown, ConsumerKey, Cre
                        Discard, DlxSettle, Enqueue, NodeDown, NodeUp, Purge, QueueConfig,
                        Requeue, Return, Settle, Tick, Unsent, UpdateConfig)
 
-__all__ = ["encode_command", "decode_command"]
+__all__ = ["encode_command", "encode_enqueue", "decode_command"]
 
 _TAGS: list[type] = [Enqueue, Checkout, Dequeue, Settle, Return, Requeue, Discard, Credit,
                      Cancel, ConsumerDown, NodeDown, NodeUp, Purge, Tick, UpdateConfig,
@@ -51,6 +51,22 @@ def encode_command(cmd: Command) -> bytes:
         return _enc.encode((0, cmd.publisher, cmd.seq, cmd.size, cmd.payload, cmd.priority,
                             cmd.ttl, cmd.persistent, cmd.partition))
     return _enc.encode([_TAG_OF[cls], *(_wire(getattr(cmd, n)) for n in _FIELDS[cls])])
+
+
+def encode_enqueue(publisher, seq, size, payload: tuple[bytes, ...], priority, ttl, persistent,
+                   partition) -> bytes:
+    """`encode_command(Enqueue(publisher, seq, size, b"".join(payload), ...))`, with the payload
+    given as pieces and copied once, into the result (a large message body is not joined into
+    a payload first and then copied again into the command)."""
+    n = sum(map(len, payload))
+    head = _enc.encode((0, publisher, seq, size))
+    binary = (b"\xc4" + bytes((n,)) if n < 256 else b"\xc5" + n.to_bytes(2, "big")
+              if n < 65536 else b"\xc6" + n.to_bytes(4, "big"))
+    tail = _enc.encode((priority, ttl, persistent, partition))
+    # msgpack: `encode_command`'s 9-array [0, publisher, seq, size, payload, priority, ttl,
+    # persistent, partition]: the fields before and after the payload are encoded as arrays
+    # of four, whose array headers are dropped
+    return b"".join((b"\x99", memoryview(head)[1:], binary, *payload, memoryview(tail)[1:]))
 
 
 def decode_command(data: bytes) -> Command:

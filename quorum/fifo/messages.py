@@ -67,8 +67,9 @@ def is_high(priority: int | None) -> bool:
 
 
 class ReadyQueue:
-    """Messages ready for delivery.  `len()` and `bytes` count all of them."""
-    __slots__ = ("returns", "hi", "lo", "strict", "counter", "bytes")
+    """Messages ready for delivery.  `len()` (kept as `count`: asked on every enqueue) and
+    `bytes` count all of them."""
+    __slots__ = ("returns", "hi", "lo", "strict", "counter", "bytes", "count")
 
     def __init__(self) -> None:
         self.returns: deque[Message] = deque()   # few: kept as objects
@@ -77,12 +78,10 @@ class ReadyQueue:
         self.strict: dict[int, PackedMessages] = {}  # level >= 1 -> its messages (non-empty)
         self.counter = 0      # position in the 2:1 cycle, as rabbit_fifo_q's dequeue counter
         self.bytes = 0
+        self.count = 0
 
     def __len__(self) -> int:
-        n = len(self.returns) + len(self.hi) + len(self.lo)
-        if self.strict:
-            n += sum(len(q) for q in self.strict.values())
-        return n
+        return self.count
 
     def _level_of(self, msg: Message) -> PackedMessages:
         hi = msg.hi
@@ -98,11 +97,13 @@ class ReadyQueue:
     def push(self, msg: Message) -> None:
         self._level_of(msg).append(msg)
         self.bytes += msg.size
+        self.count += 1
 
     def push_return(self, msg: Message) -> None:
         """Back near the head: after earlier returns, before everything else."""
         self.returns.append(msg)
         self.bytes += msg.size
+        self.count += 1
 
     def push_head(self, msgs: list[Message]) -> None:
         """Back in front of their level, in the order given: where they were before a
@@ -110,12 +111,14 @@ class ReadyQueue:
         for msg in reversed(msgs):
             self._level_of(msg).appendleft(msg)
             self.bytes += msg.size
+        self.count += len(msgs)
 
     def push_tail(self, msg: Message) -> None:
         """Back at the tail of the normal level (returns with an unlimited delivery limit);
         with strict levels, at the tail of its own level."""
         (self.lo if msg.hi is True else self._level_of(msg)).append(msg)
         self.bytes += msg.size
+        self.count += 1
 
     def _pick(self) -> deque[Message] | PackedMessages | None:
         if self.returns:
@@ -171,6 +174,7 @@ class ReadyQueue:
         if not q and q is not self.returns and q is not self.hi and q is not self.lo:
             del self.strict[msg.hi]  # a strict level emptied
         self.bytes -= msg.size
+        self.count -= 1
         return msg
 
     def clear(self) -> list[Message]:
@@ -181,6 +185,7 @@ class ReadyQueue:
         self.lo.clear()
         self.strict.clear()
         self.bytes = 0
+        self.count = 0
         return out
 
     def to_wire(self) -> list:
@@ -201,6 +206,7 @@ class ReadyQueue:
             q._level_of(Message(0, 0, hi=level)).load_wire(ms)
         q.bytes = sum(m.size for m in q.returns) + q.hi.total_size() + q.lo.total_size() \
             + sum(ms.total_size() for ms in q.strict.values())
+        q.count = len(q.returns) + len(q.hi) + len(q.lo) + sum(len(ms) for ms in q.strict.values())
         return q
 
 

@@ -14,7 +14,7 @@ import zlib
 
 from crc32c import crc32c as _crc32c
 
-__all__ = ["CRC32C", "checksum", "length_field", "record_length", "verify"]
+__all__ = ["CRC32C", "checksum", "checksum_payload", "length_field", "record_length", "verify"]
 
 CRC32C = 1 << 31
 _LENGTH = CRC32C - 1
@@ -22,6 +22,15 @@ _LENGTH = CRC32C - 1
 # checksum(data, value=0): the CRC-32C of `data` (any bytes-like), continuing from `value` (a
 # chain of pieces). The C function itself: it runs for every record, also 16-byte ones.
 checksum = _crc32c
+
+
+def checksum_payload(payload, value: int = 0) -> int:
+    """`checksum` of a payload given as its bytes or as a tuple of pieces (`disk.Payload`)."""
+    if type(payload) is tuple:
+        for piece in payload:
+            value = _crc32c(piece, value)
+        return value
+    return _crc32c(payload, value)
 
 
 def length_field(length: int) -> int:

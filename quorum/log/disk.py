@@ -19,9 +19,16 @@ import threading
 import time
 from typing import Callable, Iterable
 
-__all__ = ["Disk", "OsDisk", "CrashDisk", "CacheTrail", "Pieces", "drop_cached"]
+__all__ = ["Disk", "OsDisk", "CrashDisk", "CacheTrail", "Pieces", "drop_cached", "is_zero_tail"]
 
 _IOV_MAX = 1024  # buffers per writev call (Linux's IOV_MAX)
+ALLOCATE_STEP = 1 << 20  # a log file's space is allocated this far ahead of its writes
+
+
+def is_zero_tail(data: bytes, start: int) -> bool:
+    """Whether `data[start:]` is all zero bytes: a log file's allocated space never written
+    (`OsDisk.open_log`), not a torn write."""
+    return data.count(0, start) == len(data) - start
 
 
 def drop_cached(fd: int, start: int, stop: int) -> None:
@@ -60,6 +67,22 @@ class CacheTrail:
         self.dropped_to = 0
 
 
+# A record's payload as the log and the classic journal hold it: its bytes, or pieces whose
+# bytes joined are the payload (a message body among them, referenced, never copied into it).
+Payload = bytes | tuple[bytes, ...]
+
+
+def payload_size(payload: Payload) -> int:
+    if type(payload) is tuple:
+        return sum(map(len, payload))
+    return len(payload)  # type: ignore[arg-type]
+
+
+def joined(payload: Payload) -> bytes:
+    """The payload's bytes (a copy of a split one: for the rare reader of a record in memory)."""
+    return b"".join(payload) if type(payload) is tuple else payload  # type: ignore[return-value]
+
+
 class Pieces:
     """The buffers of one vectored write (`OsDisk.write_pieces`), built a record at a time:
     small parts are joined into runs, a part of `OWN_PIECE` bytes or more (a message body)
@@ -79,6 +102,13 @@ class Pieces:
             self._pieces.append(data)
             self._run = bytearray()
 
+    def put_payload(self, payload: Payload) -> None:
+        if type(payload) is tuple:
+            for piece in payload:
+                self.put(piece)
+        else:
+            self.put(payload)  # type: ignore[arg-type]
+
     def done(self) -> list[bytes | bytearray]:
         if self._run:
             self._pieces.append(self._run)
@@ -92,6 +122,7 @@ class OsDisk:
     def __init__(self, fdatasync: Callable[[int], None] | None = None) -> None:
         self._fdatasync = fdatasync or os.fdatasync
         self._paths: dict[int, str] = {}
+        self._logs: dict[int, list[int]] = {}  # open_log fds: [end written, end allocated]
 
     # -- files written by the log ----------------------------------------------------------
     def open_append(self, path: str) -> int:
@@ -99,17 +130,36 @@ class OsDisk:
         self._paths[fd] = path
         return fd
 
-    def write(self, fd: int, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
+    def open_log(self, path: str) -> int:
+        """Open a log file (the WAL, the classic journal) to append to, with its space
+        allocated `ALLOCATE_STEP` ahead of the writes. An append that grows the file makes
+        each fdatasync write the inode's new size too (a journal commit on ext4); into space
+        already allocated it writes the data alone. Measured here, a small write + fdatasync:
+        64 -> 35 us of CPU, 152 -> 97 us of wall time. Past what was written the file reads as
+        zeros (`is_zero_tail`); `close` cuts that tail."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        end = os.lseek(fd, 0, os.SEEK_END)  # writes go on at the file position
+        self._paths[fd] = path
+        self._logs[fd] = [end, end]
+        return fd
 
     def write_pieces(self, fd: int, pieces: list) -> int:
         """Write the buffers `pieces` one after another (vectored writes, no joining copy);
         returns the bytes written."""
         views = [memoryview(p) for p in pieces if len(p)]
         total = sum(len(v) for v in views)
+        log = self._logs.get(fd)
+        if log is not None:
+            if log[0] + total > log[1]:
+                step = max(ALLOCATE_STEP, total)
+                try:
+                    os.posix_fallocate(fd, log[1], step)
+                    log[1] += step
+                except OSError as e:
+                    if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                        raise  # ENOSPC: the write would fail too
+                    log[1] = 1 << 62  # a file system without it: plain appends
+            log[0] += total
         i = 0
         while i < len(views):
             n = os.writev(fd, views[i:i + _IOV_MAX])
@@ -130,7 +180,12 @@ class OsDisk:
 
     def close(self, fd: int) -> None:
         self._paths.pop(fd, None)
-        os.close(fd)
+        log = self._logs.pop(fd, None)
+        try:
+            if log is not None and log[0] < log[1] < 1 << 62:
+                os.ftruncate(fd, log[0])  # the unused space goes (a crash may leave it: zeros)
+        finally:
+            os.close(fd)
 
     def fsync_dir(self, path: str) -> None:
         fd = os.open(path, os.O_RDONLY)
@@ -234,17 +289,22 @@ class CrashDisk(OsDisk):
     def open_append(self, path: str) -> int:
         existed = os.path.exists(path)
         fd = super().open_append(path)
+        self._track(path, existed)
+        return fd
+
+    def _track(self, path: str, existed: bool) -> None:
         with self._lock:
             size = os.path.getsize(path)
             self._size[path] = size
             self._synced.setdefault(path, size if existed else 0)
             if not existed:
                 self._new_names[path] = os.path.dirname(path)
-        return fd
 
-    def write(self, fd: int, data: bytes) -> None:
-        super().write(fd, data)
-        self._grew(fd, len(data))
+    def open_log(self, path: str) -> int:
+        existed = os.path.exists(path)
+        fd = super().open_log(path)
+        self._track(path, existed)
+        return fd
 
     def write_pieces(self, fd: int, pieces: list) -> int:
         n = super().write_pieces(fd, pieces)

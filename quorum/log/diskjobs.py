@@ -34,17 +34,26 @@ class DiskJobs:
         self.inline = 0      # jobs run on the trio thread (statistics)
         self.threaded = 0    # jobs run in a worker thread
 
+    def takes_inline(self, nbytes: int | None) -> bool:
+        """Whether `run` would run a job that writes `nbytes` on the trio thread."""
+        return nbytes is not None and nbytes <= self.max_bytes and self.average < self.max_seconds
+
+    def run_inline(self, job: Callable[[], Any]) -> Any:
+        """Run `job()` here, now, timed into the average (for a caller that checked
+        `takes_inline` and must not yield)."""
+        self.inline += 1
+        start = perf_counter()
+        try:
+            return job()
+        finally:
+            self._took(perf_counter() - start)
+
     async def run(self, job: Callable[[], Any], nbytes: int | None) -> Any:
         """Run `job()` and return its result; `nbytes` is what it writes (None: always a worker
         thread, e.g. a compaction). Inline there is no checkpoint: callers loop back to a wait."""
+        if self.takes_inline(nbytes):
+            return self.run_inline(job)
         small = nbytes is not None and nbytes <= self.max_bytes
-        if small and self.average < self.max_seconds:
-            self.inline += 1
-            start = perf_counter()
-            try:
-                return job()
-            finally:
-                self._took(perf_counter() - start)
         self.threaded += 1
         result, took = await trio.to_thread.run_sync(_timed, job)
         if small:  # the average is of small jobs alone: a big batch is slow on any disk

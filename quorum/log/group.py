@@ -17,7 +17,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from . import records as R
-from .disk import OsDisk
+from .disk import OsDisk, joined
 from .segment import SegmentInfo, read_segment_range
 
 __all__ = ["GroupLog", "Mem", "LogError"]
@@ -28,7 +28,8 @@ class LogError(Exception):
 
 
 class Mem:
-    """A memory table: entries first..first+len(items)-1 as (term, payload)."""
+    """A memory table: entries first..first+len(items)-1 as (term, payload); a payload may be
+    pieces (`disk.Payload`), joined only when read (`GroupLog.entries`)."""
 
     __slots__ = ("first", "items")
 
@@ -207,7 +208,7 @@ class GroupLog:
             upto = min(upto, hi)
             if isinstance(src, Mem):
                 base = src.first
-                out.extend((base + k, t, p) for k, (t, p) in
+                out.extend((base + k, t, joined(p)) for k, (t, p) in
                            enumerate(src.items[i - base : upto - base + 1], start=i - base))
             else:
                 out.extend(read_segment_range(disk, src, i, upto))  # type: ignore[arg-type]

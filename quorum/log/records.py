@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from . import checksum as C
-from .disk import Pieces
+from .disk import Payload, Pieces, joined, payload_size
 
 _checksum = C.checksum
 
@@ -135,14 +135,14 @@ def entry_head(prefix: bytes, index: int, term: int) -> bytes:
     return prefix + _ENTRY.pack(index, term)
 
 
-def _framed_entry(head: bytes, payload: bytes) -> bytes:
-    return _FRAME.pack((len(head) + len(payload)) | C.CRC32C,
-                       _checksum(payload, _checksum(head))) + head
+def _framed_entry(head: bytes, payload: Payload) -> bytes:
+    return _FRAME.pack((len(head) + payload_size(payload)) | C.CRC32C,
+                       C.checksum_payload(payload, _checksum(head))) + head
 
 
-def encode_entry(group: bytes, index: int, term: int, payload: bytes) -> bytes:
+def encode_entry(group: bytes, index: int, term: int, payload: Payload) -> bytes:
     """`group` is the utf-8 group id (callers cache it)."""
-    return _framed_entry(entry_head(entry_prefix(group), index, term), payload) + payload
+    return _framed_entry(entry_head(entry_prefix(group), index, term), payload) + joined(payload)
 
 
 def wal_pieces(batch: list, first: bytes = b"") -> list[bytes | bytearray]:
@@ -154,7 +154,7 @@ def wal_pieces(batch: list, first: bytes = b"") -> list[bytes | bytearray]:
         if type(item) is tuple:
             head, payload = item
             out.put(_framed_entry(head, payload))
-            out.put(payload)
+            out.put_payload(payload)
         else:
             out.put(item)
     return out.done()

@@ -22,7 +22,7 @@ import logging
 import os
 
 from . import records as R
-from .disk import OsDisk
+from .disk import OsDisk, is_zero_tail
 from .group import GroupLog
 from .segment import SegmentInfo, parse_segment_name
 from .snapshot import read_snapshot
@@ -110,7 +110,7 @@ def _replay_wal(store: LogStore) -> list[str]:
         path = os.path.join(store.wal_dir, name)
         end = _replay_file(store, path, deleted)
     disk.fsync_dir(store.wal_dir)
-    store._wal_fd = disk.open_append(path)
+    store._wal_fd = disk.open_log(path)
     store._wal_path = path
     store._wal_seq = int(names[-1][:-4])
     store._wal_size = end
@@ -144,8 +144,9 @@ def _replay_file(store: LogStore, path: str, deleted: list[str]) -> int:
                             f"already durable (a commit mark at offset {mark}); refusing to "
                             "start rather than lose or serve damaged entries. Restore the data "
                             "directory from a backup, or replace this node's data from its peers")
-        _log.warning("WAL %s: cut a torn or corrupt tail of %d bytes at offset %d (writes not "
-                     "yet durable when the node stopped)", path, len(data) - end, end)
+        if not is_zero_tail(data, end):  # else space allocated ahead (`OsDisk.open_log`)
+            _log.warning("WAL %s: cut a torn or corrupt tail of %d bytes at offset %d (writes "
+                         "not yet durable when the node stopped)", path, len(data) - end, end)
         disk.truncate(path, end)
         fd = disk.open_append(path)
         disk.fdatasync(fd)

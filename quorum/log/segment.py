@@ -21,7 +21,7 @@ from array import array
 from typing import Sequence
 
 from . import checksum as C
-from .disk import OsDisk, Pieces
+from .disk import OsDisk, Pieces, payload_size
 
 __all__ = ["SEG_MAGIC", "SegmentInfo", "CorruptSegment", "segment_name", "parse_segment_name",
            "write_segment", "read_segment_range"]
@@ -76,11 +76,12 @@ def encode_segment(entries: Sequence[tuple[int, int, bytes]]) -> tuple[list, lis
     pos = len(SEG_MAGIC)
     for index, term, payload in entries:
         it = _IT.pack(index, term)
-        crc = C.checksum(payload, C.checksum(it))
-        out.put(struct.pack("<II", C.length_field(len(it) + len(payload)), crc) + it)
-        out.put(payload)
+        crc = C.checksum_payload(payload, C.checksum(it))
+        size = payload_size(payload)
+        out.put(struct.pack("<II", C.length_field(len(it) + size), crc) + it)
+        out.put_payload(payload)
         offsets.append(pos)
-        pos += 8 + len(it) + len(payload)
+        pos += 8 + len(it) + size
     return out.done(), offsets
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from . import records as R
-from .disk import CacheTrail, OsDisk
+from .disk import CacheTrail, OsDisk, payload_size
 from .group import GroupLog, LogError, Mem
 from .segment import SegmentInfo, write_segment
 from .snapshot import (SNAPSHOT_FILE, StoredSnapshot, checkpoint_name, parse_checkpoint_name,
@@ -207,7 +207,7 @@ class LogStore:
                 raise LogError(f"group {group!r}: entries not consecutive at {index}")
             g.put(index, term, payload)
             add((head(prefix, index, term), payload))  # framed and written by the writer thread
-            size += len(payload) + _ENTRY_OVERHEAD
+            size += payload_size(payload) + _ENTRY_OVERHEAD
             n += 1
         self._mem_bytes += size
         self.pending_bytes += size
@@ -403,6 +403,11 @@ class LogStore:
         return self._durable
 
     # -- rollover ----------------------------------------------------------------------------
+    @property
+    def housekeeping_due(self) -> bool:
+        """A rollover, or deleted groups' files to remove (the WAL writer's `_housekeep`)."""
+        return bool(self._deleting) or self.needs_rollover()
+
     def needs_rollover(self) -> bool:
         return (self._wal_size > self.config.wal_max_size_bytes
                 or self._mem_bytes > self.config.mem_max_bytes
@@ -490,7 +495,7 @@ class LogStore:
         """Create WAL `seq` holding `head`, atomically: tmp, fsync, rename, fsync dir."""
         final = os.path.join(self.wal_dir, wal_name(seq))
         self.disk.replace_file(final, (R.WAL_MAGIC, head))
-        self._wal_fd = self.disk.open_append(final)
+        self._wal_fd = self.disk.open_log(final)
         self._wal_path, self._wal_seq = final, seq
         self._wal_size = len(R.WAL_MAGIC) + len(head)
         self._wal_cache.restart()

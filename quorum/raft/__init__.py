@@ -15,7 +15,7 @@ from .messages import (Append, AppendResp, ConfigState, Entry, EntryKind, HardSt
                        SnapshotMeta, TimeoutNow, Vote, VoteResp, decode_config,
                        decode_config_history, decode_entries, decode_entry, decode_hard_state,
                        decode_message, encode_config, encode_config_history, encode_entries,
-                       encode_entry, encode_hard_state, encode_message)
+                       encode_entry, encode_hard_state, encode_message, entry_pieces)
 from .node import RaftNode
 from .options import RaftOptions
 from .ready import Persisted, ReadState, Ready, Role
@@ -28,7 +28,7 @@ __all__ = [
     "Entry", "EntryKind", "HardState", "ConfigState", "SnapshotMeta", "Snapshot", "Message",
     "Append", "AppendResp", "Heartbeat", "HeartbeatResp", "PreVote", "PreVoteResp", "Vote",
     "VoteResp", "InstallSnapshot", "TimeoutNow",
-    "encode_message", "decode_message", "encode_entry", "decode_entry", "encode_entries",
+    "encode_message", "decode_message", "encode_entry", "entry_pieces", "decode_entry", "encode_entries",
     "decode_entries", "encode_hard_state", "decode_hard_state", "encode_config", "decode_config",
     "encode_config_history", "decode_config_history",
 ]

@@ -38,6 +38,7 @@ __all__ = [
     "encode_message",
     "decode_message",
     "encode_entry",
+    "entry_pieces",
     "decode_entry",
     "encode_entries",
     "decode_entries",
@@ -250,6 +251,23 @@ def decode_message(data: bytes) -> Message:
 
 def encode_entry(entry: Entry) -> bytes:
     return _encoder.encode(entry)
+
+
+_SPLIT_FROM = 4096  # data from this size on is left out of the encoding (`entry_pieces`)
+
+
+def entry_pieces(entry: Entry) -> bytes | tuple[bytes, bytes, bytes]:
+    """`encode_entry(entry)`, with large `data` left as it is: (before, data, after), whose
+    bytes joined are the encoding, for a log that writes pieces (`quorum.log.disk.Payload`)
+    and so never copies a message body into an entry record."""
+    data = entry.data
+    n = len(data)
+    if n < _SPLIT_FROM:
+        return _encoder.encode(entry)
+    # msgpack: a 5-array of index, term, kind, bin data, timestamp (the Struct's array_like form)
+    head = _encoder.encode((entry.index, entry.term, int(entry.kind)))
+    binary = b"\xc5" + n.to_bytes(2, "big") if n < 65536 else b"\xc6" + n.to_bytes(4, "big")
+    return b"\x95" + head[1:] + binary, data, _encoder.encode(entry.timestamp)
 
 
 def decode_entry(data: bytes) -> Entry:

@@ -212,6 +212,8 @@ def check(h: Harness, led: Ledger) -> None:
     assert sorted(where) == sorted(led.alive), "the queue lost or invented messages"
     assert q.live.live() == sorted(where), "live index tracker out of step"
     assert q.ready.bytes == sum(m.size for m in (*q.ready.returns, *q.ready.hi, *q.ready.lo))
+    assert len(q.ready) == len(q.ready.returns) + len(q.ready.hi) + len(q.ready.lo) + sum(
+        len(level) for level in q.ready.strict.values()), "ready count out of step"
     assert q.checked_bytes == sum(m.size for c in q.consumers.values()
                                   for m in c.checked_out.values())
     for key, ids in led.out.items():

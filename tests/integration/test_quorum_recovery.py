@@ -48,6 +48,30 @@ def test_kill_9_keeps_confirmed_and_returns_unacked(fresh_broker, connect):
     conn2.close()
 
 
+def test_a_lone_ack_is_made_durable_without_more_traffic(fresh_broker, connect):
+    """At a low rate an ack waits a few ms for the next publish to share its WAL write; with
+    none coming it is written on its own: after a kill -9 the acked message stays gone. The
+    connection is left open, so no channel close proposes it."""
+    b = fresh_broker.start()
+    ch = connect(b).channel()
+    ch.confirm_delivery()
+    _declare(ch, "lone.ack")
+    ch.basic_publish("", "lone.ack", b"one", pika.BasicProperties(delivery_mode=2))
+    ch.basic_publish("", "lone.ack", b"two", pika.BasicProperties(delivery_mode=2))
+    method, _, body = next(ch.consume("lone.ack", inactivity_timeout=5))
+    assert body == b"one"
+    ch.basic_ack(method.delivery_tag)
+    method, _, body = next(ch.consume("lone.ack", inactivity_timeout=5))
+    assert body == b"two"
+    ch.basic_ack(method.delivery_tag)
+    ch.connection.sleep(1.0)  # ample for the ack's few ms of delay (and keeps the link open)
+    b.kill()
+    b.start()
+    ch2 = connect(b).channel()
+    assert ch2.queue_declare("lone.ack", passive=True).method.message_count == 0
+    assert ch2.basic_get("lone.ack") == (None, None, None)
+
+
 def test_clean_restart_keeps_messages_and_deletes(fresh_broker, connect):
     b = fresh_broker.start()
     conn = connect(b)

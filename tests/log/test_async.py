@@ -114,6 +114,37 @@ async def test_async_snapshot_and_rollover(tmp_path):
     assert again.entries("a", 91, 100) == [(i, 1, b"p" * 50) for i in range(91, 101)]
 
 
+async def test_writes_flushed_by_their_caller_still_roll_over_and_delete(tmp_path):
+    """The Raft driver's way: appends queued without waking the writer (`flush=False`), then
+    `flush()`, which writes a small batch there and then. The writer task must still roll
+    the WAL over into segments and remove a deleted group's files (it once never woke)."""
+    cfg = LogConfig(wal_max_size_bytes=2048, segment_max_entries=8)
+    log = AsyncLog.open(str(tmp_path), cfg)
+    gdir = os.path.join(str(tmp_path), "groups", "gone".encode().hex())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(log.run)
+        at_once = 0
+        for i in range(1, 101):
+            for group in ("kept", "gone"):
+                token = log.append(group, [(i, 1, b"p" * 50)], flush=False)
+            log.flush()
+            at_once += log.is_durable(token)  # written by flush itself: small, writer idle
+            await log.wait_durable(token)  # else by the writer (busy with a rollover)
+        assert at_once > 50
+        with trio.fail_after(10):
+            while not list(tmp_path.rglob("*.seg")):
+                await trio.sleep(0.01)
+        await log.wait_durable(log.delete_group("gone"))
+        with trio.fail_after(10):
+            while os.path.exists(gdir):
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    log.close()
+    again = AsyncLog.open(str(tmp_path), cfg)
+    assert again.entries("kept", 1, 100) == [(i, 1, b"p" * 50) for i in range(1, 101)]
+    assert "gone" not in again.store.group_names()
+
+
 async def test_crash_loses_only_what_was_not_synced(tmp_path):
     disk = CrashDisk()
     log = AsyncLog.open(str(tmp_path), disk=disk)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 
 import pytest
 
 from quorum.log import LogConfig, LogError, StoredSnapshot, open_store
+from quorum.log.disk import ALLOCATE_STEP
 from quorum.log.records import COMMIT_MARK, WAL_MAGIC
 
 SMALL = LogConfig(wal_max_size_bytes=4096, segment_max_entries=16)
@@ -90,7 +92,9 @@ def _base_and_last_record(tmp_path):
     s = open_store(d)
     fill(s, "g", 1, 3)
     s.sync()
+    s.close()  # an open WAL has space allocated ahead; closing cuts it
     base = os.path.getsize(wal_files(d)[0])
+    s = open_store(d)
     s.append("g", [(4, 1, b"the last record")])
     s.sync()
     s.close()
@@ -119,6 +123,33 @@ def test_torn_tail_truncated_at_every_offset(tmp_path):
         r.close()
         assert open_store(work).entries("g", 4, 4) == [(4, 2, b"after")]
         shutil.rmtree(work)
+
+
+def test_space_allocated_ahead_is_not_a_torn_tail(tmp_path, caplog):
+    """The open WAL has space allocated ahead of its writes (cheaper fdatasyncs); a crash
+    leaves that space as zeros after the last record. Recovery keeps every record, cuts the
+    zeros without calling them a torn write, and the log goes on from there."""
+    d = str(tmp_path / "live")
+    s = open_store(d)
+    fill(s, "g", 1, 3)
+    s.sync()
+    wal = wal_files(d)[0]
+    assert os.path.getsize(wal) >= ALLOCATE_STEP
+    crashed = str(tmp_path / "crashed")
+    shutil.copytree(d, crashed)  # the files as a crash would leave them
+    s.close()
+    clean = os.path.getsize(wal)
+    assert clean < ALLOCATE_STEP  # a clean close cuts the allocated space
+
+    with caplog.at_level(logging.WARNING, logger="quorum.log.recover"):
+        r = open_store(crashed)
+    assert r.entries("g", 1, 3) == [(i, 1, b"e%d" % i) for i in (1, 2, 3)]
+    assert not caplog.records, [rec.getMessage() for rec in caplog.records]
+    assert os.path.getsize(wal_files(crashed)[0]) == clean
+    r.append("g", [(4, 1, b"after")])
+    r.sync()
+    r.close()
+    assert open_store(crashed).entries("g", 3, 4) == [(3, 1, b"e3"), (4, 1, b"after")]
 
 
 @pytest.mark.parametrize("where", ["last", "middle"])
@@ -338,6 +369,40 @@ def test_a_batch_framed_in_pieces_is_the_records_one_after_another():
     assert [(r.index, bytes(r.payload)) for r in records if type(r) is EntryRec] == [
         (7, big), (8, small), (9, b"")]
 
+
+def test_a_payload_given_in_pieces_is_written_read_and_recovered_as_its_bytes_joined(tmp_path):
+    """An entry's payload may be pieces (`disk.Payload`: the Raft driver leaves a message body
+    out of the entry's encoding, `raft.entry_pieces`): the WAL frames and writes them without
+    joining (the body is a piece of the write), and the memory table, the segments written at a
+    rollover and the recovered WAL give back the joined bytes."""
+    from quorum.log.records import (COMMIT_MARK, encode_entry, entry_head, entry_prefix,
+                                    wal_pieces)
+
+    body = bytes(range(256)) * 300
+    split = (b"\x95\x01", body, b"\x00")
+    joined = b"".join(split)
+    head = entry_head(entry_prefix(b"grp"), 4, 2)
+    pieces = wal_pieces([(head, split)], COMMIT_MARK)
+    assert any(p is body for p in pieces)
+    assert b"".join(pieces) == COMMIT_MARK + encode_entry(b"grp", 4, 2, joined)
+
+    d = str(tmp_path)
+    config = LogConfig(wal_max_size_bytes=1 << 30, segment_max_entries=64, mem_max_bytes=1 << 20)
+    s = open_store(d, config)
+    s.append("a", [(1, 1, split), (2, 1, b"small"), (3, 1, split)])
+    s.sync()
+    assert s.entries("a", 1, 3) == [(1, 1, joined), (2, 1, b"small"), (3, 1, joined)]
+    s.close()
+    r = open_store(d, config)  # from the WAL
+    assert r.entries("a", 1, 3) == [(1, 1, joined), (2, 1, b"small"), (3, 1, joined)]
+    for i in range(4, 40):  # past mem_max_bytes: the memory table goes to a segment file
+        r.append("a", [(i, 1, split)])
+        r.sync()
+    assert r.groups["a"].segments
+    assert r.entries("a", 1, 39) == [(1, 1, joined), (2, 1, b"small"),
+                                     *[(i, 1, joined) for i in range(3, 40)]]
+    r.close()
+    assert open_store(d, config).entries("a", 1, 39)[-1] == (39, 1, joined)
 
 def test_memory_tables_holding_mem_max_bytes_roll_the_wal_over(tmp_path):
     """Memory tables keep every payload until a rollover: past `mem_max_bytes` of entries

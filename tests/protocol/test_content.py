@@ -4,7 +4,7 @@
 from pamqp import commands as c
 from pamqp import body as pbody
 
-from amqp_broker.protocol import Ack, Nack, Publish, Reject
+from amqp_broker.protocol import Ack, Acks, Nack, Publish, Reject
 from amqp_broker.protocol.properties import decode_properties
 
 from .peer import method, opened, parse, publish
@@ -68,7 +68,21 @@ def test_ack_nack_reject_events():
     conn = opened()
     conn.feed(method(1, c.Basic.Ack(3, False)) + method(1, c.Basic.Nack(4, True, False)) +
               method(1, c.Basic.Reject(5, True)))
-    assert conn.next_events() == [Ack(1, 3, False), Nack(1, 4, True, False), Reject(1, 5, True)]
+    assert conn.next_events() == [Acks(1, [3]), Nack(1, 4, True, False), Reject(1, 5, True)]
+
+
+def test_consecutive_single_acks_of_a_channel_arrive_as_one_event_in_order():
+    conn = opened(channels=(1, 2))
+    ack = lambda ch, tag, multiple=False: method(ch, c.Basic.Ack(tag, multiple))  # noqa: E731
+    conn.feed(ack(1, 1) + ack(1, 2) + ack(1, 3) + ack(2, 1) + ack(2, 2) + ack(1, 4)
+              + ack(1, 6, True) + ack(1, 7) + publish(1, b"x") + ack(1, 8) + ack(1, 9))
+    events = conn.next_events()
+    assert events[:5] == [Acks(1, [1, 2, 3]), Acks(2, [1, 2]), Acks(1, [4]), Ack(1, 6, True),
+                          Acks(1, [7])]
+    assert type(events[5]) is Publish and events[6:] == [Acks(1, [8, 9])]
+    # an event already handed out is never added to
+    conn.feed(ack(1, 10))
+    assert conn.next_events() == [Acks(1, [10])] and events[6] == Acks(1, [8, 9])
 
 
 def test_other_methods_arrive_as_pamqp_objects():

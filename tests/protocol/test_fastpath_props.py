@@ -109,6 +109,24 @@ def test_write_content_equals_pamqp(ch, props, body, frame_max):
     assert b"".join(out.take()) == ref and len(out) == 0
 
 
+@SETTINGS
+@given(channel, shortstr, tag, st.booleans(), exchange_name, shortstr, properties(),
+       bodies | _large_bodies, st.sampled_from([4096, 5000, 20000, 131072]))
+def test_write_delivery_equals_pamqp_the_first_time_and_after(
+        ch, consumer_tag, delivery_tag, redelivered, ex, rk, props, body, frame_max):
+    # the first two deliveries of a (channel, consumer, exchange, routing key) are written
+    # differently from later ones (`_delivery_forms`): the third must match too
+    ref = (frame.marshal(c.Basic.Deliver(consumer_tag, delivery_tag, redelivered, ex, rk), ch)
+           + _content_frames(ch, props, body, frame_max))
+    for _ in range(3):
+        out = Output()
+        out.buf += b"before"
+        fp.write_delivery(out, ch, consumer_tag, delivery_tag, redelivered, ex, rk,
+                          props.marshal(), body, frame_max - 8)
+        assert len(out) == len(ref) + 6
+        assert b"".join(out.take()) == b"before" + ref
+
+
 def _content_frames(ch, props, body, frame_max) -> bytes:
     ref = frame.marshal(header.ContentHeader(0, len(body), props), ch)
     step = frame_max - 8
@@ -220,3 +238,45 @@ def test_write_declare_ok_equals_pamqp(ch, queue, messages, consumers):
     out = bytearray()
     fp.write_declare_ok(out, ch, queue, messages, consumers)
     assert bytes(out) == frame.marshal(c.Queue.DeclareOk(queue, messages, consumers), ch)
+
+
+def _events_of(conn) -> list[tuple]:
+    out = []
+    for ev in conn.next_events():
+        if type(ev).__name__ == "Publish":
+            out.append(("publish", ev.channel, ev.routing_key, bytes(ev.body)))
+        else:
+            out.append((type(ev).__name__, getattr(ev, "channel", None),
+                        getattr(ev, "delivery_tag", None)))
+    return out
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.binary(max_size=9000), st.booleans()), min_size=1, max_size=6),
+       st.lists(st.integers(1, 5000), min_size=1, max_size=6),
+       st.sampled_from([4096, 131072]))
+def test_a_stream_cut_anywhere_gives_the_same_events(messages, cuts, frame_max):
+    """Publishes (bodies up to two frames at frame_max 4096) and acks fed in reads cut at any
+    point give the events that the whole stream gives, bodies byte for byte, with nothing
+    left over."""
+    stream = b"".join(
+        publish(1, body, routing_key=f"k{i}", frame_max=frame_max)
+        + (frame.marshal(c.Basic.Ack(delivery_tag=i + 1), 1) if ack else b"")
+        for i, (body, ack) in enumerate(messages))
+    whole = opened(frame_max=frame_max)
+    whole.feed(stream)
+    want = _events_of(whole)
+    assert [e[3] for e in want if e[0] == "publish"] == [b for b, _ in messages]
+
+    conn = opened(frame_max=frame_max)
+    got = []
+    pos = i = 0
+    while pos < len(stream):
+        step = cuts[i % len(cuts)]
+        i += 1
+        conn.feed(stream[pos:pos + step])
+        pos += step
+        got += _events_of(conn)
+    assert got == want
+    conn.feed(publish(1, b"after", routing_key="k", frame_max=frame_max))  # nothing left over
+    assert _events_of(conn) == [("publish", 1, "k", b"after")]

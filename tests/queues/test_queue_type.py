@@ -165,6 +165,80 @@ def test_classic_settles_confirms_now_or_after_the_journal():
     assert not q.is_full()
 
 
+def test_quorum_acks_at_a_low_rate_wait_for_the_next_publish_or_their_deadline(tmp_path,
+                                                                              monkeypatch):
+    """With the Raft driver idle and no message waiting for credit, a batch's acks are not
+    proposed at its end: they go just before the queue's next Enqueue (one WAL write for
+    both) or when `SETTLE_DELAY_MS` has passed, whichever comes first. With a driver pass
+    due anyway they go at once."""
+    from amqp_broker.queues.quorum import SETTLE_DELAY_MS
+    from quorum.fifo import ConsumerKey, Enqueue, Settle, decode_command
+
+    q = _quorum(tmp_path)  # not ready: proposals wait in its backlog, in order
+    driver = type(q.runtime.driver)
+    monkeypatch.setattr(driver, "pass_due", False)  # the driver is not run here: say it is idle
+
+    def proposed() -> list[type]:
+        return [type(decode_command(data)) for data, _ in q._backlog]
+
+    key = ConsumerKey("ctag", "pid", "n")
+    q.settle([(key, 1)])
+    assert q.next_deadline(1000) == 1000 + SETTLE_DELAY_MS and proposed() == []
+    q.settle([(key, 2)])
+    assert q.next_deadline(1002) == 1000 + SETTLE_DELAY_MS  # the first ack's deadline holds
+    assert not q.expire(1000 + SETTLE_DELAY_MS - 1) and proposed() == []
+    assert not q.expire(1000 + SETTLE_DELAY_MS)
+    assert proposed() == [Settle] and decode_command(q._backlog[0][0]).msg_ids == (1, 2)
+    q.settle([(key, 3)])
+    assert q.next_deadline(2000) == 2000 + SETTLE_DELAY_MS
+    q.publish(msg(b"a"), 2001)
+    assert proposed() == [Settle, Settle, Enqueue]  # the held ack went first, with it
+    assert q.next_deadline(2002) is None
+    monkeypatch.setattr(driver, "pass_due", True)
+    q.settle([(key, 4)])
+    assert q.next_deadline(3000) is None and proposed()[-1] is Settle
+
+
+def test_quorum_publishers_are_asked_to_pause_past_the_unapplied_limit_until_half_are_applied(
+        tmp_path):
+    """`flow` turns on once more than FLOW_PENDING Enqueues proposed here are unapplied
+    (looked at every FLOW_CHECK_EVERY publishes); `when_flow_ends` calls back once no more than
+    half as many are left, and at once for a deleted queue. Classic queues never ask."""
+    from amqp_broker.queues.quorum import FLOW_CHECK_EVERY, FLOW_PENDING
+    from quorum.fifo import Meta
+
+    assert _classic(tmp_path).flow is False
+    q = _quorum(tmp_path)  # not ready: nothing is applied until the test applies it
+    sent = 0
+    while not q.flow:
+        q.publish(msg(b"m%d" % sent), 0)
+        sent += 1
+        assert sent <= FLOW_PENDING + FLOW_CHECK_EVERY
+    assert sent > FLOW_PENDING
+    ended: list[str] = []
+
+    def first() -> None:
+        ended.append("first")
+
+    q.when_flow_ends(first)
+    q.when_flow_ends(lambda: ended.append("second"))
+    q.when_flow_ends(first)  # asked again after a wait gave up: still called once
+    assert len(q._flow_waiters) == 2
+    state = q.machine.init()
+    for i, (data, _) in enumerate(q._backlog, start=1):  # the driver's applies, one by one
+        state, _, _ = q.machine.apply(Meta(i, 1, 0), q.machine.decode(data), state)
+        if i < sent - FLOW_PENDING // 2:
+            assert not ended and q.flow
+    assert ended == ["first", "second"] and not q.flow
+    q.flow = True  # asked again, then deleted: a waiting publisher goes on
+    q.when_flow_ends(lambda: ended.append("third"))
+    assert ended == ["first", "second"]
+    q.delete()
+    assert ended == ["first", "second", "third"] and not q.flow
+    q.when_flow_ends(lambda: ended.append("after delete"))
+    assert ended[-1] == "after delete"
+
+
 def test_classic_basic_get_replies_once_inside_the_call():
     q = ClassicQueue("q", "/")
     q.publish(msg(b"a"), 0)

@@ -68,3 +68,20 @@ def test_garbage_is_rejected_not_misread():
         decode_message(b"\x93\x63\x01\x02")  # unknown tag 99
     with pytest.raises(msgspec.DecodeError):
         decode_message(encode_message(TimeoutNow("a", "b", 1))[:-1])
+
+
+@settings(max_examples=200, deadline=None)
+@given(ints, ints, st.sampled_from(list(EntryKind)),
+       st.sampled_from([0, 1, 4095, 4096, 65535, 65536, 70_000]), ints)
+def test_entry_pieces_join_to_the_entry_encoding(index, term, kind, size, timestamp):
+    """`entry_pieces` leaves large data out of the encoding (the log writes the pieces): joined
+    they are `encode_entry`'s bytes, at every msgpack size class of the data's length."""
+    from quorum.raft import decode_entry, encode_entry, entry_pieces
+
+    entry = Entry(index, term, kind, bytes([size % 251]) * size, timestamp)
+    got = entry_pieces(entry)
+    if size >= 4096:
+        assert type(got) is tuple and got[1] is entry.data  # referenced, not copied
+        got = b"".join(got)
+    assert got == encode_entry(entry)
+    assert decode_entry(got) == entry

@@ -147,6 +147,27 @@ def test_u2_sink_row_to_message():
     assert kept.properties["message_id"] == "mine" and kept.routing_key == "own"
 
 
+@pytest.mark.parametrize("ids", ["deterministic", "none"])
+def test_u2_a_lone_body_column_gives_the_messages_the_rows_give(ids):
+    """The sink's body-only path (no dict per row) makes exactly what `to_message` makes, ids
+    counting on across a partition's record batches."""
+    import pyarrow as pa
+
+    from amqp_broker.spark.sink import _messages
+
+    opts = O.parse_sink_options({"url": "amqp://h", "routingKey": "rk", "messageId": ids,
+                                 "deliveryMode": "1"})
+    bodies = ["a", "hé", "", None, "z" * 300]
+    batches = [pa.record_batch({"body": pa.array(bodies[:2])}),
+               pa.record_batch({"body": pa.array(bodies[2:])})]
+    prefix = "q:3:1:" if ids == "deterministic" else None
+    want = [to_message({"body": b}, opts, None if prefix is None else deterministic_id("q", 3, 1, i))
+            for i, b in enumerate(bodies)]
+    assert list(_messages(opts, batches, prefix)) == want
+    binary = [pa.record_batch({"body": pa.array([b"\x00\xff", None], pa.binary())})]
+    assert [m.body for m in _messages(opts, binary, prefix)] == [b"\x00\xff", b""]
+
+
 # -- U3 options --------------------------------------------------------------------------------
 
 class _CaseInsensitive(dict):
@@ -357,13 +378,8 @@ def test_publish_properties_decode_as_written(props):
 
 def _unmarshal_frames(data: bytes) -> list:
     """Every frame in `data`, decoded by pamqp (what a client would read)."""
-    from pamqp import frame as pframe
-    frames, pos = [], 0
-    while pos < len(data):
-        used, _channel, value = pframe.unmarshal(data[pos:])
-        frames.append(value)
-        pos += used
-    return frames
+    from protocol.peer import parse  # tests/protocol (pytest puts tests/ on sys.path)
+    return [value for _channel, value in parse(data)]
 
 
 def test_publish_frames_split_large_bodies_at_frame_max():

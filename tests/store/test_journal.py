@@ -90,6 +90,35 @@ def _build_journal(path):
     j.close()
 
 
+def test_space_allocated_ahead_is_not_a_torn_tail(tmp_path, caplog):
+    """The open journal has space allocated ahead of its writes (cheaper fdatasyncs): a
+    crash leaves it as zeros after the last record. Recovery keeps every message, cuts the
+    zeros without calling them a torn write, and a torn record before them is still one."""
+    src = tmp_path / "src"
+    j, _ = opened(src)
+    q = durable_queue(j)
+    for i in range(3):
+        q.publish(msg(b"m%d" % i, persistent=True), 0)
+    j.flush_sync()
+    data = (src / "messages.journal").read_bytes()  # as a crash would leave it
+    end = j.statistics()["file_bytes"]
+    assert len(data) > end and not data[end:].strip(b"\0")
+    j.close()
+    assert (src / "messages.journal").read_bytes() == data[:end]  # a clean close cuts it
+
+    for name, torn in (("zeros", b""), ("torn", data[4:30])):
+        work = tmp_path / name
+        work.mkdir()
+        (work / "messages.journal").write_bytes(data[:end] + torn + data[end + len(torn):])
+        caplog.clear()
+        j, recovered = opened(work)
+        assert [m.body for _, m, _ in whole(recovered[queue_key("/", "q")])] == [b"m0", b"m1", b"m2"]
+        assert os.path.getsize(work / "messages.journal") == end
+        warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert [("cut a torn tail" in w) for w in warned] == ([True] if torn else [])
+        j.close()
+
+
 def test_torn_tail_at_every_byte_offset(tmp_path):
     src = tmp_path / "src"
     _build_journal(src)
@@ -285,7 +314,7 @@ async def test_a_message_acked_before_its_batch_is_written_is_never_written(tmp_
     confirmed = []
     async with trio.open_nursery() as nursery:
         await nursery.start(j.run)
-        base, size = fsync.calls, os.path.getsize(path)
+        base, size = fsync.calls, j.statistics()["file_bytes"]
         for i in range(6):                        # no checkpoint: one pending batch
             q.publish(msg(b"body-%d-" % i + b"x" * 1000, persistent=True), 0)
             j.call_when_durable(j.appended_seq, lambda i=i: confirmed.append(i))
@@ -297,7 +326,7 @@ async def test_a_message_acked_before_its_batch_is_written_is_never_written(tmp_
         assert confirmed == list(range(6))
         assert fsync.calls - base == 1
         assert j.statistics()["cancelled"] == 4
-        written = os.path.getsize(path) - size
+        written = j.statistics()["file_bytes"] - size
         assert 2000 < written < 2 * 1000 + 600   # two enqueue records (+ delivered records)
         assert [m.body[:7] for m in j.read(q.key, [3, 5])] == [b"body-2-", b"body-4-"]
         base = fsync.calls
@@ -366,7 +395,7 @@ def test_written_pages_behind_a_trail_are_dropped_from_the_page_cache(tmp_path, 
     for i in range(300):   # 300 batches of ~10 KiB
         q.publish(msg(b"%04d" % i + b"x" * 10_000, persistent=True), 0)
         j.flush_sync()
-    size = os.path.getsize(tmp_path / "messages.journal")
+    size = j.statistics()["file_bytes"]  # the file has space allocated ahead of that
     assert dropped and dropped[0][1] == 0
     assert all(a[2] == b[1] for a, b in zip(dropped, dropped[1:]))     # contiguous
     assert all(stop % 4096 == 0 and stop - start >= 64 << 10 for _, start, stop in dropped)

@@ -12,6 +12,10 @@ def test_roundtrip_and_empty():
     assert [bytes(p) for p in payloads] == [b"a", b"", b"xyz"]
     assert end == len(data)
     assert scan(b"") == ([], 0)
+    # zeros (a log file's space allocated ahead) end the records, though they would checksum
+    # as an empty record of the old framing
+    assert [bytes(p) for p in scan(data + bytes(HEADER_SIZE * 3))[0]] == [b"a", b"", b"xyz"]
+    assert scan(data + bytes(HEADER_SIZE * 3))[1] == len(data)
 
 
 def test_every_truncation_point_keeps_the_intact_prefix():
