@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -69,28 +70,58 @@ class StandaloneCluster:
         return "\n".join(out)
 
     def start(self, timeout: float = 180.0) -> "StandaloneCluster":
+        """Master first, then a worker joined to the master's bound address, then wait until
+        the master's JSON view shows the worker ALIVE.
+
+        The ports are read back from the daemons' logs: Spark moves a service to the next port
+        when the one asked for is taken (the RabbitMQ-side run starts another cluster alongside),
+        and in one CI run the UI port asked for answered with some other Spark page's HTML."""
+        deadline = time.monotonic() + timeout
         self._daemon("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                 "--port", str(self.port), "--webui-port", str(self.ui_port)])
+        self.port = self._bound_port("master", "sparkMaster", deadline)
+        self.ui_port = self._bound_port("master", "MasterUI", deadline)
         self._daemon("worker", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
                                 "--port", str(self.worker_port), "--webui-port", str(self.worker_ui_port),
                                 "--cores", str(self.cores), "--memory", self.memory,
                                 "--work-dir", str(self.work_dir / "worker"), self.master_url])
-        deadline = time.monotonic() + timeout
+        self.worker_port = self._bound_port("worker", "sparkWorker", deadline)
+        last_error: Exception | None = None
         while time.monotonic() < deadline:
-            for proc in self.procs:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"a Spark daemon exited with {proc.returncode}\n{self.log_tail()}")
+            self._check_running()
             try:
                 state = self.state()
+            except (OSError, ValueError) as exc:   # not listening yet, or not the JSON view
+                last_error = exc
+            else:
+                if state.get("url") != self.master_url:
+                    raise RuntimeError(f"the UI on port {self.ui_port} is another master's: "
+                                       f"{state.get('url')} (ours: {self.master_url})")
                 if any(w.get("state") == "ALIVE" for w in state.get("workers", [])):
                     return self
-            except OSError:
-                pass
             time.sleep(1.0)
-        raise RuntimeError(f"no ALIVE worker within {timeout}s\n{self.log_tail()}")
+        raise RuntimeError(f"no ALIVE worker within {timeout}s (last: {last_error!r})\n"
+                           f"{self.log_tail()}")
+
+    def _check_running(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"a Spark daemon exited with {proc.returncode}\n{self.log_tail()}")
+
+    def _bound_port(self, daemon: str, service: str, deadline: float) -> int:
+        """The port a daemon's log says `service` was started on."""
+        found = re.compile(rf"Successfully started service '{service}' on port (\d+)")
+        log = self.work_dir / "logs" / f"{daemon}.log"
+        while time.monotonic() < deadline:
+            self._check_running()
+            match = found.search(log.read_text(errors="replace"))
+            if match:
+                return int(match.group(1))
+            time.sleep(0.2)
+        raise RuntimeError(f"{daemon} did not start {service} in time\n{self.log_tail()}")
 
     def state(self) -> dict:
-        """The master's JSON view (workers, activeapps, completedapps)."""
+        """The master's JSON view (url, workers, activeapps, completedapps)."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as resp:
             return json.loads(resp.read())
 
