@@ -170,6 +170,8 @@ class QueueRuntime:
             self.timer_deadline = deadline
             if deadline is not None:
                 self.broker.timers.schedule(deadline, self)
+            else:
+                self.broker.timers.forget()
 
     def _deliver(self, d: Delivery) -> None:
         ch = d.consumer.channel
