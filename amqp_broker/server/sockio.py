@@ -7,7 +7,8 @@ yield is one more pass of the run loop. At a low message rate, where every messa
 a delivery and a confirm of their own, those passes are a good part of the broker's CPU. Here
 a read that had to wait for the socket, and a write that the kernel takes whole, return
 without the extra yield; a read that found data at once still yields, so a connection that
-keeps sending cannot starve the others. Errors are trio's: `BrokenResourceError` for a reset
+keeps sending cannot starve the others. After a read that took less than it asked for,
+the next one waits for the socket first instead of trying a read that fails with EAGAIN. Errors are trio's: `BrokenResourceError` for a reset
 or broken socket, `ClosedResourceError` once it is closed.
 """
 
@@ -51,6 +52,7 @@ class DirectSocket:
     def __init__(self, stream: trio.SocketStream) -> None:
         self._stream = stream
         self._sock = stream.socket
+        self._drained = False   # the last read took less than asked: the kernel had no more
 
     async def receive_some(self, max_bytes: int) -> bytes:
         sock = self._sock
@@ -58,6 +60,12 @@ class DirectSocket:
         if fd < 0:
             raise trio.ClosedResourceError("the socket was closed")
         waited = False
+        if self._drained:
+            # Most likely nothing has come since: wait for it rather than try a read that
+            # fails with EAGAIN (at a low rate, one such read per message and connection).
+            # epoll reports data that did come at once, so nothing waits longer for it.
+            await trio.lowlevel.wait_readable(sock)
+            waited = True
         while True:
             try:
                 data = os.read(fd, max_bytes)
@@ -67,6 +75,7 @@ class DirectSocket:
                 waited = True
             except OSError as exc:
                 raise _broken(exc) from exc
+        self._drained = len(data) < max_bytes
         if not waited:  # as trio: every call is a checkpoint
             await trio.lowlevel.cancel_shielded_checkpoint()
         return data

@@ -95,3 +95,22 @@ async def test_a_closed_socket_is_a_closed_resource():
     with pytest.raises(trio.ClosedResourceError):
         await direct.send_pieces([b"x"])
     await client.aclose()
+
+
+async def test_after_a_short_read_the_next_waits_for_data_and_gets_what_came_meanwhile():
+    direct, server, client = await _pair()
+    await client.send_all(b"one")
+    await trio.sleep(0.05)
+    assert await direct.receive_some(100) == b"one"      # less than asked: waits next time
+    await client.send_all(b"two")
+    await trio.sleep(0.05)
+    with trio.fail_after(5):                              # already there: not waited for
+        assert await direct.receive_some(100) == b"two"
+    await client.send_all(b"x" * 150)
+    await trio.sleep(0.05)
+    assert await direct.receive_some(100) == b"x" * 100  # as much as asked: reads again at once
+    assert await direct.receive_some(100) == b"x" * 50
+    await server.aclose()
+    with pytest.raises(trio.ClosedResourceError):         # closed after a short read
+        await direct.receive_some(100)
+    await client.aclose()
