@@ -8,8 +8,9 @@ a delivery and a confirm of their own, those passes are a good part of the broke
 a read that had to wait for the socket, and a write that the kernel takes whole, return
 without the extra yield; a read that found data at once still yields, so a connection that
 keeps sending cannot starve the others. After a read that took less than it asked for,
-the next one waits for the socket first instead of trying a read that fails with EAGAIN. Errors are trio's: `BrokenResourceError` for a reset
-or broken socket, `ClosedResourceError` once it is closed.
+the next one waits for the socket first instead of trying a read that fails with EAGAIN.
+Errors are trio's: `BrokenResourceError` for a reset or broken socket, `ClosedResourceError`
+once it is closed.
 """
 
 from __future__ import annotations
