@@ -49,8 +49,9 @@ import logging
 import random
 import time
 from collections import deque
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, ContextManager, Iterable, Protocol
 
 import msgspec
 import trio
@@ -163,6 +164,9 @@ class NodeDriver:
         self._snapshot_every = snapshot_every
         self._rng = rng or random.Random()
         self._clock = clock
+        # entered around each on_effects call (the broker's OutputBatch: what the effects
+        # queue for clients is written at its end)
+        self.effects_batch: ContextManager[Any] = nullcontext()
         self._groups: dict[str, _Group] = {}
         self._dirty: dict[str, None] = {}  # ordered set of groups with input since last pass
         self._ticks = 0
@@ -755,7 +759,8 @@ class NodeDriver:
         g.applied_to = committed[-1].index
         self.applied_entries += len(committed)
         if effects_out and g.on_effects is not None:
-            g.on_effects(g.id, effects_out)
+            with self.effects_batch:
+                g.on_effects(g.id, effects_out)
 
     def _abandon(self, g: _Group) -> None:
         """No longer leader: nothing would resolve the waiters until later entries commit at

@@ -35,6 +35,7 @@ def install_quorum(broker: Any, *, dlx_worker_factory: Callable[[Any], Any],
 
     runtime = QuorumRuntime(str(broker.settings.data_dir / "quorum"), cluster,
                             log_config=_log_config(broker.settings))
+    runtime.driver.effects_batch = broker.output_batch
 
     def factory(name: str, vhost: str, *, durable: bool, auto_delete: bool, exclusive: bool,
                 arguments: dict, now_ms: int, placement: dict | None = None,

@@ -104,6 +104,8 @@ class Session:
         self.settings = broker.settings
         self.stream = stream
         self._io = sockio.for_stream(stream)  # reads and writes, with fewer scheduler passes
+        self._direct = isinstance(self._io, sockio.DirectSocket)  # can write without waiting
+        self._batch = broker.output_batch   # wakes inside it are written at its end
         self.peer = peer
         self.name = f"{peer[0]}:{peer[1]}" if len(peer) >= 2 else str(peer)
         self.conn = ServerConnection(broker.protocol_config)
@@ -121,7 +123,9 @@ class Session:
         self._cancel: trio.CancelScope | None = None
         self._barrier: _Barrier | None = None  # a reply waiting for a cluster-wide commit
         self._blocked_sent = False
-        self._in_flight = 0  # bytes of the send_all in progress
+        self._in_flight = 0  # bytes taken from the protocol and not yet sent
+        self._unsent: list = []  # what `flush_now` could not write: the writer sends it first
+        self._writer_idle = False  # the writer waits for a wake (nothing of ours in flight)
         self._stalled = False  # a delivery was refused for output_full(): kick when drained
         self._drained = trio.Event()  # set by the writer after each send; the reader waits on it
         self.has_published = False  # set by channels; alarms stop reading from publishers
@@ -143,13 +147,52 @@ class Session:
 
     # -- called by channels, queues and the broker -------------------------------------------
     def wake(self) -> None:
-        """Ask the writer to flush; cheap and idempotent, callable from any task."""
-        self._wake_event.set()
+        """Ask the writer to flush; cheap and idempotent, callable from any task. Inside the
+        broker's `OutputBatch` an idle writer is not woken: the batch's end writes."""
+        if self._batch.active and self._writer_idle:
+            self._batch.defer(self)
+        else:
+            self._wake_event.set()
 
     def add_flush_hook(self, key: int, hook: Callable[[], None]) -> None:
         """Run `hook` once just before the next flush (used to coalesce confirms)."""
         self._flush_hooks[key] = hook
-        self._wake_event.set()
+        self.wake()
+
+    def flush_now(self) -> None:
+        """At the end of an `OutputBatch`: write what is queued from the calling task if the
+        writer is idle and the kernel takes it all; the writer does the rest (and all of it on
+        TLS, for a closing connection, or once deliveries stalled on a full output)."""
+        conn = self.conn
+        if (not self._direct or not self._writer_idle or self._wake_event.is_set()
+                or self._stalled or conn.closed):
+            self._wake_event.set()
+            return
+        self._run_flush_hooks()
+        size = conn.output_size()
+        if not size:
+            return
+        pieces = conn.take_output()
+        self.send_oct += size
+        self.send_cnt += 1
+        try:
+            rest = self._io.try_send(pieces)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            rest = pieces  # the writer meets the error again and closes the session
+        if rest:
+            self._unsent = rest
+            self._in_flight = sum(map(len, rest))
+            self._wake_event.set()
+            return
+        self._drained.set()
+        self._drained = trio.Event()
+
+    def _run_flush_hooks(self) -> None:
+        if self._flush_hooks:
+            hooks = list(self._flush_hooks.values())
+            self._flush_hooks.clear()
+            for hook in hooks:
+                hook()
 
     def output_full(self, bound: int = OUTPUT_BOUND) -> bool:
         """True while the client has not taken `bound` bytes: no more deliveries. The writer
@@ -303,20 +346,20 @@ class Session:
     async def _writer(self) -> None:
         conn = self.conn
         while True:
+            self._writer_idle = True
             await self._wake_event.wait()
+            self._writer_idle = False
             self._wake_event = trio.Event()
             closed = conn.closed  # read before draining, so nothing queued later is lost
-            if self._flush_hooks:
-                hooks = list(self._flush_hooks.values())
-                self._flush_hooks.clear()
-                for hook in hooks:
-                    hook()
+            self._run_flush_hooks()
             size = conn.output_size()
-            if size:
-                pieces = conn.take_output()  # large bodies among them, never copied
-                self._in_flight = size  # counts against OUTPUT_BOUND until sent
-                self.send_oct += size
-                self.send_cnt += 1
+            if size or self._unsent:
+                pieces, self._unsent = self._unsent, []  # flush_now's rest goes first
+                if size:  # large bodies among the pieces, never copied
+                    pieces = pieces + conn.take_output() if pieces else conn.take_output()
+                    self.send_oct += size
+                    self.send_cnt += 1
+                self._in_flight += size  # counts against OUTPUT_BOUND until sent
                 try:
                     await self._io.send_pieces(pieces)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):

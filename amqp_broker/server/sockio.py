@@ -84,8 +84,15 @@ class DirectSocket:
     async def send_pieces(self, pieces: list) -> None:
         """Write the buffers `pieces` in order with vectored writes, waiting for room in the
         kernel's buffer only when it is full (no checkpoint otherwise, as `send_all`)."""
+        rest = self.try_send(pieces)
+        while rest:
+            await trio.lowlevel.wait_writable(self._sock)
+            rest = self.try_send(rest)
+
+    def try_send(self, pieces: list) -> list:
+        """Write what the kernel takes of `pieces` now, without waiting; return the rest (the
+        first of it cut where the kernel stopped), empty when it took everything."""
         sock = self._sock
-        pieces = list(pieces)
         i = 0
         while i < len(pieces):
             fd = sock.fileno()
@@ -100,11 +107,10 @@ class DirectSocket:
                 raise _broken(exc) from exc
             for piece in batch:
                 if sent < len(piece):
-                    pieces[i] = memoryview(piece)[sent:]
-                    await trio.lowlevel.wait_writable(sock)
-                    break
+                    return [memoryview(piece)[sent:], *pieces[i + 1 :]]
                 sent -= len(piece)
                 i += 1
+        return []
 
 
 def _broken(exc: OSError) -> trio.BrokenResourceError | trio.ClosedResourceError:

@@ -7,6 +7,7 @@ from pamqp import commands as c
 
 from amqp_broker.core.permissions import Permission, PermissionStore
 from amqp_broker.protocol import ProtocolConfig
+from amqp_broker.server.output_batch import OutputBatch
 from amqp_broker.server.session import Session
 from tests.protocol.peer import HEADER, method, parse, start_ok
 
@@ -19,6 +20,7 @@ class _FakeBroker:
         self.admin = SimpleNamespace(permissions=PermissionStore([Permission("guest", "/")]))
         self.registered = []
         self.cluster_meta = None  # a lone node
+        self.output_batch = OutputBatch()
 
     def login_refusal(self, user, password, peer):
         return None if (user, password) == ("guest", "guest") else "invalid credentials"

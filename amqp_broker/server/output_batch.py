@@ -1,0 +1,40 @@
+"""`OutputBatch`: connections woken during a synchronous batch of work are written at its end,
+from the task that ran it, instead of each waking its writer task.
+
+The node's Raft driver runs a quorum queue's effects (deliveries, confirms) inside one
+(`install_quorum` sets it as the driver's `effects_batch`). At a low message rate each message
+woke two writer tasks (the consumer's delivery, the publisher's confirm): two task steps and
+one more pass of trio's run loop per message. A session whose writer is busy, whose kernel
+buffer is full or that runs on TLS is left to its writer (`Session.flush_now`). Outside a
+batch, `Session.wake` wakes the writer as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["OutputBatch"]
+
+
+class OutputBatch:
+    """A re-entrant `with` block; sessions `defer` to it while `active`."""
+
+    __slots__ = ("active", "_sessions")
+
+    def __init__(self) -> None:
+        self.active = 0                       # depth of the `with` blocks open now
+        self._sessions: dict[Any, None] = {}  # woken in this batch, in order
+
+    def defer(self, session: Any) -> None:
+        self._sessions[session] = None
+
+    def __enter__(self) -> "OutputBatch":
+        self.active += 1
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.active -= 1
+        if not self.active and self._sessions:
+            sessions, self._sessions = self._sessions, {}
+            for session in sessions:
+                session.flush_now()
