@@ -289,7 +289,10 @@ class Session:
             self.recv_oct += len(data)
             self.recv_cnt += 1
             conn.feed(data)  # b"" tells the protocol the peer went away
-            self._handle_events()
+            with self._batch:  # replies, and deliveries to other connections, written at its end
+                self._handle_events()
+                if self._barrier is None and (conn.output_size() or conn.closed):
+                    self.wake()
             while self._barrier is not None:
                 self.wake()  # what came before the barrier goes out meanwhile
                 await self._pass_barrier()
