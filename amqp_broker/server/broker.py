@@ -27,8 +27,8 @@ from amqp_broker.settings import Settings
 from .admin import Admin
 from .counters import Counters, node_totals
 from .durability import Durability
-from .reply_to import ReplyTo
 from .output_batch import OutputBatch
+from .reply_to import ReplyTo
 from .timers import DeadlineHeap
 from .vhost import VHost
 
@@ -71,7 +71,7 @@ class Broker:
         self.pending: list["QueueRuntime"] = []
         self.now_ms = int(time.time() * 1000)
         self.timers = DeadlineHeap()
-        self.output_batch = OutputBatch()  # the Raft driver's effects write at their end
+        self.output_batch = OutputBatch()  # clients' output written at a batch's end
         journal = getattr(store, "journal", None)
         self.journal = journal
         self.spill = getattr(store, "spill", None)   # where classic queues page out

@@ -5,9 +5,9 @@ The node's Raft driver runs a quorum queue's effects (deliveries, confirms) insi
 (`install_quorum` sets it as the driver's `effects_batch`), and a session's reader handles what
 it read inside one (its replies; a classic queue's deliveries to other connections). At a low
 message rate each message woke two writer tasks (the consumer's delivery, the publisher's
-confirm): two task steps and one more pass of trio's run loop per message. A session whose writer is busy, whose kernel
-buffer is full or that runs on TLS is left to its writer (`Session.flush_now`). Outside a
-batch, `Session.wake` wakes the writer as before.
+confirm): two task steps and one more pass of trio's run loop per message. A session whose
+writer is busy, whose kernel buffer is full or that runs on TLS is left to its writer
+(`Session.flush_now`). Outside a batch, `Session.wake` wakes the writer as before.
 """
 
 from __future__ import annotations
