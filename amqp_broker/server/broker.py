@@ -75,7 +75,7 @@ class Broker:
         journal = getattr(store, "journal", None)
         self.journal = journal
         self.spill = getattr(store, "spill", None)   # where classic queues page out
-        self.durability = Durability(journal, self.run_pending)
+        self.durability = Durability(journal, self.run_pending, self.output_batch)
         self.reply_to = ReplyTo()
         self.alarms: set[str] = set()
         self.started_at = time.time()  # the application's start (node uptime)

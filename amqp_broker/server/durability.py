@@ -4,21 +4,26 @@ A durable classic queue's `JournalTap.confirm_when_durable` calls `wait(journal_
 for a persistent message it accepted with a confirm. The journal's flusher calls back once the
 oldest waiter's record is durable (`call_when_durable`: no task of its own, so no extra pass of
 the run loop per batch); every confirm covered by then is settled at once, and the broker runs
-what the settles made pending. Waiters arrive in journal order, so a deque is enough.
+what the settles made pending, inside the broker's `OutputBatch` (the confirms are written
+from the flusher's task, not by waking each publisher's writer). Waiters arrive in journal
+order, so a deque is enough.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager
 
 __all__ = ["Durability"]
 
 
 class Durability:
-    def __init__(self, journal: Any, after_settle: Callable[[], None]) -> None:
+    def __init__(self, journal: Any, after_settle: Callable[[], None],
+                 batch: ContextManager[Any] | None = None) -> None:
         self._journal = journal
         self._after_settle = after_settle
+        self._batch = batch if batch is not None else nullcontext()
         self._waiters: deque = deque()  # (journal_seq, tracker, confirm seq), ascending
         self._armed = False  # a journal callback is due for the oldest waiter
 
@@ -39,9 +44,10 @@ class Durability:
         self._armed = False
         durable = self._journal.durable_seq
         waiters = self._waiters
-        while waiters and waiters[0][0] <= durable:
-            _, tracker, seq = waiters.popleft()
-            tracker.settle(seq, True)
-        if waiters:
-            self._arm(waiters[0][0])
-        self._after_settle()
+        with self._batch:
+            while waiters and waiters[0][0] <= durable:
+                _, tracker, seq = waiters.popleft()
+                tracker.settle(seq, True)
+            if waiters:
+                self._arm(waiters[0][0])
+            self._after_settle()

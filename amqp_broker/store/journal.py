@@ -41,6 +41,7 @@ damaged record that had been confirmed (a mark after it): `open()` then raises
 from __future__ import annotations
 
 import logging
+import math
 import os
 from array import array
 from functools import partial
@@ -221,7 +222,8 @@ class MessageJournal:
         self._durable_seq = 0
         self._durable_event = trio.Event()
         self._callbacks: list[tuple[int, Callable[[], None]]] = []
-        self._wakeup: trio.Event | None = None
+        self._wakeup: trio.Event | None = None  # the flusher waits on it for an urgent record
+        self._sleep: trio.CancelScope | None = None  # ... in this scope
         self._urgent = False  # the pending batch holds more than removals
         self._failed: StoreFatalError | None = None
         self.fsyncs = 0  # number of flushes done (statistics)
@@ -336,11 +338,15 @@ class MessageJournal:
         self._pending.append(record)
         self._pending_bytes += HEADER_SIZE + payload_size(record)
         self._seq += 1
-        self._urgent = self._urgent or urgent
-        wakeup = self._wakeup
-        if wakeup is not None and (urgent or idle):
-            self._wakeup = None
-            wakeup.set()
+        if urgent:
+            self._urgent = True
+            wakeup = self._wakeup
+            if wakeup is not None:
+                self._wakeup = None
+                wakeup.set()
+        elif idle and self._sleep is not None:
+            # removals alone: the flusher's sleep ends REMOVALS_DELAY from now (no wake-up now)
+            self._sleep.deadline = trio.current_time() + REMOVALS_DELAY
         return self._seq
 
     def enqueued(self, queue: str, msg_id: int, message: Message) -> int:
@@ -453,14 +459,15 @@ class MessageJournal:
         task_status.started()
         try:
             while True:
-                while not self._pending:
+                if not self._urgent:  # nothing yet, or removals alone: wait for company
                     self._wakeup = trio.Event()
-                    await self._wakeup.wait()
-                if not self._urgent:
-                    self._wakeup = trio.Event()
-                    with trio.move_on_after(REMOVALS_DELAY):
+                    removals_due = trio.current_time() + REMOVALS_DELAY if self._pending else math.inf
+                    with trio.CancelScope(deadline=removals_due) as sleep:
+                        self._sleep = sleep
                         await self._wakeup.wait()
-                    self._wakeup = None
+                    self._sleep = self._wakeup = None
+                    if not self._pending:
+                        continue
                 await self._flush_once()
         except StoreFatalError as exc:
             self._fail(exc)
