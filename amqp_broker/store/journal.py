@@ -12,8 +12,8 @@ Who calls it:
   them, and at a low message rate they would otherwise cost an fsync of their own per message
   (a crash then brings back what was acked in the last few ms, flagged redelivered: RabbitMQ's
   at-least-once too);
-- at startup, `open()` recovers: the file is streamed (never loaded whole) to find the live
-  records, a torn tail is truncated, and each queue's surviving messages come back in msg-id
+- at startup, `open()` recovers: the segment files are streamed in order (never loaded whole)
+  to find the live records, a torn tail is truncated, and each queue's surviving messages come back in msg-id
   order, flagged redelivered if they had been delivered (as RabbitMQ does for classic queues),
   read from the file as the queue takes them (`RecoveredMessages`: a summary of each, so that a
   backlog the queue pages out again is never decoded whole).
@@ -23,19 +23,29 @@ Memory: the journal keeps no message, only which records are live and where (`jo
 them; `read` gives a paged-out persistent message back (from the file, or from the batch not
 yet written).
 
-Compaction: when the file holds more garbage (acked messages) than live records, the flusher
-writes a new file instead of appending (tmp + fsync + rename + fsync dir): the live enqueue
-records copied from the old file (read at the offsets the index keeps, queue by queue in msg-id
-order; garbage is never read), then the pending batch, then one DELIVERED record per queue and a
-commit mark; the index then learns the records' new offsets.
+Segments: the journal is a series of files (`messages.journal`, then `messages.journal.1`, .2,
+...); appends go to the newest, and a batch starts a new one once that holds `SEGMENT_BYTES`.
+Nothing is rewritten in place. Once the write of a batch is durable, the flusher deletes the
+oldest segment files that hold no live message, oldest first (a newer file's removal records
+keep an older file's removed messages from coming back, so only a prefix may go). A consumer that
+keeps up, or a backlog drained in order, thus frees its files whole, and nothing is copied. A
+message left behind (never acked, or in a queue nobody reads) pins its file: when all files hold
+`compact_min_bytes` and more garbage than live records, a batch starts with the live records of
+the oldest file, read back from it (with a DELIVERED record for those delivered), the write is
+followed by a commit mark of its own (the copies were confirmed long ago: damage to them must not
+pass for a torn tail), and the old file goes. One file at a time, so no write waits for a whole live
+set to be copied, as it did when the journal was one file rewritten whole (a 1 GB backlog drained
+while another publisher waited 2.8 s for a confirm; `bench/quorum_notes.md`, session 27). Each
+record's position is its segment and offset (`journal_index.position`); the index counts live
+bytes per segment.
 
-A write, fsync, truncate or rename error raises `StoreFatalError` out of `run()` (the server stops
+A write, fsync, truncate or unlink error raises `StoreFatalError` out of `run()` (the server stops
 the node) and out of every pending and later `wait_durable`.
 
 Damage: each write after a successful fsync starts with a commit mark (`journal_codec`), so
-recovery tells a torn tail (a bad record with no mark after it: cut off, and logged) from a
-damaged record that had been confirmed (a mark after it): `open()` then raises
-`StoreFatalError` and the node refuses to start rather than serve what is left.
+recovery tells a torn tail (a bad record with no mark after it, in the newest file: cut off, and
+logged) from a damaged record that had been confirmed (a mark after it, or a newer file): `open()`
+then raises `StoreFatalError` and the node refuses to start rather than serve what is left.
 """
 
 from __future__ import annotations
@@ -43,7 +53,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-from array import array
 from functools import partial
 from itertools import accumulate
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -64,7 +73,8 @@ from amqp_broker.store.journal_codec import (
     mark_after,
     peek_enqueue,
 )
-from amqp_broker.store.journal_index import UNPLACED, JournalIndex, QueueRecords
+from amqp_broker.store.journal_index import (UNPLACED, JournalIndex, QueueRecords, position,
+                                              segment_of)
 from amqp_broker.store.records import HEADER_SIZE, FileFrames, Payload, frame_pieces, joined, payload_size
 from quorum.log.disk import CacheTrail, OsDisk, is_zero_tail
 from quorum.log.diskjobs import DiskJobs
@@ -77,6 +87,9 @@ _FILE = "messages.journal"
 # store syncs on a 25 ms interval too).
 REMOVALS_DELAY = 0.025
 _READ_RUN = 4 << 20   # records read back in runs of up to this many bytes
+# appends go to a new segment file once the newest holds this much (RabbitMQ's message store
+# files are 16 MB)
+SEGMENT_BYTES = 32 << 20
 # The file is read back only for paged-out messages, compaction and recovery, so what was written
 # and synced more than _CACHE_TRAIL bytes before the end is dropped from the page cache
 # (`CacheTrail`): appending 64 KiB messages to a growing journal ran at ~5,500 msg/s, and at ~9,500
@@ -86,8 +99,8 @@ _DROP_STEP = 4 << 20
 
 
 class _OpenFile:
-    """A read-only descriptor of the file as it was recovered; stays valid (the same inode)
-    after a compaction renames a new file over the path. Closed when the last user goes."""
+    """A read-only descriptor of a segment file as it was recovered; stays valid (the same
+    inode) after the journal deletes the file. Closed when the last user goes."""
 
     fd = -1
 
@@ -100,17 +113,19 @@ class _OpenFile:
 
 
 class RecoveredMessages:
-    """One queue's recovered messages, read back from the journal file as they are iterated, in
-    msg-id order (the `queues.base.Recovered` a classic queue restores from). `len()` is their
-    number.
+    """One queue's recovered messages, read back from the journal's segment files as they are
+    iterated, in msg-id order (the `queues.base.Recovered` a classic queue restores from).
+    `len()` is their number.
 
     Iterating gives each message's summary: (msg_id, body size, priority, expiration ms or None,
     redelivered, ref), parsed from its record without copying the body; `message(ref)` decodes
     the whole message, for those the queue keeps in memory (the rest it pages out again, and
     reads back from the journal when their turn comes)."""
 
-    def __init__(self, file: _OpenFile, records: QueueRecords, delivered: set[int]) -> None:
-        self._file = file
+    def __init__(self, files: dict[int, _OpenFile], records: QueueRecords,
+                 delivered: set[int]) -> None:
+        self._fds = {seg: f.fd for seg, f in files.items()}
+        self._files = files   # kept open while this is
         self._records = records
         self._delivered = delivered
 
@@ -121,7 +136,7 @@ class RecoveredMessages:
         delivered = self._delivered
         peeked: dict[bytes, tuple] = {}   # properties -> parsed (a few sets are the usual case)
         for batch in self._runs():
-            payloads = _read_payloads(self._file.fd, "the message journal",
+            payloads = _read_payloads(self._fds, "the message journal",
                                       [(offset, length) for _, length, offset in batch])
             for (msg_id, _, _), payload in zip(batch, payloads):
                 properties, size = peek_enqueue(payload)
@@ -133,7 +148,7 @@ class RecoveredMessages:
                 yield msg_id, size, parsed[1], parsed[2], msg_id in delivered, payload
 
     def _runs(self) -> Iterator[list[tuple[int, int, int]]]:
-        """The live records, (msg_id, frame length, offset), up to `_READ_RUN` bytes at a time."""
+        """The live records, (msg_id, frame length, position), up to `_READ_RUN` bytes at a time."""
         batch: list[tuple[int, int, int]] = []
         size = 0
         for rec in self._records.live():
@@ -150,15 +165,19 @@ class RecoveredMessages:
         return decode_enqueue(ref)[2]
 
 
-def _read_messages(fd: int, path: str, spans: list[tuple[int, int]]) -> list[Message]:
-    """The messages of the enqueue records at `spans` ((offset, frame length), in order) of
-    the file `fd`."""
-    return [decode_enqueue(payload)[2] for payload in _read_payloads(fd, path, spans)]
+def _read_messages(fds: dict[int, int], path: str, spans: list[tuple[int, int]]) -> list[Message]:
+    """The messages of the enqueue records at `spans` ((position, frame length), in order)."""
+    return [decode_enqueue(payload)[2] for payload in _read_payloads(fds, path, spans)]
 
 
-def _read_payloads(fd: int, path: str, spans: list[tuple[int, int]]) -> list[memoryview]:
-    """The payloads of the records at `spans` ((offset, frame length), in order) of the file
-    `fd`: one read per run of adjacent records, up to `_READ_RUN` bytes."""
+def _read_payloads(fds: dict[int, int], path: str, spans: list[tuple[int, int]]) -> list[memoryview]:
+    """The payloads of the records at `spans` ((position, frame length), in order), each read
+    from its segment's descriptor in `fds`: one read per run of adjacent records, up to
+    `_READ_RUN` bytes."""
+    return [view[HEADER_SIZE:] for view in _read_frames(fds, path, spans)]
+
+
+def _read_frames(fds: dict[int, int], path: str, spans: list[tuple[int, int]]) -> list[memoryview]:
     out: list[memoryview] = []
     i = 0
     while i < len(spans):
@@ -167,15 +186,16 @@ def _read_payloads(fd: int, path: str, spans: list[tuple[int, int]]) -> list[mem
         while j < len(spans) and spans[j][0] == end and end - start < _READ_RUN:
             end += spans[j][1]
             j += 1
+        segment, offset = segment_of(start)
         try:
-            data = os.pread(fd, end - start, start)
-        except OSError as exc:
+            data = os.pread(fds[segment], end - start, offset)
+        except (OSError, KeyError) as exc:
             raise StoreFatalError(f"reading {path} back failed") from exc
         if len(data) != end - start:
-            raise StoreFatalError(f"{path}: a live record is past the end of the file")
+            raise StoreFatalError(f"{path}: a live record is past the end of its file")
         view = memoryview(data)
-        for offset, length in spans[i:j]:
-            out.append(view[offset - start + HEADER_SIZE:offset - start + length])
+        for pos, length in spans[i:j]:
+            out.append(view[pos - start:pos - start + length])
         i = j
     return out
 
@@ -185,10 +205,12 @@ RecoveredQueues = dict[str, RecoveredMessages]
 
 
 class MessageJournal:
-    """One journal file in `directory`, shared by every durable classic queue of the node.
+    """The segment files of the journal in `directory`, shared by every durable classic queue
+    of the node.
 
-    `fsync` is injectable (tests count calls or inject failures); `compact_min_bytes` is the file
-    size below which compaction is never worth it.
+    `fsync` is injectable (tests count calls or inject failures); `compact_min_bytes` is the
+    size of all segment files below which compaction is never worth it; `segment_bytes` is the
+    size past which appends go to a new segment file.
     """
 
     def __init__(
@@ -197,17 +219,20 @@ class MessageJournal:
         *,
         fsync: files.FsyncFn = os.fdatasync,
         compact_min_bytes: int = 64 << 20,
+        segment_bytes: int = SEGMENT_BYTES,
     ) -> None:
         self._dir = directory
-        self._path = os.path.join(directory, _FILE)
         self._fsync = fsync
         self._disk = OsDisk(fsync)
         self._compact_min = compact_min_bytes
-        self._fd: int | None = None
+        self._segment_bytes = segment_bytes
+        self._fd: int | None = None   # the segment appended to
+        self._segment = 0             # ... its number
+        self._sizes: dict[int, int] = {}   # bytes of each segment file, oldest first
         # which enqueue records are live (and their sizes), and the delivered ids
         self._index = JournalIndex()
         self._live_bytes = 0
-        self._file_bytes = 0
+        self._file_bytes = 0   # of the segment appended to
         self._cache_trail = CacheTrail(_CACHE_TRAIL, _DROP_STEP)
         self._pending: list[Payload | None] = []   # None: an enqueue record cancelled
         self._pending_bytes = 0
@@ -216,8 +241,8 @@ class MessageJournal:
         self._cancelled = 0   # enqueue records of the pending batch removed before written
         # enqueue records not yet written (pending or being written), for `read`
         self._unwritten: dict[tuple[QueueRecords, int], Payload] = {}
-        self._read_fd: int | None = None   # the current file, for `read`
-        self._readable = 0                 # bytes of it written
+        self._read_fds: dict[int, int] = {}   # segment -> a descriptor to read it, for `read`
+        self._readable = 0                    # bytes of the segment appended to written
         self._seq = 0
         self._durable_seq = 0
         self._durable_event = trio.Event()
@@ -229,91 +254,115 @@ class MessageJournal:
         self.fsyncs = 0  # number of flushes done (statistics)
         self.jobs = DiskJobs()  # a small batch is written on the trio thread
         self._mark_next = False  # the next write starts with a commit mark
-        self.compactions = 0
+        self.compactions = 0   # segments whose live records were copied forward
+        self.deleted_segments = 0
         self.cancelled = 0  # enqueue records never written: removed while pending (statistics)
+
+    def _segment_path(self, segment: int) -> str:
+        return os.path.join(self._dir, _FILE if segment == 0 else f"{_FILE}.{segment}")
+
+    def _list_segments(self) -> list[int]:
+        found = []
+        for name in os.listdir(self._dir):
+            if name == _FILE:
+                found.append(0)
+            elif name.startswith(_FILE + ".") and name[len(_FILE) + 1:].isdigit():
+                found.append(int(name[len(_FILE) + 1:]))
+        return sorted(found)
 
     # -- recovery --------------------------------------------------------------------------------
     def open(self) -> RecoveredQueues:
         """Recover the journal (sync, at startup, before `run`). Returns each queue's messages."""
         try:
             os.makedirs(self._dir, exist_ok=True)
-            if os.path.exists(self._path + ".tmp"):
-                os.unlink(self._path + ".tmp")  # a compaction that never got renamed
+            legacy_tmp = os.path.join(self._dir, _FILE + ".tmp")
+            if os.path.exists(legacy_tmp):
+                os.unlink(legacy_tmp)  # an older version's compaction that never got renamed
+            segments = self._list_segments()
         except OSError as exc:
             raise StoreFatalError(f"cannot prepare {self._dir}") from exc
-        try:
-            recovered = _OpenFile(self._path) if os.path.exists(self._path) else None
-        except OSError as exc:
-            raise StoreFatalError(f"reading {self._path} failed") from exc
         index = JournalIndex()
-        valid_end = size = 0
-        if recovered is not None:
-            frames = FileFrames(recovered.fd)
+        opened: dict[int, _OpenFile] = {}
+        valid_end = 0
+        for n, segment in enumerate(segments):
+            path = self._segment_path(segment)
             try:
+                opened[segment] = recovered = _OpenFile(path)
+                frames = FileFrames(recovered.fd)
                 for offset, frame in frames:
-                    index.apply(frame[HEADER_SIZE:], offset, len(frame))
+                    index.apply(frame[HEADER_SIZE:], position(segment, offset), len(frame))
             except OSError as exc:
-                raise StoreFatalError(f"reading {self._path} failed") from exc
+                raise StoreFatalError(f"reading {path} failed") from exc
             valid_end, size = frames.valid_end, frames.size
-        if valid_end < size and _zero_tail(recovered.fd, valid_end, size):  # type: ignore[union-attr]
-            files.truncate(self._path, valid_end, self._fsync)  # space allocated ahead, unused
-        elif valid_end < size:
-            mark = mark_after(recovered.fd, valid_end, size)  # type: ignore[union-attr]
-            if mark is not None:
-                raise StoreFatalError(
-                    f"message journal {self._path}: damaged record at offset {valid_end}, "
-                    f"before data that was already durable (a commit mark at offset {mark}); "
-                    "refusing to start rather than lose or serve damaged messages. Restore the "
-                    "file from a backup, or move it away to start without those messages")
-            _log.warning("message journal %s: cut a torn tail of %d bytes at offset %d (a "
-                         "write not yet confirmed when the node stopped)", self._path,
-                         size - valid_end, valid_end)
-            files.truncate(self._path, valid_end, self._fsync)
+            if valid_end < size:
+                self._cut_tail(path, recovered.fd, valid_end, size, last=n == len(segments) - 1)
+            self._sizes[segment] = valid_end
+        self._segment = segments[-1] if segments else 0
+        self._file_bytes = valid_end
         self._mark_next = valid_end > 0  # what is on disk now is durable
         out: RecoveredQueues = {}
         for queue, records in list(index.queues.items()):
             if not records.count:
                 del index.queues[queue]
                 continue
-            out[queue] = RecoveredMessages(recovered, records,  # type: ignore[arg-type]
-                                           index.delivered.get(queue, set()))
-        self._index = JournalIndex()
-        self._index.queues = {q: r.copy() for q, r in index.queues.items()}
-        self._index.delivered = {q: set(ids) for q, ids in index.delivered.items()
-                                 if q in index.queues}
-        self._live_bytes = self._index.live_bytes()
-        self._file_bytes = valid_end
-        if self._file_bytes >= self._compact_min and 2 * self._live_bytes < self._file_bytes:
-            self._placed([], self._rewrite_sync(self._frozen(), []))
-        else:
-            self._open_append()
-            self._reopen_read()
+            out[queue] = RecoveredMessages(opened, records.copy(),
+                                           set(index.delivered.get(queue, ())))
+        index.delivered = {q: ids for q, ids in index.delivered.items() if q in index.queues}
+        self._index = index
+        self._live_bytes = index.live_bytes()
+        self._open_append()
+        self._sizes.setdefault(self._segment, self._file_bytes)
+        self._readable = self._file_bytes
+        dead = self._dead_prefix(())
+        if dead:
+            self._delete_segments(dead)
+            self._forget_segments(dead)
         return out
 
+    def _cut_tail(self, path: str, fd: int, valid_end: int, size: int, last: bool) -> None:
+        """A segment's bytes past its last intact record: space allocated ahead (zeros: cut),
+        a torn write of the newest segment (cut, logged), else damage (refuse to start)."""
+        if _zero_tail(fd, valid_end, size):
+            files.truncate(path, valid_end, self._fsync)  # space allocated ahead, unused
+            return
+        mark = mark_after(fd, valid_end, size)
+        if mark is not None or not last:
+            where = f"a commit mark at offset {mark}" if mark is not None else "a newer segment"
+            raise StoreFatalError(
+                f"message journal {path}: damaged record at offset {valid_end}, "
+                f"before data that was already durable ({where}); "
+                "refusing to start rather than lose or serve damaged messages. Restore the "
+                "file from a backup, or move it away to start without those messages")
+        _log.warning("message journal %s: cut a torn tail of %d bytes at offset %d (a "
+                     "write not yet confirmed when the node stopped)", path,
+                     size - valid_end, valid_end)
+        files.truncate(path, valid_end, self._fsync)
+
     def _open_append(self) -> None:
-        existed = os.path.exists(self._path)
+        path = self._segment_path(self._segment)
+        existed = os.path.exists(path)
         try:
-            self._fd = self._disk.open_log(self._path)  # space allocated ahead: cheaper fsyncs
+            self._fd = self._disk.open_log(path)  # space allocated ahead: cheaper fsyncs
         except OSError as exc:
-            raise StoreFatalError(f"cannot open {self._path}") from exc
+            raise StoreFatalError(f"cannot open {path}") from exc
         if not existed:
             files.fsync_dir(self._dir)
 
-    def _reopen_read(self) -> None:
-        """Read from the file as it is now (after open, or once a compaction replaced it)."""
-        if self._read_fd is not None:
-            os.close(self._read_fd)
-        try:
-            self._read_fd = os.open(self._path, os.O_RDONLY)
-        except OSError as exc:
-            raise StoreFatalError(f"cannot open {self._path}") from exc
-        self._readable = self._file_bytes
+    def _read_fd(self, segment: int) -> int:
+        fd = self._read_fds.get(segment)
+        if fd is None:
+            path = self._segment_path(segment)
+            try:
+                fd = self._read_fds[segment] = os.open(path, os.O_RDONLY)
+            except OSError as exc:
+                raise StoreFatalError(f"cannot open {path}") from exc
+        return fd
 
     def close(self) -> None:
         self._close_append()
-        if self._read_fd is not None:
-            os.close(self._read_fd)
-            self._read_fd = None
+        for fd in self._read_fds.values():
+            os.close(fd)
+        self._read_fds.clear()
 
     def _close_append(self) -> None:
         if self._fd is not None:
@@ -321,7 +370,7 @@ class MessageJournal:
             try:
                 self._disk.close(fd)  # cuts the space allocated ahead
             except OSError as exc:
-                raise StoreFatalError(f"closing {self._path} failed") from exc
+                raise StoreFatalError(f"closing {self._segment_path(self._segment)} failed") from exc
 
     # -- appends (QueueJournal protocol; trio thread, no IO) ------------------------------------
     @property
@@ -398,25 +447,29 @@ class MessageJournal:
         return self._add(encode_drop_queue(queue))
 
     def read(self, queue: str, msg_ids: Sequence[int]) -> list[Message]:
-        """The live messages `msg_ids` of `queue`, in that order: from the file (adjacent
-        records in one read) or, not yet written, from memory. Raises StoreFatalError if one
-        is not live (a caller's bug) or cannot be read."""
+        """The live messages `msg_ids` of `queue`, in that order: from the segment files
+        (adjacent records in one read) or, not yet written, from memory. Raises StoreFatalError
+        if one is not live (a caller's bug) or cannot be read."""
         records = self._index.queues.get(queue)
         out: list[Message | None] = [None] * len(msg_ids)
-        in_file: list[int] = []                # positions in `out` read from the file
-        spans: list[tuple[int, int]] = []      # their (offset, length)
+        in_file: list[int] = []                # positions in `out` read from the files
+        spans: list[tuple[int, int]] = []      # their (position, length)
+        fds = self._read_fds
         for n, msg_id in enumerate(msg_ids):
             where = records.locate(msg_id) if records is not None else None
             if where is None:
                 raise StoreFatalError(f"journal: message {msg_id} of {queue} is not live")
-            length, offset = where
-            if offset == UNPLACED or offset + length > self._readable:
+            length, pos = where
+            segment, offset = segment_of(pos)
+            if pos == UNPLACED or (segment == self._segment and offset + length > self._readable):
                 out[n] = decode_enqueue(joined(self._unwritten[(records, msg_id)]))[2]
             else:
+                if segment not in fds:
+                    self._read_fd(segment)
                 in_file.append(n)
-                spans.append((offset, length))
+                spans.append((pos, length))
         if spans:
-            for n, message in zip(in_file, _read_messages(self._read_fd, self._path, spans)):
+            for n, message in zip(in_file, _read_messages(fds, self._dir, spans)):
                 out[n] = message
         return out  # type: ignore[return-value]
 
@@ -492,10 +545,16 @@ class MessageJournal:
 
     def _take_batch(self, compact: bool = False) -> tuple[int, Callable[[], Any] | None, Any, int | None]:
         """Detach the pending batch (trio thread); return its seq, the blocking job that makes
-        it durable (an append, or a compaction when garbage dominates the file; None when
-        every record of the batch was cancelled), what to do with the job's result back
-        in this thread, and the bytes an append writes (None for a compaction: `DiskJobs`
-        always gives that a worker thread)."""
+        it durable (None when every record of the batch was cancelled), what to do with the
+        job's result back in this thread, and the bytes it writes (None when it copies records
+        forward: `DiskJobs` always gives that a worker thread).
+
+        The batch goes to the newest segment file, or to a new one once that holds
+        `segment_bytes`. Before it come the live records of the segments being compacted:
+        `compact` forces all of them (and a new segment); else the oldest segment, once the
+        files hold `compact_min_bytes` and more garbage than live records. After the write is
+        durable, the job deletes the oldest segments that hold nothing live, oldest first
+        (their removal records are needed as long as an older segment is kept)."""
         seq, size, batch = self._seq, self._pending_bytes, self._pending
         self._urgent = False
         enqueues = _batch_positions(batch, self._pending_enqueues)
@@ -505,24 +564,109 @@ class MessageJournal:
         self._cancelled = 0
         if not batch and not compact:
             return seq, None, None, None
-        start = self._file_bytes + (len(COMMIT_MARK) if self._mark_next else 0)
-        total = start + size
-        if compact or (total >= self._compact_min and 2 * self._live_bytes < total):
-            # the new file: the live records of the old one, then this batch
-            return seq, partial(self._rewrite_sync, self._frozen(), batch), \
-                partial(self._placed, enqueues), None
-        self._file_bytes = total  # a failed write stops the node, so counting early is safe
+        roll = compact or self._file_bytes >= self._segment_bytes
+        if roll:
+            self._segment += 1
+            self._sizes[self._segment] = self._file_bytes = 0
+            self._mark_next = False   # a new file: nothing before this write to vouch for
+            self._readable = 0
+            self._cache_trail.restart()
+        segment = self._segment
+        victims = [s for s in self._sizes if s != segment] if compact else self._victims()
+        moves = self._moves(victims)
+        mark = COMMIT_MARK if self._mark_next else b""
+        start = self._file_bytes + len(mark)
+        moved_bytes = sum(length for _, _, length, _ in moves)
+        delivered = self._delivered_of(moves)
+        batch = delivered + batch
+        batch_start = start + moved_bytes + sum(HEADER_SIZE + payload_size(r) for r in delivered)
+        total = batch_start + size + (len(COMMIT_MARK) if moves else 0)
+        self._file_bytes = self._sizes[segment] = total  # a failed write stops the node
         for records, msg_id, pos in enqueues:   # where they will be once written
-            records.place(msg_id, start + pos)
-        return (seq, partial(self._write_sync, batch, total),
-                partial(self._written, enqueues, total), size)
+            records.place(msg_id, position(segment, batch_start + pos))
+        dead = self._dead_prefix(victims)
+        sources = {segment_of(pos)[0] for *_, pos in moves}
+        job = partial(self._write_sync, batch, total, mark, moves,
+                      {s: self._read_fd(s) for s in sources}, dead,
+                      self._segment_path(segment) if roll else None)
+        done = partial(self._written, enqueues, total, moves, position(segment, start), dead)
+        return seq, job, done, None if moves or roll or dead else total - start + len(mark)
 
-    def _written(self, enqueues: list[tuple[QueueRecords, int, int]], size: int, _=None) -> None:
-        """A batch is in the file (trio thread): `read` finds its records there now."""
+    def _victims(self) -> list[int]:
+        """The oldest segment, if it is worth copying its live records forward."""
+        oldest = next(iter(self._sizes))
+        on_disk = sum(self._sizes.values())
+        if (oldest == self._segment or on_disk < self._compact_min
+                or 2 * self._live_bytes >= on_disk):
+            return []
+        return [oldest]
+
+    def _moves(self, victims: list[int]) -> list[tuple[QueueRecords, int, int, int]]:
+        """(records, msg id, frame length, position) of the live records of `victims`."""
+        moves = []
+        live = self._index.segment_live
+        for segment in victims:
+            if not live.get(segment):
+                continue
+            for records in self._index.queues.values():
+                if records.by_segment.get(segment):
+                    moves.extend((records, msg_id, length, pos)
+                                 for msg_id, length, pos in records.live_in(segment))
+        moves.sort(key=lambda m: m[3])   # file order: adjacent records are read together
+        return moves
+
+    def _delivered_of(self, moves: list[tuple[QueueRecords, int, int, int]]) -> list[Payload]:
+        """DELIVERED records for the moved records that had been delivered: a record that
+        marked them may be in a segment deleted after the move."""
+        if not moves:
+            return []
+        names = {id(r): q for q, r in self._index.queues.items()}
+        ids: dict[str, list[int]] = {}
+        for records, msg_id, _, _ in moves:
+            queue = names[id(records)]
+            if msg_id in self._index.delivered.get(queue, ()):
+                ids.setdefault(queue, []).append(msg_id)
+        return [encode_ids(DELIVERED, q, sorted(i)) for q, i in ids.items()]
+
+    def _dead_prefix(self, victims: Iterable[int]) -> list[int]:
+        """The oldest segments, before the one appended to, that hold nothing live once
+        `victims` are copied forward. Only a prefix: a newer segment's removal records keep
+        the removed messages of an older one from coming back at recovery."""
+        dead = []
+        live = self._index.segment_live
+        victims = set(victims)
+        for segment in self._sizes:
+            if segment == self._segment or (live.get(segment) and segment not in victims):
+                break
+            dead.append(segment)
+        return dead
+
+    def _written(self, enqueues: list[tuple[QueueRecords, int, int]], size: int,
+                 moves: list[tuple[QueueRecords, int, int, int]], moved_to: int,
+                 dead: list[int], _=None) -> None:
+        """A batch is in the file (trio thread): `read` finds its records there now, the
+        records copied forward are read from their new place, and the deleted segments are
+        forgotten."""
         self._readable = size
         unwritten = self._unwritten
         for records, msg_id, _pos in enqueues:
             unwritten.pop((records, msg_id), None)
+        pos = moved_to
+        for records, msg_id, length, old in moves:
+            if records.locate(msg_id) == (length, old):   # still live where it was copied from
+                records.place(msg_id, pos)
+            pos += length
+        if moves:
+            self.compactions += 1
+        self._forget_segments(dead)
+
+    def _forget_segments(self, dead: list[int]) -> None:
+        for segment in dead:
+            self._sizes.pop(segment, None)
+            fd = self._read_fds.pop(segment, None)
+            if fd is not None:
+                os.close(fd)
+        self.deleted_segments += len(dead)
 
     def _fail(self, exc: StoreFatalError) -> None:
         self._failed = exc
@@ -530,90 +674,60 @@ class MessageJournal:
         self._durable_event.set()  # wake waiters so they see the failure
 
     # -- worker-thread side ----------------------------------------------------------------------
-    def _write_sync(self, batch: list[Payload], end: int) -> None:
-        assert self._fd is not None
-        # everything before this write was fsynced: it starts with a commit mark
-        pieces = frame_pieces(batch, COMMIT_MARK if self._mark_next else b"")
+    def _write_sync(self, batch: list[Payload], end: int, mark: bytes,
+                    moves: list[tuple[QueueRecords, int, int, int]], sources: dict[int, int],
+                    dead: list[int], new_path: str | None) -> None:
+        """Append (to a new segment file first, if `new_path`): the commit mark, the records
+        copied forward (read back from their segments), `batch`; fdatasync; then delete the
+        `dead` segments."""
         try:
+            if new_path is not None:
+                self._close_append()
+                self._fd = self._disk.open_log(new_path)
+            pieces: list = [mark] if mark else []
+            if moves:
+                pieces.extend(_read_frames(sources, self._dir, [(pos, length)
+                                                                for _, _, length, pos in moves]))
+            pieces.extend(frame_pieces(batch))
+            assert self._fd is not None
             self._disk.write_pieces(self._fd, pieces)
             self._disk.fdatasync(self._fd)
+            if new_path is not None:
+                files.fsync_dir(self._dir)   # the new file's name is durable too
             self._mark_next = True
+            if moves:
+                # The copies were durable before (their old segment is deleted next): a mark
+                # after them at once, so that damage to them is never taken for a torn tail.
+                self._disk.write_pieces(self._fd, [COMMIT_MARK])
+                self._disk.fdatasync(self._fd)
+                self._mark_next = False
         except OSError as exc:
-            raise StoreFatalError(f"message journal {self._path}: append/fsync failed") from exc
+            raise StoreFatalError(f"message journal {self._segment_path(self._segment)}: "
+                                  "append/fsync failed") from exc
         span = self._cache_trail.advance(end)
         if span is not None:
             files.drop_cached(self._fd, *span)
+        self._delete_segments(dead)
 
-    def _frozen(self) -> tuple[list[tuple[QueueRecords, QueueRecords]], list[tuple[str, list[int]]]]:
-        """The live set (each queue's records and a copy of them) and the delivered ids, taken
-        in the trio thread for `_rewrite_sync`."""
-        live = [(r, r.copy()) for r in self._index.queues.values() if r.count]
-        delivered = [(q, sorted(ids)) for q, ids in self._index.delivered.items() if ids]
-        return live, delivered
-
-    def _rewrite_sync(self, frozen, batch: list[Payload]):
-        """Write the compacted file (worker thread): the old file's live enqueue records, read
-        where the index says they are, `batch`, the delivered ids, a commit mark; then swap it
-        in. Returns where the copied records now are (for `_placed`) and where `batch` begins."""
-        live, delivered = frozen
-        tmp = self._path + ".tmp"
-        moved = []
+    def _delete_segments(self, dead: list[int]) -> None:
+        """Delete the segment files `dead` (oldest first), durably: a newer one is deleted
+        only once the deletion of the older ones is on disk."""
+        if not dead:
+            return
         try:
-            src = os.open(self._path, os.O_RDONLY) if os.path.exists(self._path) else None
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                written = 0
-                for records, copy in live:
-                    offsets = array("Q", [UNPLACED]) * len(copy.offsets)
-                    run: list[tuple[int, int]] = []   # (index, old offset) of adjacent records
-                    run_end = 0
-                    for msg_id, length, offset in copy.live():
-                        if offset == UNPLACED:
-                            continue   # in `batch`: written below
-                        if run and (offset != run_end or run_end - run[0][1] >= _READ_RUN):
-                            written += _copy_run(src, out, run, run_end, offsets, written)
-                            run = []
-                        run.append((msg_id - copy.base, offset))
-                        run_end = offset + length
-                    if run:
-                        written += _copy_run(src, out, run, run_end, offsets, written)
-                    moved.append((records, copy.base, offsets))
-                batch_start = written
-                tail = [*batch, *(encode_ids(DELIVERED, q, ids) for q, ids in delivered)]
-                # the file is fsynced whole before it replaces the old
-                written += _write_all(out, b"".join([*frame_pieces(tail), COMMIT_MARK]))
-                self._fsync(out)
-            finally:
-                os.close(out)
-                if src is not None:
-                    os.close(src)
-            self._close_append()
-            os.replace(tmp, self._path)
+            for segment in dead:
+                os.unlink(self._segment_path(segment))
+            files.fsync_dir(self._dir)
         except OSError as exc:
-            raise StoreFatalError(f"rewriting {self._path} failed") from exc
-        files.fsync_dir(self._dir)
-        self._file_bytes = written
-        self._cache_trail.restart()
-        self._open_append()
-        self.compactions += 1
-        return moved, batch_start
-
-    def _placed(self, enqueues: list[tuple[QueueRecords, int, int]], result) -> None:
-        """After a compaction (trio thread): the index learns where the records now are, and
-        `read` reads the new file."""
-        moved, batch_start = result
-        for records, base, offsets in moved:
-            records.relocate(base, offsets)
-        for records, msg_id, pos in enqueues:
-            records.place(msg_id, batch_start + pos)
-        self._reopen_read()
-        self._written(enqueues, self._file_bytes)
+            raise StoreFatalError(f"message journal {self._dir}: deleting a segment failed") from exc
 
     def statistics(self) -> dict[str, int]:
         return {
             "appended_seq": self._seq,
             "durable_seq": self._durable_seq,
-            "file_bytes": self._file_bytes,
+            "file_bytes": sum(self._sizes.values()),   # all segment files
+            "segments": len(self._sizes),
+            "deleted_segments": self.deleted_segments,
             "live_bytes": self._live_bytes,
             "live_messages": self._index.live_count(),
             "fsyncs": self.fsyncs,
@@ -632,20 +746,6 @@ def _batch_positions(batch: list[Payload | None], enqueues: dict[tuple[QueueReco
     return [(records, msg_id, offsets[slot]) for (records, msg_id), slot in enqueues.items()]
 
 
-def _copy_run(src: int | None, out: int, run: list[tuple[int, int]], end: int,
-              offsets: array, written: int) -> int:
-    """Copy the adjacent records `run` ((index, old offset), up to `end`) from `src` to the end
-    of `out` (at `written`); note their new offsets. Returns the bytes copied."""
-    start = run[0][1]
-    data = os.pread(src, end - start, start) if src is not None else b""
-    if len(data) != end - start:
-        raise OSError(f"the journal ends before a live record at offset {start}")
-    _write_all(out, data)
-    for i, offset in run:
-        offsets[i] = written + offset - start
-    return len(data)
-
-
 def _zero_tail(fd: int, start: int, end: int) -> bool:
     """Whether the file's bytes [start, end) are all zeros (`OsDisk.open_log`'s space)."""
     while start < end:
@@ -654,11 +754,3 @@ def _zero_tail(fd: int, start: int, end: int) -> bool:
             return False
         start += len(chunk)
     return True
-
-
-def _write_all(fd: int, data: bytes) -> int:
-    view = memoryview(data)
-    done = 0
-    while done < len(view):
-        done += os.write(fd, view[done:])
-    return done

@@ -7,8 +7,12 @@ records back from the file.
 
 `QueueRecords`: one queue's live records as two `array`s indexed by msg id from `base` (msg ids
 are a queue's publish counter, so they are dense and increasing): the frame length (0: no live
-record) and the file offset (`UNPLACED` until the batch holding the record is written), 12
-bytes a message. `JournalIndex.apply` is the one place the meaning of each record kind lives.
+record) and the record's position (`UNPLACED` until the batch holding it is taken for writing),
+12 bytes a message. A position names the journal's segment file and the offset in it
+(`position`, `segment_of`). The records also count their live bytes per segment, for the queue
+(`by_segment`) and for the whole index (`JournalIndex.segment_live`), so that the journal knows
+which segment files hold nothing live. `JournalIndex.apply` is the one place the meaning of
+each record kind lives.
 """
 
 from __future__ import annotations
@@ -23,8 +27,7 @@ from amqp_broker.store.journal_codec import (DELIVERED, DROP_QUEUE, ENQUEUE, REM
                                              decode_enqueue)
 from amqp_broker.store.records import HEADER_SIZE, scan
 
-__all__ = ["QueueRecords", "JournalIndex", "UNPLACED", "replay"]
-
+__all__ = ["QueueRecords", "JournalIndex", "UNPLACED", "position", "segment_of", "replay"]
 
 
 class _Record(msgspec.Struct, array_like=True):
@@ -38,19 +41,51 @@ _records = msgspec.msgpack.Decoder(_Record)
 _msg_id = msgspec.msgpack.Decoder(int)
 _msg_ids = msgspec.msgpack.Decoder(list[int])
 _TRIM_AT = 4096   # dead ids at the front before the arrays are shifted
-UNPLACED = 2 ** 64 - 1   # the offset of a record still in the pending batch
+UNPLACED = 2 ** 64 - 1   # the position of a record still in the pending batch
+_SEGMENT_SHIFT = 40      # a position is (segment << 40) | offset: segment files under 1 TiB
+
+
+def position(segment: int, offset: int) -> int:
+    return (segment << _SEGMENT_SHIFT) | offset
+
+
+def segment_of(pos: int) -> tuple[int, int]:
+    """(segment, offset in its file) of a record's position."""
+    return pos >> _SEGMENT_SHIFT, pos & ((1 << _SEGMENT_SHIFT) - 1)
 
 
 class QueueRecords:
-    __slots__ = ("base", "lengths", "offsets", "count", "bytes", "_first")
+    __slots__ = ("base", "lengths", "offsets", "count", "bytes", "_first", "by_segment", "_total")
 
-    def __init__(self) -> None:
+    def __init__(self, total: dict[int, int] | None = None) -> None:
         self.base = 0
         self.lengths = array("I")
         self.offsets = array("Q")
         self.count = 0     # live records
         self.bytes = 0     # their frame lengths
         self._first = 0    # no live record below this position
+        # live bytes of this queue's placed records per segment, and the index's total of them
+        self.by_segment: dict[int, int] = {}
+        self._total = total
+
+    def _count(self, pos: int, length: int) -> None:
+        """`length` live bytes more (or fewer, negative) in the segment of position `pos`."""
+        if pos == UNPLACED:
+            return
+        seg = pos >> _SEGMENT_SHIFT
+        by_segment = self.by_segment
+        n = by_segment.get(seg, 0) + length
+        if n:
+            by_segment[seg] = n
+        else:
+            del by_segment[seg]
+        total = self._total
+        if total is not None:
+            n = total.get(seg, 0) + length
+            if n:
+                total[seg] = n
+            else:
+                del total[seg]
 
     def add(self, msg_id: int, length: int, offset: int = UNPLACED) -> int:
         """Record `msg_id`'s enqueue record; returns how much `bytes` grew."""
@@ -63,9 +98,12 @@ class QueueRecords:
             self.offsets.append(offset)
             self.count += 1
             self.bytes += length
+            if offset != UNPLACED:
+                self._count(offset, length)
             return length
         if i < 0:   # an id below the first one kept: make room in front (rare)
             self._grow_front(-i)
+            lengths = self.lengths   # new arrays
             i = 0
         if i >= len(lengths):
             extra = i + 1 - len(lengths)
@@ -74,9 +112,12 @@ class QueueRecords:
         old = lengths[i]
         if not old:
             self.count += 1
+        else:   # the same record again (a copy moved to a newer segment, found at recovery)
+            self._count(self.offsets[i], -old)
         lengths[i] = length
         self.bytes += length - old
         self.offsets[i] = offset
+        self._count(offset, length)
         if i < self._first:
             self._first = i
         return length - old
@@ -97,6 +138,7 @@ class QueueRecords:
         lengths[i] = 0
         self.count -= 1
         self.bytes -= length
+        self._count(self.offsets[i], -length)
         if i == self._first:
             self._trim()
         return length
@@ -124,30 +166,43 @@ class QueueRecords:
         return None
 
     def place(self, msg_id: int, offset: int) -> None:
-        """The record of `msg_id` (if still live) was written at `offset`."""
+        """The record of `msg_id` (if still live) is written at position `offset`."""
         i = msg_id - self.base
         if 0 <= i < len(self.lengths) and self.lengths[i]:
+            length = self.lengths[i]
+            self._count(self.offsets[i], -length)
             self.offsets[i] = offset
-
-    def relocate(self, base: int, offsets: array) -> None:
-        """After a compaction: `offsets`, indexed from `base`, are where the records copied
-        into the new file now are (UNPLACED for those that were not copied)."""
-        lo = max(base, self.base)
-        hi = min(base + len(offsets), self.base + len(self.offsets))
-        if lo < hi:
-            self.offsets[lo - self.base:hi - self.base] = offsets[lo - base:hi - base]
+            self._count(offset, length)
 
     def live(self) -> Iterator[tuple[int, int, int]]:
-        """(msg_id, frame length, file offset) of each live record, in msg-id order."""
+        """(msg_id, frame length, position) of each live record, in msg-id order."""
         lengths, offsets, base = self.lengths, self.offsets, self.base
         for i in range(self._first, len(lengths)):
             if lengths[i]:
                 yield base + i, lengths[i], offsets[i]
 
+    def live_in(self, segment: int) -> list[tuple[int, int, int]]:
+        """(msg_id, frame length, position) of the live records in `segment`, in msg-id order.
+        The scan stops once it has found all of them (`by_segment`): the records of an old
+        segment are most often a queue's oldest."""
+        want = self.by_segment.get(segment, 0)
+        out = []
+        lengths, offsets, base = self.lengths, self.offsets, self.base
+        i, n = self._first, len(lengths)
+        while want > 0 and i < n:
+            length = lengths[i]
+            if length and offsets[i] != UNPLACED and offsets[i] >> _SEGMENT_SHIFT == segment:
+                out.append((base + i, length, offsets[i]))
+                want -= length
+            i += 1
+        return out
+
     def copy(self) -> "QueueRecords":
+        """A snapshot (for recovery's readers), which counts nothing in the index's totals."""
         c = QueueRecords()
         c.base, c._first, c.count, c.bytes = self.base, self._first, self.count, self.bytes
         c.lengths, c.offsets = array("I", self.lengths), array("Q", self.offsets)
+        c.by_segment = dict(self.by_segment)
         return c
 
 
@@ -158,6 +213,7 @@ class JournalIndex:
     def __init__(self) -> None:
         self.queues: dict[str, QueueRecords] = {}
         self.delivered: dict[str, set[int]] = {}
+        self.segment_live: dict[int, int] = {}   # live bytes per segment, every queue's
 
     def apply(self, payload: bytes | memoryview, offset: int, length: int) -> None:
         r = _records.decode(payload)
@@ -178,7 +234,7 @@ class JournalIndex:
     def records(self, queue: str) -> QueueRecords:
         records = self.queues.get(queue)
         if records is None:
-            records = self.queues[queue] = QueueRecords()
+            records = self.queues[queue] = QueueRecords(self.segment_live)
         return records
 
     def mark_delivered(self, queue: str, msg_ids) -> None:
@@ -205,7 +261,16 @@ class JournalIndex:
         """Forget a queue; returns the frame bytes its records had."""
         self.delivered.pop(queue, None)
         records = self.queues.pop(queue, None)
-        return records.bytes if records is not None else 0
+        if records is None:
+            return 0
+        total = self.segment_live
+        for seg, n in records.by_segment.items():
+            left = total.get(seg, 0) - n
+            if left:
+                total[seg] = left
+            else:
+                total.pop(seg, None)
+        return records.bytes
 
     def live_bytes(self) -> int:
         return sum(r.bytes for r in self.queues.values())
@@ -214,22 +279,29 @@ class JournalIndex:
         return sum(r.count for r in self.queues.values())
 
 
-def replay(data: bytes) -> tuple[dict[str, dict[int, tuple[Message, bool]]], int]:
-    """What the journal bytes `data` hold: ({queue: {msg_id: (message, delivered)}} in msg-id
-    order, valid_end); bytes after `valid_end` are a torn tail."""
-    payloads, valid_end = scan(data)
+def replay(data: bytes | list[tuple[int, bytes]]) -> tuple[dict[str, dict[int, tuple[Message, bool]]], int]:
+    """What the journal bytes `data` hold (one file's bytes, or each segment's number and
+    bytes, oldest first): ({queue: {msg_id: (message, delivered)}} in msg-id order, valid_end
+    of the last); bytes after `valid_end` are a torn tail."""
+    segments = [(0, data)] if isinstance(data, (bytes, bytearray)) else data
     index = JournalIndex()
-    pos = 0
-    view = memoryview(data)
-    for payload in payloads:
-        length = HEADER_SIZE + len(payload)
-        index.apply(payload, pos, length)
-        pos += length
+    views = {}
+    valid_end = 0
+    for segment, raw in segments:
+        payloads, valid_end = scan(raw)
+        views[segment] = memoryview(raw)
+        pos = 0
+        for payload in payloads:
+            length = HEADER_SIZE + len(payload)
+            index.apply(payload, position(segment, pos), length)
+            pos += length
     out: dict[str, dict[int, tuple[Message, bool]]] = {}
     for queue, records in index.queues.items():
         delivered = index.delivered.get(queue, set())
         msgs = {}
-        for msg_id, length, offset in records.live():
+        for msg_id, length, pos in records.live():
+            segment, offset = segment_of(pos)
+            view = views[segment]
             _, _, message = decode_enqueue(view[offset + HEADER_SIZE:offset + length])
             msgs[msg_id] = (message, msg_id in delivered)
         if msgs:

@@ -208,7 +208,7 @@ async def test_fsync_error_stops_the_journal(tmp_path):
 
 @pytest.mark.trio
 async def test_compaction_keeps_live_messages_in_order(tmp_path):
-    j, _ = opened(tmp_path, compact_min_bytes=4096)
+    j, _ = opened(tmp_path, compact_min_bytes=4096, segment_bytes=1024)
     q = durable_queue(j)
     c = consumer("c")
     q.add_consumer(c, 0)
@@ -239,22 +239,27 @@ async def test_compaction_keeps_live_messages_in_order(tmp_path):
 
 @pytest.mark.trio
 async def test_appends_during_compaction_survive(tmp_path):
-    j, _ = opened(tmp_path, compact_min_bytes=1)
+    j, _ = opened(tmp_path, compact_min_bytes=1, segment_bytes=1)  # a segment file a batch
     q = durable_queue(j)
     async with trio.open_nursery() as nursery:
         await nursery.start(j.run)
         q.publish(msg(b"a", persistent=True), 0)
+        await j.wait_durable(j.appended_seq)  # the oldest segment: "a", live
+        q.publish(msg(b"x" * 500, persistent=True), 0)
         await j.wait_durable(j.appended_seq)  # written (an ack before that cancels it instead)
-        q.settle([q.get(0, no_ack=False).msg_id])  # garbage > live: next flush compacts
-        q.publish(msg(b"b", persistent=True), 0)
-        await trio.sleep(0)  # compaction starts in its thread
+        q.get(0, no_ack=False)   # "a" delivered, left unacked
+        q.settle([q.get(0, no_ack=False).msg_id])  # "x" acked: garbage > live
+        q.publish(msg(b"b", persistent=True), 0)  # its flush copies "a" forward
+        await trio.sleep(0)  # the copy starts in its thread
         q.publish(msg(b"c", persistent=True), 0)  # appended while it runs
         await j.wait_durable(j.appended_seq)
         nursery.cancel_scope.cancel()
     assert j.compactions >= 1
+    assert j.statistics()["deleted_segments"] >= 2   # "a"'s first segment and "x"'s
     j.close()
     _, recovered = opened(tmp_path)
-    assert [m.body for _, m, _ in whole(recovered[queue_key("/", "q")])] == [b"b", b"c"]
+    got = [(m.body, redelivered) for _, m, redelivered in whole(recovered[queue_key("/", "q")])]
+    assert got == [(b"a", True), (b"b", False), (b"c", False)]
 
 
 def test_recovered_message_matches_original(tmp_path):
@@ -408,3 +413,63 @@ def test_written_pages_behind_a_trail_are_dropped_from_the_page_cache(tmp_path, 
     j.flush_sync()
     assert dropped and dropped[0][1] == 0
     j.close()
+
+
+@pytest.mark.trio
+async def test_segments_a_consumer_has_passed_are_deleted_without_copying(tmp_path):
+    """A consumer that keeps up, a few hundred messages behind: every older segment file holds
+    nothing live by the time newer ones are written, so it is deleted whole (no record is ever
+    copied forward), and the files stay a few segments long."""
+    j, _ = opened(tmp_path, compact_min_bytes=4096, segment_bytes=4096)
+    q = durable_queue(j)
+    q.add_consumer(consumer("c"), 0)
+    lag: list[int] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        for i in range(2000):
+            q.publish(msg(b"%05d" % i + b"." * 100, persistent=True), 0)
+            (d,) = q.dispatch(0)
+            lag.append(d.entry.msg_id)
+            if len(lag) > 50:
+                q.settle([lag.pop(0)])
+            if i % 10 == 0:
+                await j.wait_durable(j.appended_seq)
+        await j.wait_durable(j.appended_seq)
+        stats = j.statistics()
+        nursery.cancel_scope.cancel()
+    assert stats["deleted_segments"] >= 40
+    assert j.compactions == 0
+    assert stats["segments"] <= 4 and stats["file_bytes"] <= 4 * 4096 + 200
+    j.close()
+    _, recovered = opened(tmp_path)
+    entries = whole(recovered[queue_key("/", "q")])
+    assert [i for i, _, _ in entries] == lag
+    assert all(redelivered for _, _, redelivered in entries)
+
+
+@pytest.mark.trio
+async def test_an_old_message_left_behind_is_copied_forward_and_its_segment_deleted(tmp_path):
+    """One message never acked pins its segment file: once the files hold more garbage than
+    live records it is copied to the newest segment, with its delivered flag, and the old
+    files go."""
+    j, _ = opened(tmp_path, compact_min_bytes=8192, segment_bytes=2048)
+    q = durable_queue(j)
+    q.add_consumer(consumer("c"), 0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        q.publish(msg(b"left behind", persistent=True), 0)
+        (old,) = q.dispatch(0)
+        for i in range(1000):
+            q.publish(msg(b"%05d" % i + b"." * 100, persistent=True), 0)
+            (d,) = q.dispatch(0)
+            await j.wait_durable(j.appended_seq)
+            q.settle([d.entry.msg_id])
+        await j.wait_durable(j.appended_seq)
+        nursery.cancel_scope.cancel()
+    assert j.compactions >= 1
+    assert j.statistics()["file_bytes"] < 8192 + 2 * 2048
+    assert not (tmp_path / "messages.journal").exists()
+    j.close()
+    _, recovered = opened(tmp_path)
+    entries = whole(recovered[queue_key("/", "q")])
+    assert [(i, m.body, r) for i, m, r in entries] == [(old.entry.msg_id, b"left behind", True)]

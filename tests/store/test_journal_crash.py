@@ -16,9 +16,10 @@ from amqp_broker.store.journal_index import replay
 from amqp_broker.store.spill import SpillStore
 
 from queues.helpers import consumer, msg  # tests/queues (pytest puts tests/ on sys.path)
-from store.support import whole
+from store.support import segment_files, whole
 
 QUEUES = ("a", "b")
+SEGMENT = 300   # a new segment file every few records: rolls, copies forward and deletions
 
 
 def durable_contents(q: ClassicQueue) -> list[tuple[int, bytes, bool]]:
@@ -37,7 +38,7 @@ class JournalCrashMachine(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="h6a-journal-")
-        self.journal = MessageJournal(self.dir, compact_min_bytes=1)
+        self.journal = MessageJournal(self.dir, compact_min_bytes=1, segment_bytes=SEGMENT)
         self.journal.open()
         self.spill = SpillStore(os.path.join(self.dir, "spill"))
         self.queues = {n: self._queue(n) for n in QUEUES}
@@ -95,8 +96,7 @@ class JournalCrashMachine(RuleBasedStateMachine):
         self.journal.flush_sync(compact)
         self.flushed = {n: durable_contents(q) for n, q in self.queues.items()}
         # what a crash right now would recover, without disturbing the running journal
-        with open(os.path.join(self.dir, "messages.journal"), "rb") as f:
-            on_disk, _ = replay(f.read())
+        on_disk, _ = replay(segment_files(self.dir))
         for name, q in self.queues.items():
             msgs = on_disk.get(q.key, {})
             got = [(i, m.body, r) for i, (m, r) in sorted(msgs.items())]
@@ -105,7 +105,7 @@ class JournalCrashMachine(RuleBasedStateMachine):
     @rule()
     def crash_and_recover(self):
         self.journal.close()  # pending records are lost, as in a crash
-        self.journal = MessageJournal(self.dir, compact_min_bytes=1)
+        self.journal = MessageJournal(self.dir, compact_min_bytes=1, segment_bytes=SEGMENT)
         recovered = self.journal.open()
         for name in QUEUES:
             q = self.queues[name]

@@ -31,10 +31,10 @@ def _journal_of_three_flushes(path) -> tuple[bytes, list[int]]:
     return (path / "messages.journal").read_bytes(), starts
 
 
-def _flip(path, offset: int) -> None:
-    data = bytearray((path / "messages.journal").read_bytes())
+def _flip(path, offset: int, name: str = "messages.journal") -> None:
+    data = bytearray((path / name).read_bytes())
     data[offset] ^= 0xFF
-    (path / "messages.journal").write_bytes(bytes(data))
+    (path / name).write_bytes(bytes(data))
 
 
 def _bodies(path) -> list[bytes]:
@@ -66,9 +66,30 @@ def test_a_compacted_file_is_checked_the_same_way(tmp_path):
     _journal_of_three_flushes(tmp_path)
     j = MessageJournal(str(tmp_path))
     j.open()
-    j.flush_sync(compact=True)  # the live set rewritten, ending with a commit mark
+    j.flush_sync(compact=True)  # the live set copied to a new segment, and a commit mark
     j.close()
+    assert not (tmp_path / "messages.journal").exists()
     assert _bodies(tmp_path) == [b"batch%d-%d" % (b, i) for b in range(3) for i in range(2)]
-    _flip(tmp_path, 20)
+    _flip(tmp_path, 20, "messages.journal.1")
     with pytest.raises(StoreFatalError, match="damaged record"):
         MessageJournal(str(tmp_path)).open()
+
+
+def test_damage_at_the_end_of_an_older_segment_refuses_to_start(tmp_path):
+    """Only the newest segment file can end in a torn write: appends go to a new one only
+    after the older one's last write was made durable."""
+    j = MessageJournal(str(tmp_path), segment_bytes=1)   # a new segment file every flush
+    j.open()
+    q = ClassicQueue("q", "/", durable=True, journal=j)
+    for batch in range(3):
+        q.publish(msg(b"batch%d" % batch, persistent=True), 0)
+        j.flush_sync()
+    j.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "messages.journal", "messages.journal.1", "messages.journal.2"]
+    size = (tmp_path / "messages.journal.1").stat().st_size
+    _flip(tmp_path, size - 3, "messages.journal.1")   # its last (and only) record
+    with pytest.raises(StoreFatalError, match="damaged record at offset 0, before data that "
+                                              "was already durable \\(a newer segment\\)"):
+        MessageJournal(str(tmp_path)).open()
+    assert (tmp_path / "messages.journal.1").stat().st_size == size   # nothing cut away
