@@ -125,3 +125,35 @@ def test_clean_stop_flushes_unconfirmed_persistent_messages(fresh_broker, connec
     assert b.stop() == 0
     b.start()
     assert _consume_all(connect, b, "dur.flush", 101) == [f"f-{i}".encode() for i in range(100)]
+
+
+def test_kill_9_after_the_journal_moved_through_several_segment_files(fresh_broker, connect):
+    """Large messages carry the classic journal through several 32 MiB segment files: those a
+    consumer has passed are deleted, the oldest one, pinned by a message nobody consumes, has
+    that message copied forward and goes too, and a kill -9 then loses nothing and brings
+    nothing acked back."""
+    b = fresh_broker.start()
+    body = b"." * (512 << 10)
+    conn = connect(b)
+    ch = conn.channel()
+    ch.confirm_delivery()
+    persistent = pika.BasicProperties(delivery_mode=2)
+    ch.queue_declare("seg.pinned", durable=True)
+    ch.basic_publish("", "seg.pinned", b"left behind", persistent)
+    ch.queue_declare("seg.q", durable=True)
+    for i in range(150):
+        ch.basic_publish("", "seg.q", b"%04d" % i + body, persistent)
+    taken = drain(ch, "seg.q", 100, timeout=5)   # acked one by one
+    assert [body[:4] for _, _, body in taken] == [b"%04d" % i for i in range(100)]
+    for i in range(150, 250):
+        ch.basic_publish("", "seg.q", b"%04d" % i + body, persistent)
+    conn.close()
+    journal = sorted(p.name for p in b.data_dir.iterdir() if p.name.startswith("messages.journal"))
+    assert "messages.journal" not in journal   # the first file: its live message was copied on
+    assert len(journal) <= 5                   # 125 MiB written in all, 75 MiB of it live
+    b.kill()
+    b.start()
+    ch = connect(b).channel()
+    assert [body[:4] for _, _, body in drain(ch, "seg.q", 200, timeout=5)] == \
+        [b"%04d" % i for i in range(100, 250)]
+    assert [body for _, _, body in drain(ch, "seg.pinned", timeout=1)] == [b"left behind"]
