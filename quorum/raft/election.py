@@ -34,6 +34,10 @@ class ElectionMixin:
         opts = self._opts
         self._heartbeat_elapsed += 1
         self._election_elapsed += 1
+        for peer in self._config.learners:   # learners catching up: their round's age
+            pr = self._prs.get(peer)
+            if pr is not None:
+                pr.catch_up_ticks += 1
         if self._election_elapsed >= opts.election_tick:
             self._election_elapsed = 0
             if opts.check_quorum and not self._quorum_active():

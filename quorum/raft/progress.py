@@ -21,7 +21,8 @@ class ProgressState(Enum):
 
 class Progress:
     __slots__ = ("match", "next", "state", "paused", "inflights", "pending_snapshot",
-                 "recent_active", "snapshot_wait")
+                 "recent_active", "snapshot_wait", "catch_up_target", "catch_up_ticks",
+                 "caught_up")
 
     def __init__(self, next_index: int) -> None:
         self.match = 0  # highest index known to be in the follower's log
@@ -32,6 +33,12 @@ class Progress:
         self.pending_snapshot = 0  # SNAPSHOT only: index of the snapshot sent
         self.recent_active = True  # heard from since the last check-quorum round
         self.snapshot_wait = 0  # heartbeat answers seen while waiting for the snapshot ack
+        # a learner: the index its current round of catching up must reach (0: no round yet),
+        # the leader's ticks since the round began, and whether the last round took no more
+        # than an election timeout (Raft thesis 4.2.1)
+        self.catch_up_target = 0
+        self.catch_up_ticks = 0
+        self.caught_up = False
 
     def __repr__(self) -> str:
         return (f"Progress(match={self.match}, next={self.next}, {self.state.value},"

@@ -170,8 +170,10 @@ class ReplicationMixin:
             return
         if m.frm == self._transfer_target and pr.match == self._log.last_index:
             self._send(TimeoutNow(m.frm, self.id, self._term))
-        if m.frm in self._config.auto_promote:
-            self._maybe_auto_promote()
+        if m.frm in self._config.learners:
+            self._catch_up_round(pr)
+            if m.frm in self._config.auto_promote:
+                self._maybe_auto_promote()
 
     def _on_reject(self: RaftNode, pr: Progress, m: AppendResp) -> bool:
         """Move `next` back using the hint; False if the answer is stale."""
@@ -250,6 +252,25 @@ class ReplicationMixin:
             if pr is not None and pr.match >= log.commit:
                 self._propose_config(promote_config(self._config, peer), self._last_ts)
                 return
+
+    def caught_up(self: RaftNode, peer: str) -> bool:
+        """Leader: whether learner `peer` may be promoted without holding the group back: it
+        holds every committed entry, or its last round of catching up (to the commit index
+        when the round began) took no more than an election timeout (Raft thesis 4.2.1).
+        Under a steady stream of commands a learner's acks always trail the commit index a
+        little, so the first test alone may never pass. Used by the queues' membership
+        reconciliation (`amqp_broker.cluster.runtime`); `auto_promote` (the metadata group,
+        whose commands are rare) still waits for an ack of the commit index itself."""
+        pr = self._prs.get(peer)
+        return pr is not None and (pr.match >= self._log.commit or pr.caught_up)
+
+    def _catch_up_round(self: RaftNode, pr: Progress) -> None:
+        """A learner acked: end its round if it reached the round's target, start the next."""
+        if pr.catch_up_target and pr.match >= pr.catch_up_target:
+            pr.caught_up = pr.catch_up_ticks <= self._opts.election_tick
+            pr.catch_up_target = 0
+        if not pr.catch_up_target:
+            pr.catch_up_target, pr.catch_up_ticks = self._log.commit, 0
 
     # ---- follower ------------------------------------------------------------------------
 
