@@ -572,32 +572,43 @@ class MessageJournal:
             self._readable = 0
             self._cache_trail.restart()
         segment = self._segment
-        victims = [s for s in self._sizes if s != segment] if compact else self._victims()
-        moves = self._moves(victims)
         mark = COMMIT_MARK if self._mark_next else b""
         start = self._file_bytes + len(mark)
-        moved_bytes = sum(length for _, _, length, _ in moves)
-        delivered = self._delivered_of(moves)
-        batch = delivered + batch
-        batch_start = start + moved_bytes + sum(HEADER_SIZE + payload_size(r) for r in delivered)
-        total = batch_start + size + (len(COMMIT_MARK) if moves else 0)
+        moves: list[tuple[QueueRecords, int, int, int]] = []
+        dead: list[int] = []
+        prefix = trailer = 0   # the copies (and their DELIVERED records) before the batch
+        if len(self._sizes) > 1:   # older segments: one to empty, some to delete?
+            victims = [s for s in self._sizes if s != segment] if compact else self._victims()
+            moves = self._moves(victims)
+            if moves:
+                delivered = self._delivered_of(moves)
+                batch = delivered + batch
+                prefix = sum(length for _, _, length, _ in moves) + \
+                    sum(HEADER_SIZE + payload_size(r) for r in delivered)
+                trailer = len(COMMIT_MARK)
+            dead = self._dead_prefix(victims)
+        batch_start = start + prefix
+        total = batch_start + size + trailer
         self._file_bytes = self._sizes[segment] = total  # a failed write stops the node
         for records, msg_id, pos in enqueues:   # where they will be once written
             records.place(msg_id, position(segment, batch_start + pos))
-        dead = self._dead_prefix(victims)
+        if not (moves or dead or roll):   # the common case: an append, nothing more
+            return (seq, partial(self._write_sync, batch, total, mark),
+                    partial(self._written, enqueues, total, (), 0, ()), size + len(mark))
         sources = {segment_of(pos)[0] for *_, pos in moves}
         job = partial(self._write_sync, batch, total, mark, moves,
                       {s: self._read_fd(s) for s in sources}, dead,
                       self._segment_path(segment) if roll else None)
         done = partial(self._written, enqueues, total, moves, position(segment, start), dead)
-        return seq, job, done, None if moves or roll or dead else total - start + len(mark)
+        return seq, job, done, None
 
     def _victims(self) -> list[int]:
         """The oldest segment, if it is worth copying its live records forward."""
         oldest = next(iter(self._sizes))
+        if oldest == self._segment:
+            return []
         on_disk = sum(self._sizes.values())
-        if (oldest == self._segment or on_disk < self._compact_min
-                or 2 * self._live_bytes >= on_disk):
+        if on_disk < self._compact_min or 2 * self._live_bytes >= on_disk:
             return []
         return [oldest]
 
@@ -642,8 +653,8 @@ class MessageJournal:
         return dead
 
     def _written(self, enqueues: list[tuple[QueueRecords, int, int]], size: int,
-                 moves: list[tuple[QueueRecords, int, int, int]], moved_to: int,
-                 dead: list[int], _=None) -> None:
+                 moves: Sequence[tuple[QueueRecords, int, int, int]], moved_to: int,
+                 dead: Sequence[int], _=None) -> None:
         """A batch is in the file (trio thread): `read` finds its records there now, the
         records copied forward are read from their new place, and the deleted segments are
         forgotten."""
@@ -658,7 +669,8 @@ class MessageJournal:
             pos += length
         if moves:
             self.compactions += 1
-        self._forget_segments(dead)
+        if dead:
+            self._forget_segments(dead)
 
     def _forget_segments(self, dead: list[int]) -> None:
         for segment in dead:
@@ -675,8 +687,9 @@ class MessageJournal:
 
     # -- worker-thread side ----------------------------------------------------------------------
     def _write_sync(self, batch: list[Payload], end: int, mark: bytes,
-                    moves: list[tuple[QueueRecords, int, int, int]], sources: dict[int, int],
-                    dead: list[int], new_path: str | None) -> None:
+                    moves: Sequence[tuple[QueueRecords, int, int, int]] = (),
+                    sources: dict[int, int] | None = None, dead: Sequence[int] = (),
+                    new_path: str | None = None) -> None:
         """Append (to a new segment file first, if `new_path`): the commit mark, the records
         copied forward (read back from their segments), `batch`; fdatasync; then delete the
         `dead` segments."""
