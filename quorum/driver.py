@@ -169,6 +169,10 @@ class NodeDriver:
         self.effects_batch: ContextManager[Any] = nullcontext()
         self._groups: dict[str, _Group] = {}
         self._dirty: dict[str, None] = {}  # ordered set of groups with input since last pass
+        # groups a tick may change (`RaftNode.ticks_matter`, or forwards to expire); an idle
+        # one-member group is not among them, so a pass of ticks skips it (kept up to date
+        # after every pass for the groups it ran: nothing else changes a group)
+        self._ticking: dict[str, None] = {}
         self._ticks = 0
         self._wake = trio.Event()
         self._read_seq = 0
@@ -201,6 +205,7 @@ class NodeDriver:
                         reader=_Reader(self.log, group), config_history=history)
         self._groups[group] = g = _Group(group, raft, machine, state, on_effects,
                                          on_leader=on_leader)
+        self._ticking[group] = None
         g.applied_to = applied  # the restored state's place in the log
         g.checkpoint_at = checkpoint.index if checkpoint else 0
         g.checkpoints = checkpoints
@@ -256,6 +261,7 @@ class NodeDriver:
         token to `log.wait_durable` for, 0 without `delete`."""
         g = self._groups.pop(group, None)
         self._dirty.pop(group, None)
+        self._ticking.pop(group, None)
         if g is None:
             return 0
         err = NotLeader(None)
@@ -531,10 +537,26 @@ class NodeDriver:
             self._finish_writes()
         ticks, self._ticks = self._ticks, 0
         if ticks:
-            names = list(self._groups)
+            # every group that a tick may change, and those with work; an idle one-member
+            # group (every queue of a single node) is skipped: 300 idle queues of a single
+            # node took 9-12% of a core, 4.4-6.1% without their ticks
+            names = [*self._ticking, *(name for name in self._dirty if name not in self._ticking)]
         else:
             names = list(self._dirty)
         self._dirty.clear()
+        try:
+            await self._run_groups(names, ticks)
+        finally:
+            groups, ticking = self._groups, self._ticking
+            for name in names:
+                g = groups.get(name)
+                if g is not None and (g.raft.ticks_matter or g.forwards):
+                    ticking[name] = None
+                else:
+                    ticking.pop(name, None)
+
+    async def _run_groups(self, names: list[str], ticks: int) -> None:
+        """The pass itself, over the groups `names` (see the module docstring)."""
         now_ms = int(self._clock() * 1000)
         readies: list[tuple[_Group, Ready]] = []
         promotions: list[_Group] = []

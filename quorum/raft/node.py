@@ -141,6 +141,14 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
         return self._role is Role.LEADER
 
     @property
+    def ticks_matter(self) -> bool:
+        """Whether `tick` can change anything: not for a leader with no other member and no
+        leadership transfer (no one to send heartbeats to, no quorum to lose), so a driver may
+        leave such a group alone while it has no other work."""
+        return not (self._role is Role.LEADER and len(self._prs) == 1
+                    and self._transfer_target is None)
+
+    @property
     def config(self) -> ConfigState:
         """The membership in force: that of the last config entry in the log, committed or not."""
         return self._config

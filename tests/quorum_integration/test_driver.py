@@ -608,3 +608,34 @@ async def test_submit_waits_for_a_leader_and_reports_a_lost_forward_as_unknown(t
             assert follower.driver.state("kv")["lost?"][0] == "y"
             leader.isolated = False
         nursery.cancel_scope.cancel()
+
+
+class _NoPeers:
+    def send(self, peer: str, group: str, data: bytes) -> bool:
+        raise AssertionError(f"a one-member group sent to {peer}")
+
+
+async def test_idle_one_member_groups_are_not_ticked(tmp_path):
+    """A single node's groups (every quorum queue of a node without a cluster): once each leads
+    itself, ticks change nothing for them, so the driver leaves them alone until they have work."""
+    log = AsyncLog.open(str(tmp_path / "solo"), LogConfig())
+    driver = NodeDriver("solo", log, _NoPeers(), tick_interval=0.005, options=_options)
+    groups = [f"g{i}" for i in range(5)]
+    for g in groups:
+        driver.add_group(g, KvMachine(), ["solo"])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        while not all(driver.status(g).is_leader for g in groups):
+            await trio.sleep(0.01)
+        await driver.propose("g0", KvMachine.encode(KvSet("k", "v")))
+        ticked = {g: 0 for g in groups}
+        for g in groups:
+            raft = driver.raft(g)
+            raft.tick = lambda g=g, tick=raft.tick: (ticked.__setitem__(g, ticked[g] + 1), tick())
+        await trio.sleep(0.2)   # about 40 ticks of the driver
+        assert ticked == {g: 0 for g in groups}
+        # work still goes through at once
+        await driver.propose("g3", KvMachine.encode(KvSet("k", "w")))
+        assert driver.state("g3")["k"][0] == "w"
+        nursery.cancel_scope.cancel()
+    log.close()
