@@ -28,6 +28,7 @@ import aio_pika
 import aio_pika.exceptions
 import pika
 import pika.exceptions
+from pika.adapters.utils.connection_workflow import AMQPConnectorException
 
 from .history import History
 
@@ -37,6 +38,9 @@ QUORUM_ARGS = {"x-queue-type": "quorum"}
 
 # what a dying connection, a stopped node or a timeout raises in aio-pika
 _AIO_ERRORS = (*aio_pika.exceptions.CONNECTION_EXCEPTIONS, asyncio.TimeoutError)
+# and in pika: a connect to a stopped node (SIGSTOP) succeeds in the kernel's backlog, then the
+# handshake times out with AMQPConnectorStackTimeout, which is not an AMQPError
+_PIKA_ERRORS = (pika.exceptions.AMQPError, AMQPConnectorException, OSError)
 
 
 @dataclass(frozen=True)
@@ -210,7 +214,7 @@ class Workload:
             try:
                 if self._consume(cid, node, home, stop):
                     failures = 0
-            except (pika.exceptions.AMQPError, OSError) as e:
+            except _PIKA_ERRORS as e:
                 failures += 1
                 self.history.note(f"consumer {cid} on {self.names[node]}: {e!r}")
                 time.sleep(0.2)
