@@ -256,13 +256,16 @@ class ReplicationMixin:
     def caught_up(self: RaftNode, peer: str) -> bool:
         """Leader: whether learner `peer` may be promoted without holding the group back: it
         holds every committed entry, or its last round of catching up (to the commit index
-        when the round began) took no more than an election timeout (Raft thesis 4.2.1).
+        when the round began) took no more than an election timeout and the round under way
+        is not older than one (Raft thesis 4.2.1; a learner that caught up once and then went
+        silent is not promoted into a voter that is down).
         Under a steady stream of commands a learner's acks always trail the commit index a
         little, so the first test alone may never pass. Used by the queues' membership
         reconciliation (`amqp_broker.cluster.runtime`); `auto_promote` (the metadata group,
         whose commands are rare) still waits for an ack of the commit index itself."""
         pr = self._prs.get(peer)
-        return pr is not None and (pr.match >= self._log.commit or pr.caught_up)
+        return pr is not None and (pr.match >= self._log.commit or (
+            pr.caught_up and pr.catch_up_ticks <= self._opts.election_tick))
 
     def _catch_up_round(self: RaftNode, pr: Progress) -> None:
         """A learner acked: end its round if it reached the round's target, start the next."""

@@ -194,6 +194,26 @@ def test_4_2_1_a_learner_always_a_little_behind_a_busy_leader_is_caught_up_after
     assert all(c[i].config.voters == ("a", "b", "c", "d") for i in c.ids)
 
 
+def test_4_2_1_a_learner_that_caught_up_and_then_went_silent_is_no_longer_caught_up():
+    c = Cluster(["a", "b", "c"])
+    c.elect("a")
+    c.put("a", "k", "v")
+    c.stabilize()
+    c.add_node("d")
+    c["a"].add_learner("d", now_ms=0, auto_promote=False)
+    for i in range(3):  # rounds that each end at once: d keeps up
+        c.put("a", f"k{i}", "v")
+        c.stabilize()
+    c.put("a", "busy", "v")  # commits without d: d's round under way cannot end
+    c.isolate("d")
+    c.stabilize()
+    assert c["a"].status()["progress"]["d"]["match"] < c["a"].commit_index
+    c.tick(["a"], times=OPTIONS.election_tick)
+    assert c["a"].caught_up("d")  # its last round was quick, the one under way still young
+    c.tick(["a"], times=1)
+    assert not c["a"].caught_up("d")
+
+
 def test_4_2_1_a_learner_cut_off_is_not_caught_up():
     c = Cluster(["a", "b", "c"])
     c.elect("a")
