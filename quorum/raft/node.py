@@ -290,7 +290,7 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
 
     def add_learner(self, node: str, now_ms: int, auto_promote: bool = True) -> int:
         """Add `node` as a non-voter. With auto_promote the leader later proposes its promotion
-        by itself, once the learner's log reaches the commit index. Returns the entry index."""
+        by itself, once the learner is `caught_up`. Returns the entry index."""
         return self._propose_config(_add_learner_config(self._config, node, auto_promote), now_ms)
 
     def promote(self, node: str, now_ms: int) -> int:

@@ -248,8 +248,7 @@ class ReplicationMixin:
         if self._pending_conf_index > log.commit or self._transfer_target is not None:
             return
         for peer in self._config.auto_promote:
-            pr = self._prs.get(peer)
-            if pr is not None and pr.match >= log.commit:
+            if self.caught_up(peer):
                 self._propose_config(promote_config(self._config, peer), self._last_ts)
                 return
 
@@ -261,8 +260,8 @@ class ReplicationMixin:
         silent is not promoted into a voter that is down).
         Under a steady stream of commands a learner's acks always trail the commit index a
         little, so the first test alone may never pass. Used by the queues' membership
-        reconciliation (`amqp_broker.cluster.runtime`); `auto_promote` (the metadata group,
-        whose commands are rare) still waits for an ack of the commit index itself."""
+        reconciliation (`amqp_broker.cluster.runtime`) and by `auto_promote` (the metadata
+        group's joins)."""
         pr = self._prs.get(peer)
         return pr is not None and (pr.match >= self._log.commit or (
             pr.caught_up and pr.catch_up_ticks <= self._opts.election_tick))

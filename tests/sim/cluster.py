@@ -386,9 +386,11 @@ class SimCluster:
         return name if self.app is None else self.app.marker(name)
 
     def members(self) -> list[str]:
-        """Members by the newest config any running node holds."""
+        """Members by the config of the most up-to-date log of a running node, compared as
+        Raft's elections do (last entry's term, then index): a longer log of an older term
+        (a node whose addition was lost with its leader, left behind) is not the newest."""
         best = max((n.raft for n in self.nodes.values() if n.up),
-                   key=lambda r: (r.last_index, r.term))
+                   key=lambda r: (r.log_term(r.last_index) or 0, r.last_index))
         return list(best.config.voters) + list(best.config.learners)
 
     def propose(self) -> int | None:
