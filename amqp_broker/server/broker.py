@@ -74,6 +74,8 @@ class Broker:
         self.output_batch = OutputBatch()  # clients' output written at a batch's end
         journal = getattr(store, "journal", None)
         self.journal = journal
+        if journal is not None:   # a publish's write and fsync at the end of its reader's batch
+            journal.defer_wakeup = self.output_batch.at_end
         self.spill = getattr(store, "spill", None)   # where classic queues page out
         self.durability = Durability(journal, self.run_pending, self.output_batch)
         self.reply_to = ReplyTo()

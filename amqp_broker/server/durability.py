@@ -1,8 +1,9 @@
 """Publisher confirms that wait for the message journal's fsync (group commit).
 
 A durable classic queue's `JournalTap.confirm_when_durable` calls `wait(journal_seq, tracker, seq)`
-for a persistent message it accepted with a confirm. The journal's flusher calls back once the
-oldest waiter's record is durable (`call_when_durable`: no task of its own, so no extra pass of
+for a persistent message it accepted with a confirm. The journal calls back once the oldest
+waiter's record is durable (from its flusher, or at the end of the reader's `OutputBatch`
+that added the record) (`call_when_durable`: no task of its own, so no extra pass of
 the run loop per batch); every confirm covered by then is settled at once, and the broker runs
 what the settles made pending, inside the broker's `OutputBatch` (the confirms are written
 from the flusher's task, not by waking each publisher's writer). Waiters arrive in journal

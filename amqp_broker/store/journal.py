@@ -251,6 +251,13 @@ class MessageJournal:
         self._sleep: trio.CancelScope | None = None  # ... in this scope
         self._urgent = False  # the pending batch holds more than removals
         self._failed: StoreFatalError | None = None
+        # a batch `_flush_here` detached but could not write on the spot: the flusher's next
+        self._handed: tuple | None = None
+        # Set by the owner: `defer_wakeup(fn)` promises to call `fn()` at the end of the
+        # synchronous batch of work running now (True), or declines (False). An urgent record
+        # added in such a batch then does not wake the flusher: `fn` writes the batch there
+        # and then, sparing the flusher's task step and a pass of the run loop per message.
+        self.defer_wakeup: Callable[[Callable[[], None]], bool] | None = None
         self.fsyncs = 0  # number of flushes done (statistics)
         self.jobs = DiskJobs()  # a small batch is written on the trio thread
         self._mark_next = False  # the next write starts with a commit mark
@@ -378,6 +385,41 @@ class MessageJournal:
         """Sequence number of the last record appended: wait for it to confirm a publish."""
         return self._seq
 
+    def _wake_flusher(self) -> None:
+        wakeup, self._wakeup = self._wakeup, None
+        if wakeup is not None:
+            wakeup.set()
+
+    def _end_of_batch(self) -> None:
+        """The end of the batch of work that added urgent records (`defer_wakeup`)."""
+        if self._urgent and self._wakeup is not None and not self._flush_here():
+            self._wake_flusher()
+
+    def _flush_here(self) -> bool:
+        """Write and sync the pending batch now, on the trio thread, if the flusher is idle
+        and `DiskJobs` would write it inline anyway (the flusher's own way at a low rate):
+        the same write and fdatasync, without a task switch. False if it is the flusher's
+        to do (busy, a large batch, a segment to start, copy or delete)."""
+        if self._wakeup is None or self._failed is not None or not self._pending:
+            return False
+        taken = self._take_batch()
+        seq, job, done, nbytes = taken
+        if job is not None:
+            if not self.jobs.takes_inline(nbytes):
+                self._handed = taken
+                return False
+            try:
+                result = self.jobs.run_inline(job)
+            except StoreFatalError as exc:
+                self._fail(exc)   # the flusher raises it, which stops the node
+                return False
+            done(result)
+            self.fsyncs += 1
+        self._mark_durable(seq)
+        if self._sleep is not None and not self._pending:
+            self._sleep.deadline = math.inf  # no removals left to wait for company
+        return True
+
     @property
     def durable_seq(self) -> int:
         return self._durable_seq
@@ -389,10 +431,9 @@ class MessageJournal:
         self._seq += 1
         if urgent:
             self._urgent = True
-            wakeup = self._wakeup
-            if wakeup is not None:
-                self._wakeup = None
-                wakeup.set()
+            if self._wakeup is not None and (self.defer_wakeup is None
+                                             or not self.defer_wakeup(self._end_of_batch)):
+                self._wake_flusher()
         elif idle and self._sleep is not None:
             # removals alone: the flusher's sleep ends REMOVALS_DELAY from now (no wake-up now)
             self._sleep.deadline = trio.current_time() + REMOVALS_DELAY
@@ -512,14 +553,17 @@ class MessageJournal:
         task_status.started()
         try:
             while True:
-                if not self._urgent:  # nothing yet, or removals alone: wait for company
+                if self._failed is not None:
+                    raise self._failed
+                if self._handed is None and not self._urgent:
+                    # nothing yet, or removals alone: wait for company
                     self._wakeup = trio.Event()
                     removals_due = trio.current_time() + REMOVALS_DELAY if self._pending else math.inf
                     with trio.CancelScope(deadline=removals_due) as sleep:
                         self._sleep = sleep
                         await self._wakeup.wait()
                     self._sleep = self._wakeup = None
-                    if not self._pending:
+                    if not self._pending and self._handed is None:
                         continue
                 await self._flush_once()
         except StoreFatalError as exc:
@@ -527,7 +571,8 @@ class MessageJournal:
             raise
 
     async def _flush_once(self) -> None:
-        seq, job, done, nbytes = self._take_batch()
+        taken, self._handed = self._handed, None
+        seq, job, done, nbytes = taken if taken is not None else self._take_batch()
         if job is not None:
             done(await self.jobs.run(job, nbytes))
             self.fsyncs += 1
@@ -536,6 +581,12 @@ class MessageJournal:
     def flush_sync(self, compact: bool = False) -> None:
         """Write and sync whatever is pending, from a non-async context (clean shutdown, tests);
         `compact` forces a rewrite of the live set. Never call it while `run()` is active."""
+        taken, self._handed = self._handed, None
+        if taken is not None:   # detached by `_flush_here` for the flusher, which never ran it
+            seq, job, done, _ = taken
+            done(job())
+            self.fsyncs += 1
+            self._mark_durable(seq)
         if self._pending or compact:
             seq, job, done, _ = self._take_batch(compact)
             if job is not None:

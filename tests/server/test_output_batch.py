@@ -69,3 +69,27 @@ async def test_what_the_kernel_does_not_take_goes_through_the_writer_in_order():
         assert not session._unsent and session._in_flight == 0
         nursery.cancel_scope.cancel()
 
+
+
+async def test_functions_at_the_end_run_after_the_output_is_written_and_their_own_goes_out_too():
+    """`at_end` (the journal's write of a publish): the batch's output is written first (a
+    delivery does not wait for the fsync), then the function, and what it wakes (a confirm)
+    is written before the batch closes; outside a batch `at_end` declines."""
+    async with trio.open_nursery() as nursery:
+        batch, session, client = await _session_with_writer(nursery)
+        seen = []
+
+        def at_end():
+            seen.append(session.conn.output_size())   # the delivery is written already
+            session.conn.put_output(b"confirm")
+            session.wake()
+
+        assert batch.at_end(at_end) is False and seen == []
+        with batch:
+            session.conn.put_output(b"delivery ")
+            session.wake()
+            assert batch.at_end(at_end) is True
+            assert batch.at_end(at_end) is True   # once per batch, however often asked
+        assert seen == [0] and batch.active == 0
+        assert await _read(client, len(b"delivery confirm")) == b"delivery confirm"
+        nursery.cancel_scope.cancel()

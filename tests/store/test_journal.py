@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 import trio
+import trio.testing
 
 from amqp_broker.queues import ClassicQueue, Message, queue_key
 from amqp_broker.store import MessageJournal, StoreFatalError
@@ -473,3 +474,65 @@ async def test_an_old_message_left_behind_is_copied_forward_and_its_segment_dele
     _, recovered = opened(tmp_path)
     entries = whole(recovered[queue_key("/", "q")])
     assert [(i, m.body, r) for i, m, r in entries] == [(old.entry.msg_id, b"left behind", True)]
+
+
+@pytest.mark.trio
+async def test_a_publish_in_a_batch_is_written_and_synced_at_its_end_without_the_flusher(tmp_path):
+    """The owner's `defer_wakeup` (the broker's `OutputBatch.at_end`): a small batch added
+    inside it is written and synced when it ends, by the caller, and the flusher task, which
+    would have cost a task step and a pass of the run loop, is never woken."""
+    from amqp_broker.server.output_batch import OutputBatch
+
+    fsync = CountingFsync()
+    j, _ = opened(tmp_path, fsync=fsync)
+    batch = OutputBatch()
+    j.defer_wakeup = batch.at_end
+    confirmed = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        await trio.testing.wait_all_tasks_blocked()
+        base, flusher_steps = fsync.calls, j.jobs.inline
+        q = durable_queue(j)
+        with batch:
+            for i in range(3):
+                q.publish(msg(b"%d" % i, persistent=True), 0)
+            j.call_when_durable(j.appended_seq, lambda: confirmed.append(j.durable_seq))
+            assert confirmed == [] and j.durable_seq == 0
+        # synchronously at the batch's end, before any other task ran
+        assert confirmed == [j.appended_seq] and fsync.calls - base == 1
+        assert j.jobs.inline == flusher_steps + 1
+        # outside a batch the flusher does it, as before
+        q.publish(msg(b"later", persistent=True), 0)
+        assert j.durable_seq < j.appended_seq
+        await j.wait_durable(j.appended_seq)
+        nursery.cancel_scope.cancel()
+    j.close()
+    _, recovered = opened(tmp_path)
+    assert [m.body for _, m, _ in whole(recovered[queue_key("/", "q")])] == [
+        b"0", b"1", b"2", b"later"]
+
+
+@pytest.mark.trio
+async def test_a_batch_too_large_to_write_inline_is_handed_to_the_flusher(tmp_path):
+    from amqp_broker.server.output_batch import OutputBatch
+
+    j, _ = opened(tmp_path)
+    j.jobs.max_bytes = 100   # every batch here is "large": a worker thread's job
+    batch = OutputBatch()
+    j.defer_wakeup = batch.at_end
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        await trio.testing.wait_all_tasks_blocked()
+        q = durable_queue(j)
+        with batch:
+            q.publish(msg(b"x" * 1000, persistent=True), 0)
+        seq = j.appended_seq
+        assert j.durable_seq < seq    # not written here
+        q.publish(msg(b"y", persistent=True), 0)   # a later batch: written after it
+        with trio.fail_after(10):
+            await j.wait_durable(j.appended_seq)
+        assert j.jobs.threaded == 1   # the handed batch, in a worker thread
+        nursery.cancel_scope.cancel()
+    j.close()
+    _, recovered = opened(tmp_path)
+    assert [m.body for _, m, _ in whole(recovered[queue_key("/", "q")])] == [b"x" * 1000, b"y"]
