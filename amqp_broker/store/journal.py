@@ -251,8 +251,6 @@ class MessageJournal:
         self._sleep: trio.CancelScope | None = None  # ... in this scope
         self._urgent = False  # the pending batch holds more than removals
         self._failed: StoreFatalError | None = None
-        # a batch `_flush_here` detached but could not write on the spot: the flusher's next
-        self._handed: tuple | None = None
         # Set by the owner: `defer_wakeup(fn)` promises to call `fn()` at the end of the
         # synchronous batch of work running now (True), or declines (False). An urgent record
         # added in such a batch then does not wake the flusher: `fn` writes the batch there
@@ -399,15 +397,14 @@ class MessageJournal:
         """Write and sync the pending batch now, on the trio thread, if the flusher is idle
         and `DiskJobs` would write it inline anyway (the flusher's own way at a low rate):
         the same write and fdatasync, without a task switch. False if it is the flusher's
-        to do (busy, a large batch, a segment to start, copy or delete)."""
-        if self._wakeup is None or self._failed is not None or not self._pending:
+        to do (busy; a large batch, or one that may start, empty or delete a segment: the
+        flusher takes it later, with what else comes meanwhile)."""
+        if (self._wakeup is None or self._failed is not None or not self._pending
+                or len(self._sizes) > 1 or self._file_bytes >= self._segment_bytes
+                or not self.jobs.takes_inline(self._pending_bytes + len(COMMIT_MARK))):
             return False
-        taken = self._take_batch()
-        seq, job, done, nbytes = taken
+        seq, job, done, nbytes = self._take_batch()
         if job is not None:
-            if not self.jobs.takes_inline(nbytes):
-                self._handed = taken
-                return False
             try:
                 result = self.jobs.run_inline(job)
             except StoreFatalError as exc:
@@ -555,15 +552,14 @@ class MessageJournal:
             while True:
                 if self._failed is not None:
                     raise self._failed
-                if self._handed is None and not self._urgent:
-                    # nothing yet, or removals alone: wait for company
+                if not self._urgent:  # nothing yet, or removals alone: wait for company
                     self._wakeup = trio.Event()
                     removals_due = trio.current_time() + REMOVALS_DELAY if self._pending else math.inf
                     with trio.CancelScope(deadline=removals_due) as sleep:
                         self._sleep = sleep
                         await self._wakeup.wait()
                     self._sleep = self._wakeup = None
-                    if not self._pending and self._handed is None:
+                    if not self._pending:
                         continue
                 await self._flush_once()
         except StoreFatalError as exc:
@@ -571,8 +567,7 @@ class MessageJournal:
             raise
 
     async def _flush_once(self) -> None:
-        taken, self._handed = self._handed, None
-        seq, job, done, nbytes = taken if taken is not None else self._take_batch()
+        seq, job, done, nbytes = self._take_batch()
         if job is not None:
             done(await self.jobs.run(job, nbytes))
             self.fsyncs += 1
@@ -581,12 +576,6 @@ class MessageJournal:
     def flush_sync(self, compact: bool = False) -> None:
         """Write and sync whatever is pending, from a non-async context (clean shutdown, tests);
         `compact` forces a rewrite of the live set. Never call it while `run()` is active."""
-        taken, self._handed = self._handed, None
-        if taken is not None:   # detached by `_flush_here` for the flusher, which never ran it
-            seq, job, done, _ = taken
-            done(job())
-            self.fsyncs += 1
-            self._mark_durable(seq)
         if self._pending or compact:
             seq, job, done, _ = self._take_batch(compact)
             if job is not None:

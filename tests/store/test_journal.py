@@ -513,7 +513,7 @@ async def test_a_publish_in_a_batch_is_written_and_synced_at_its_end_without_the
 
 
 @pytest.mark.trio
-async def test_a_batch_too_large_to_write_inline_is_handed_to_the_flusher(tmp_path):
+async def test_a_batch_too_large_to_write_inline_is_left_to_the_flusher(tmp_path):
     from amqp_broker.server.output_batch import OutputBatch
 
     j, _ = opened(tmp_path)
@@ -528,10 +528,10 @@ async def test_a_batch_too_large_to_write_inline_is_handed_to_the_flusher(tmp_pa
             q.publish(msg(b"x" * 1000, persistent=True), 0)
         seq = j.appended_seq
         assert j.durable_seq < seq    # not written here
-        q.publish(msg(b"y", persistent=True), 0)   # a later batch: written after it
+        q.publish(msg(b"y", persistent=True), 0)   # the flusher takes it along
         with trio.fail_after(10):
             await j.wait_durable(j.appended_seq)
-        assert j.jobs.threaded == 1   # the handed batch, in a worker thread
+        assert j.jobs.threaded == 1   # the flusher, in a worker thread
         nursery.cancel_scope.cancel()
     j.close()
     _, recovered = opened(tmp_path)
