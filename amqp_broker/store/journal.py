@@ -586,8 +586,9 @@ class MessageJournal:
     def _take_batch(self, compact: bool = False) -> tuple[int, Callable[[], Any] | None, Any, int | None]:
         """Detach the pending batch (trio thread); return its seq, the blocking job that makes
         it durable (None when every record of the batch was cancelled), what to do with the
-        job's result back in this thread, and the bytes it writes (None when it copies records
-        forward: `DiskJobs` always gives that a worker thread).
+        job's result back in this thread, and the bytes it writes (None when it also starts a
+        segment file, copies records forward or deletes segments: `DiskJobs` always gives that
+        a worker thread).
 
         The batch goes to the newest segment file, or to a new one once that holds
         `segment_bytes`. Before it come the live records of the segments being compacted:
