@@ -403,16 +403,13 @@ class MessageJournal:
                 or len(self._sizes) > 1 or self._file_bytes >= self._segment_bytes
                 or not self.jobs.takes_inline(self._pending_bytes + len(COMMIT_MARK))):
             return False
-        seq, job, done, nbytes = self._take_batch()
-        if job is not None:
-            try:
-                result = self.jobs.run_inline(job)
-            except StoreFatalError as exc:
-                self._fail(exc)   # the flusher raises it, which stops the node
-                return False
-            done(result)
-            self.fsyncs += 1
-        self._mark_durable(seq)
+        seq, job, done, _ = self._take_batch()
+        try:
+            result = self.jobs.run_inline(job) if job is not None else None
+        except StoreFatalError as exc:
+            self._fail(exc)   # the flusher raises it, which stops the node
+            return False
+        self._batch_written(seq, done, result)
         if self._sleep is not None and not self._pending:
             self._sleep.deadline = math.inf  # no removals left to wait for company
         return True
@@ -568,20 +565,23 @@ class MessageJournal:
 
     async def _flush_once(self) -> None:
         seq, job, done, nbytes = self._take_batch()
-        if job is not None:
-            done(await self.jobs.run(job, nbytes))
-            self.fsyncs += 1
-        self._mark_durable(seq)
+        result = await self.jobs.run(job, nbytes) if job is not None else None
+        self._batch_written(seq, done, result)
 
     def flush_sync(self, compact: bool = False) -> None:
         """Write and sync whatever is pending, from a non-async context (clean shutdown, tests);
         `compact` forces a rewrite of the live set. Never call it while `run()` is active."""
         if self._pending or compact:
             seq, job, done, _ = self._take_batch(compact)
-            if job is not None:
-                done(job())
-                self.fsyncs += 1
-            self._mark_durable(seq)
+            self._batch_written(seq, done, job() if job is not None else None)
+
+    def _batch_written(self, seq: int, done: Any, result: Any) -> None:
+        """A batch taken by `_take_batch` is durable: `done` (None when nothing was written)
+        gets the job's result, and what waits for `seq` is released."""
+        if done is not None:
+            done(result)
+            self.fsyncs += 1
+        self._mark_durable(seq)
 
     def _take_batch(self, compact: bool = False) -> tuple[int, Callable[[], Any] | None, Any, int | None]:
         """Detach the pending batch (trio thread); return its seq, the blocking job that makes

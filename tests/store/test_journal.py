@@ -10,6 +10,7 @@ import trio
 import trio.testing
 
 from amqp_broker.queues import ClassicQueue, Message, queue_key
+from amqp_broker.server.output_batch import OutputBatch
 from amqp_broker.store import MessageJournal, StoreFatalError
 from amqp_broker.store.journal import REMOVALS_DELAY
 from amqp_broker.store.journal_index import replay
@@ -481,8 +482,6 @@ async def test_a_publish_in_a_batch_is_written_and_synced_at_its_end_without_the
     """The owner's `defer_wakeup` (the broker's `OutputBatch.at_end`): a small batch added
     inside it is written and synced when it ends, by the caller, and the flusher task, which
     would have cost a task step and a pass of the run loop, is never woken."""
-    from amqp_broker.server.output_batch import OutputBatch
-
     fsync = CountingFsync()
     j, _ = opened(tmp_path, fsync=fsync)
     batch = OutputBatch()
@@ -514,8 +513,6 @@ async def test_a_publish_in_a_batch_is_written_and_synced_at_its_end_without_the
 
 @pytest.mark.trio
 async def test_a_batch_too_large_to_write_inline_is_left_to_the_flusher(tmp_path):
-    from amqp_broker.server.output_batch import OutputBatch
-
     j, _ = opened(tmp_path)
     j.jobs.max_bytes = 100   # every batch here is "large": a worker thread's job
     batch = OutputBatch()
