@@ -72,6 +72,14 @@ _CONNECTION_CLASS = 10
 _DRAIN_MAX = 30  # seconds of input discarded after a client close, at most (RabbitMQ)
 
 
+def _frame_rest(buf: bytearray) -> int:
+    """How many bytes the frame at the start of `buf` still lacks (0 if its header is not
+    whole yet)."""
+    if len(buf) < 7:
+        return 0
+    return 8 + _I.unpack_from(buf, 3)[0] - len(buf)
+
+
 class ServerConnection(Handshake, Liveness):
     """One AMQP connection, server side. See the module docstring for the calling contract."""
 
@@ -97,7 +105,28 @@ class ServerConnection(Handshake, Liveness):
             self._set_closed(0.0)
             return
         self._recv_flag = True
-        self._buf += data
+        if self.state != OPEN and self.state != CLOSING:  # the handshake: small, rare reads
+            self._buf += data
+            self._process()
+            return
+        buf = self._buf
+        if buf:
+            # Top up the frame left incomplete by the last read, handle it, then read the rest
+            # of `data` in place: a read of large bodies is not copied whole into the buffer.
+            rest = _frame_rest(buf)
+            if not 0 < rest < len(data):
+                buf += data
+                self._process()
+                return
+            view = memoryview(data)
+            buf += view[:rest]
+            self._process()
+            if self._buf or self.state == CLOSED or self.state in PAUSED_STATES:
+                if self.state != CLOSED:
+                    self._buf += view[rest:]
+                return
+            data = view[rest:]
+        self._buf = data  # parsed in place; `_process` keeps a copy of the unparsed tail
         self._process()
 
     def next_events(self) -> list[Event]:
@@ -286,10 +315,13 @@ class ServerConnection(Handshake, Liveness):
                 self._fail(ProtocolError(INTERNAL_ERROR, f"{type(err).__name__}: {err}"))
             if self.state == CLOSED:
                 break
+        buf = self._buf
         if self.state == CLOSED:
-            self._buf.clear()
-        else:
-            del self._buf[: self._pos]
+            self._buf = bytearray()
+        elif type(buf) is bytearray:
+            del buf[: self._pos]
+        else:  # `feed`'s input, parsed in place
+            self._buf = bytearray(memoryview(buf)[self._pos:])
 
     def _parse(self) -> None:
         """Handle every whole frame in the buffer from self._pos; stops when paused.
