@@ -34,7 +34,15 @@ class TokenBucket:
         self._refill(now)
         self._tokens -= n
 
+    @property
+    def in_debt(self) -> bool:
+        """Taken from while empty and not yet known to be paid back: only then can
+        `wait_time` be above 0 (a check per read of a client's input, without a clock read)."""
+        return self._tokens < 0
+
     def wait_time(self, now: float) -> float:
         """Seconds until the bucket is out of debt (0.0 when it is not in debt)."""
+        if self._tokens >= 0:
+            return 0.0  # refilling only adds
         self._refill(now)
         return 0.0 if self._tokens >= 0 else -self._tokens / self.rate

@@ -324,7 +324,7 @@ class Session:
     async def _wait_out_rate_limits(self) -> None:
         """Before reading more: wait until this client is back under its channel-open and
         queue-declare rates (the replies to what it sent already go out meanwhile)."""
-        buckets = [b for b in (self._open_rate, self._declare_rate) if b is not None]
+        buckets = [b for b in (self._open_rate, self._declare_rate) if b is not None and b.in_debt]
         if not buckets:
             return
         delay = max(b.wait_time(trio.current_time()) for b in buckets)

@@ -13,10 +13,13 @@ def test_a_burst_passes_then_each_operation_costs_one_over_the_rate():
     b = TokenBucket(10.0, now=0.0)
     b.take(0.0, 10)
     assert b.wait_time(0.0) == 0.0  # one second's worth passes at once
+    assert not b.in_debt
     b.take(0.0)
+    assert b.in_debt
     assert b.wait_time(0.0) == pytest.approx(0.1)
     assert b.wait_time(0.05) == pytest.approx(0.05)
     assert b.wait_time(0.1) == 0.0
+    assert not b.in_debt  # known paid back once asked
 
 
 def test_idle_time_refills_no_more_than_the_burst():
