@@ -81,6 +81,10 @@ def _always() -> bool:
     return True
 
 
+def _never() -> bool:
+    return False
+
+
 @dataclass(eq=False, slots=True)
 class Consumer:
     """One basic.consume on one queue. Identity is (channel, tag); compared by identity.
@@ -90,6 +94,10 @@ class Consumer:
     consume one unit of prefetch; return False when the window is full (no_ack consumers and
     prefetch 0 use the default, always True). `priority` is the x-priority argument.
     `no_ack` deliveries are settled by the queue itself as they are handed out.
+    `keeping_up` says whether the consumer could take more now, its client keeping pace (room
+    in its prefetch window, its client reading as fast as we write): a classic queue whose ready
+    messages pile up while a consumer keeps up asks its publishers to pause (`flow`); by
+    default False (the queue's backlog is then the consumer's pace, and it grows).
     """
 
     tag: str
@@ -99,6 +107,7 @@ class Consumer:
     priority: int = 0
     take_credit: Callable[[], bool] = _always
     arguments: dict[str, Any] = field(default_factory=dict)
+    keeping_up: Callable[[], bool] = _never
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +257,8 @@ class QueueType(Protocol):
     supports_conditional_delete: bool  # False: queue.delete if-unused / if-empty is refused
     # True: this queue asks its publishers to stop reading their sockets for now (RabbitMQ's
     # "flow"); a queue that can set it also has `when_flow_ends(callback)`, which calls back
-    # once they may go on (quorum queues: `QuorumQueue.when_flow_ends`).
+    # once they may go on (quorum queues: `QuorumQueue.when_flow_ends`), and `flow_wait`, the
+    # longest a publisher waits for that before it reads again.
     flow: bool
 
     @property

@@ -104,6 +104,13 @@ class ConsumerSet:
         best = max(range(len(self._waiting)), key=lambda i: (self._waiting[i].priority, -i))
         return self._waiting.pop(best)
 
+    def any_keeping_up(self) -> bool:
+        """Whether a consumer that may be offered messages could take more now
+        (`Consumer.keeping_up`). O(consumers)."""
+        if self._single_active:
+            return self._active is not None and self._active.keeping_up()
+        return any(c.keeping_up() for _, group in self._groups for c in group)
+
     def pick(self) -> Consumer | None:
         """The consumer that gets the next message, having taken one unit of its credit; None when
         nobody can take a message now."""

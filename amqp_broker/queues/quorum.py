@@ -70,6 +70,9 @@ SETTLE_DELAY_MS = 5  # the longest a low-rate ack waits to share a publish's WAL
 # driver passes of hundreds of entries. Checked every FLOW_CHECK_EVERY publishes.
 FLOW_PENDING = 800
 FLOW_CHECK_EVERY = 64
+# The longest a publisher waits for the flow to end (`QueueType.flow_wait`): the count is this
+# node's view, which a lost leader can leave too high.
+FLOW_WAIT = 1.0
 
 # Commands that may be applied twice without harm: resent when their outcome is unknown.
 _RESENDABLE = (fifo.Settle, fifo.Return, fifo.Discard, fifo.Checkout, fifo.Cancel,
@@ -82,6 +85,7 @@ class QuorumQueue:
     auto_delete = False
     exclusive = False
     flow = False  # see FLOW_PENDING
+    flow_wait = FLOW_WAIT
     queue_type = "quorum"
     supports_global_qos = False  # RabbitMQ refuses consumers under basic.qos global=true
     supports_conditional_delete = False  # nor queue.delete with if-unused / if-empty (3.10-4.2)

@@ -60,6 +60,23 @@ def make_consumer_credit(ch: "Channel", st: ConsumerState):
     return take_credit
 
 
+def make_keeping_up(ch: "Channel", st: ConsumerState):
+    """`Consumer.keeping_up`: room in the consumer's prefetch window (and its channel's global
+    one) and a client that reads what is written."""
+    session = ch.session
+
+    def keeping_up() -> bool:
+        if session.client_lagging:
+            return False
+        if st.no_ack:
+            return True
+        if st.prefetch and st.unacked >= st.prefetch:
+            return False
+        return not (ch.global_prefetch and ch.global_unacked >= ch.global_prefetch)
+
+    return keeping_up
+
+
 def _qos(ch: "Channel", m: C.Basic.Qos) -> None:
     if m.prefetch_size:
         raise NotImplemented_(f"prefetch_size!=0 ({m.prefetch_size})")
@@ -91,6 +108,7 @@ def _consume(ch: "Channel", m: C.Basic.Consume) -> None:
                         priority=int(priority) if isinstance(priority, int) else 0,
                         arguments=args)
     consumer.take_credit = make_consumer_credit(ch, st)
+    consumer.keeping_up = make_keeping_up(ch, st)
     st.consumer = consumer
     rt.add_consumer(consumer)  # raises AccessRefused for exclusivity conflicts
     ch.consumers[tag] = st

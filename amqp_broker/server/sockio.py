@@ -39,12 +39,17 @@ class JoiningStream:
 
     def __init__(self, stream: trio.abc.Stream) -> None:
         self._stream = stream
+        self.blocked_since: float | None = None  # trio time a send began (it may wait for room)
 
     async def receive_some(self, max_bytes: int) -> bytes:
         return await self._stream.receive_some(max_bytes)
 
     async def send_pieces(self, pieces: list) -> None:
-        await self._stream.send_all(pieces[0] if len(pieces) == 1 else b"".join(pieces))
+        self.blocked_since = trio.current_time()
+        try:
+            await self._stream.send_all(pieces[0] if len(pieces) == 1 else b"".join(pieces))
+        finally:
+            self.blocked_since = None
 
 
 class DirectSocket:
@@ -54,6 +59,7 @@ class DirectSocket:
         self._stream = stream
         self._sock = stream.socket
         self._drained = False   # the last read took less than asked: the kernel had no more
+        self.blocked_since: float | None = None  # trio time a send began to wait for room
 
     async def receive_some(self, max_bytes: int) -> bytes:
         sock = self._sock
@@ -85,9 +91,14 @@ class DirectSocket:
         """Write the buffers `pieces` in order with vectored writes, waiting for room in the
         kernel's buffer only when it is full (no checkpoint otherwise, as `send_all`)."""
         rest = self.try_send(pieces)
-        while rest:
-            await trio.lowlevel.wait_writable(self._sock)
-            rest = self.try_send(rest)
+        if rest:
+            self.blocked_since = trio.current_time()
+            try:
+                while rest:
+                    await trio.lowlevel.wait_writable(self._sock)
+                    rest = self.try_send(rest)
+            finally:
+                self.blocked_since = None
 
     def try_send(self, pieces: list) -> list:
         """Write what the kernel takes of `pieces` now, without waiting; return the rest (the

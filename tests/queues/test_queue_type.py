@@ -203,7 +203,8 @@ def test_quorum_publishers_are_asked_to_pause_past_the_unapplied_limit_until_hal
         tmp_path):
     """`flow` turns on once more than FLOW_PENDING Enqueues proposed here are unapplied
     (looked at every FLOW_CHECK_EVERY publishes); `when_flow_ends` calls back once no more than
-    half as many are left, and at once for a deleted queue. Classic queues never ask."""
+    half as many are left, and at once for a deleted queue. A new classic queue does not ask
+    (its own rule: tests/queues/test_classic_flow.py)."""
     from amqp_broker.queues.quorum import FLOW_CHECK_EVERY, FLOW_PENDING
     from quorum.fifo import Meta
 
