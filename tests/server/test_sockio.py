@@ -114,3 +114,24 @@ async def test_after_a_short_read_the_next_waits_for_data_and_gets_what_came_mea
     with pytest.raises(trio.ClosedResourceError):         # closed after a short read
         await direct.receive_some(100)
     await client.aclose()
+
+
+async def test_blocked_since_is_set_while_a_write_waits_for_a_client_that_does_not_read():
+    """What `Session.client_lagging` reads: when a send began to wait for room (None while
+    the kernel takes writes whole), cleared once the client has read everything."""
+    direct, server, client = await _pair()
+    assert direct.blocked_since is None
+    await direct.send_pieces([b"x" * 1000])  # taken whole: no wait
+    assert direct.blocked_since is None
+    big = b"y" * (16 << 20)  # more than the socket buffers hold
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(direct.send_pieces, [big])
+        await trio.sleep(0.2)
+        since = direct.blocked_since
+        assert since is not None and trio.current_time() - since >= 0.2 - 0.01
+        got = 0
+        while got < len(big) + 1000:
+            got += len(await client.receive_some(1 << 20))
+    assert direct.blocked_since is None
+    await server.aclose()
+    await client.aclose()
