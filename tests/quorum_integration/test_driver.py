@@ -632,10 +632,34 @@ async def test_idle_one_member_groups_are_not_ticked(tmp_path):
         for g in groups:
             raft = driver.raft(g)
             raft.tick = lambda g=g, tick=raft.tick: (ticked.__setitem__(g, ticked[g] + 1), tick())
+        await trio.sleep(0.02)  # the tick the ticker was sleeping towards
+        passes = driver.iterations
         await trio.sleep(0.2)   # about 40 ticks of the driver
         assert ticked == {g: 0 for g in groups}
+        assert driver.iterations == passes  # the ticker waits: no pass at all while idle
         # work still goes through at once
         await driver.propose("g3", KvMachine.encode(KvSet("k", "w")))
         assert driver.state("g3")["k"][0] == "w"
+        nursery.cancel_scope.cancel()
+    log.close()
+
+
+async def test_the_ticker_starts_again_when_a_group_needs_ticks(tmp_path):
+    """After every group led alone and the ticker waited, a new group (a follower until it
+    elects itself, which takes ticks) still gets ticked, and leads."""
+    log = AsyncLog.open(str(tmp_path / "solo"), LogConfig())
+    driver = NodeDriver("solo", log, _NoPeers(), tick_interval=0.005, options=_options)
+    driver.add_group("g0", KvMachine(), ["solo"])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        while not driver.status("g0").is_leader:
+            await trio.sleep(0.01)
+        await trio.sleep(0.05)
+        driver.add_group("g1", KvMachine(), ["solo"])
+        with trio.fail_after(10):
+            while not driver.status("g1").is_leader:
+                await trio.sleep(0.01)
+        await driver.propose("g1", KvMachine.encode(KvSet("k", "v")))
+        assert driver.state("g1")["k"][0] == "v"
         nursery.cancel_scope.cancel()
     log.close()
