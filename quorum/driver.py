@@ -517,8 +517,8 @@ class NodeDriver:
 
     async def _ticker(self) -> None:
         """A tick every `tick_interval` while a group can use it. With none (every group a
-        lone leader: every queue of a single node) the ticker waits instead: each wake-up of
-        a trio sleep costs a cancellation, 20 a second were a third of an idle node's CPU."""
+        lone leader: every queue of a single node) the ticker waits instead: an idle single
+        node woke 49 times a second, 10.6 without these (perf stat, epoll_wait)."""
         while True:
             if not self._ticking:
                 self._tick_wanted = trio.Event()
