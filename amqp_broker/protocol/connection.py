@@ -121,7 +121,7 @@ class ServerConnection(Handshake, Liveness):
             view = memoryview(data)
             buf += view[:rest]
             self._process()
-            if self._buf or self.state == CLOSED or self.state in PAUSED_STATES:
+            if self._buf or self.state in PAUSED_STATES:  # CLOSED among them
                 if self.state != CLOSED:
                     self._buf += view[rest:]
                 return

@@ -246,15 +246,18 @@ class ClassicQueue:
             self.flow = True
         return True
 
+    def _ready_cost(self) -> int:
+        """What the ready messages would cost in memory, paged out or not (as `_mem_cost`)."""
+        return self._ready_bytes + self._ready_count * ENTRY_OVERHEAD
+
     def _over_flow_mark(self) -> bool:
         n = self._ready_count
-        return n > FLOW_READY or (
-            n > _FLOW_MIN and self._ready_bytes + n * ENTRY_OVERHEAD > self._budget())
+        return n > FLOW_READY or (n > _FLOW_MIN and self._ready_cost() > self._budget())
 
     def _under_flow_mark(self) -> bool:
         n = self._ready_count
         return n <= _FLOW_MIN // 2 or (
-            n <= FLOW_READY // 2 and 2 * (self._ready_bytes + n * ENTRY_OVERHEAD) <= self._budget())
+            n <= FLOW_READY // 2 and 2 * self._ready_cost() <= self._budget())
 
     def when_flow_ends(self, callback: Callable[[], None]) -> None:
         """`callback()` once the queue no longer asks its publishers to pause (at once if it

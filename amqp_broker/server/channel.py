@@ -140,8 +140,7 @@ class Channel:
             confirms.wait_for(seq, len(targets))
             confirm = (confirms, seq)
         for rt in targets:
-            # not for a queue this connection consumes from: its acks would not be read
-            if rt.publish(msg, now_ms, confirm) and not self.session.consumes_from(rt.queue):
+            if rt.publish(msg, now_ms, confirm):
                 self.session.pause_for(rt.queue)
 
     def _check_user_id(self, props: bytes) -> None:

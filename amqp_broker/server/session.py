@@ -212,7 +212,7 @@ class Session:
         since = self._io.blocked_since
         return since is not None and trio.current_time() - since >= CLIENT_LAG
 
-    def consumes_from(self, queue) -> bool:
+    def _consumes_from(self, queue) -> bool:
         """Whether a channel of this connection consumes from `queue`."""
         return any(st.rt.queue is queue for ch in self.channels.values()
                    for st in ch.consumers.values())
@@ -328,8 +328,9 @@ class Session:
 
     def pause_for(self, queue) -> None:
         """`queue` asks its publishers to pause (`QueueType.flow`): read nothing more until it
-        says they may go on; what was read already is handled."""
-        if queue not in self._flow_queues:
+        says they may go on; what was read already is handled. Not for a queue this
+        connection consumes from: the acks that let it go on would not be read."""
+        if queue not in self._flow_queues and not self._consumes_from(queue):
             self._flow_queues.append(queue)
 
     async def _wait_out_flow(self) -> None:
