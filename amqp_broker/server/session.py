@@ -137,7 +137,8 @@ class Session:
         self._unsent: list = []  # what `flush_now` could not write: the writer sends it first
         self._writer_idle = False  # the writer waits for a wake (nothing of ours in flight)
         self._stalled = False  # a delivery was refused for output_full(): kick when drained
-        self._drained = trio.Event()  # set by the writer after each send; the reader waits on it
+        # made by the reader to wait for the client to take our output; set after a send
+        self._drained: trio.Event | None = None
         self.has_published = False  # set by channels; alarms stop reading from publishers
         self.auth_mechanism = ""  # the SASL mechanism the client logged in with
         # Socket counters as RabbitMQ's connection stats: bytes and reads / writes.
@@ -194,8 +195,12 @@ class Session:
             self._in_flight = sum(map(len, rest))
             self._wake_event.set()
             return
-        self._drained.set()
-        self._drained = trio.Event()
+        self._set_drained()
+
+    def _set_drained(self) -> None:
+        drained, self._drained = self._drained, None
+        if drained is not None:
+            drained.set()
 
     def _run_flush_hooks(self) -> None:
         if self._flush_hooks:
@@ -302,6 +307,8 @@ class Session:
                 # The client is not taking what we send: stop reading until it does.
                 conn.pause_monitor()
                 try:
+                    if self._drained is None:
+                        self._drained = trio.Event()
                     self.wake()
                     await self._drained.wait()
                 finally:
@@ -401,8 +408,7 @@ class Session:
                     return
                 finally:
                     self._in_flight = 0
-                self._drained.set()
-                self._drained = trio.Event()
+                self._set_drained()
                 if self._stalled and not self.output_full():
                     # Back under the bound: the queues deliver again what they held back.
                     self._stalled = False

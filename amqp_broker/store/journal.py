@@ -66,6 +66,7 @@ from amqp_broker.store.journal_codec import (
     COMMIT_MARK,
     DELIVERED,
     REMOVED,
+    as_delivered,
     decode_enqueue,
     encode_drop_queue,
     encode_enqueue,
@@ -236,8 +237,9 @@ class MessageJournal:
         self._cache_trail = CacheTrail(_CACHE_TRAIL, _DROP_STEP)
         self._pending: list[Payload | None] = []   # None: an enqueue record cancelled
         self._pending_bytes = 0
-        # the pending enqueue records: (their queue's records, msg id) -> place in `_pending`
-        self._pending_enqueues: dict[tuple[QueueRecords, int], int] = {}
+        # the pending enqueue records: (their queue's records, msg id) -> (place in `_pending`,
+        # offset of its frame in the batch while no record before it is cancelled)
+        self._pending_enqueues: dict[tuple[QueueRecords, int], tuple[int, int]] = {}
         self._cancelled = 0   # enqueue records of the pending batch removed before written
         # enqueue records not yet written (pending or being written), for `read`
         self._unwritten: dict[tuple[QueueRecords, int], Payload] = {}
@@ -245,11 +247,12 @@ class MessageJournal:
         self._readable = 0                    # bytes of the segment appended to written
         self._seq = 0
         self._durable_seq = 0
-        self._durable_event = trio.Event()
+        self._durable_event: trio.Event | None = None   # made by a waiter, set at the next mark
         self._callbacks: list[tuple[int, Callable[[], None]]] = []
         self._wakeup: trio.Event | None = None  # the flusher waits on it for an urgent record
         self._sleep: trio.CancelScope | None = None  # ... in this scope
         self._urgent = False  # the pending batch holds more than removals
+        self._removals_since = 0.0  # trio time the pending batch's first removal came, alone
         self._failed: StoreFatalError | None = None
         # Set by the owner: `defer_wakeup(fn)` promises to call `fn()` at the end of the
         # synchronous batch of work running now (True), or declines (False). An urgent record
@@ -410,8 +413,6 @@ class MessageJournal:
             self._fail(exc)   # the flusher raises it, which stops the node
             return False
         self._batch_written(seq, done, result)
-        if self._sleep is not None and not self._pending:
-            self._sleep.deadline = math.inf  # no removals left to wait for company
         return True
 
     @property
@@ -429,8 +430,14 @@ class MessageJournal:
                                              or not self.defer_wakeup(self._end_of_batch)):
                 self._wake_flusher()
         elif idle and self._sleep is not None:
-            # removals alone: the flusher's sleep ends REMOVALS_DELAY from now (no wake-up now)
-            self._sleep.deadline = trio.current_time() + REMOVALS_DELAY
+            # Removals alone: they are due REMOVALS_DELAY from now, and the flusher's sleep ends
+            # then at the latest (no wake-up now). A deadline set for earlier removals that
+            # were written meanwhile is left: the flusher wakes then and sleeps on until these
+            # are due. (At a low rate each ack's removal is written with the next publish:
+            # moving a trio deadline twice a message cost more than the early wake-ups.)
+            self._removals_since = now = trio.current_time()
+            if self._sleep.deadline == math.inf:
+                self._sleep.deadline = now + REMOVALS_DELAY
         return self._seq
 
     def enqueued(self, queue: str, msg_id: int, message: Message) -> int:
@@ -438,14 +445,32 @@ class MessageJournal:
         records = self._index.records(queue)
         self._live_bytes += records.add(msg_id, HEADER_SIZE + payload_size(record))
         key = (records, msg_id)
-        self._pending_enqueues[key] = len(self._pending)
+        self._pending_enqueues[key] = (len(self._pending), self._pending_bytes)
         self._unwritten[key] = record
         return self._add(record)
 
     def delivered(self, queue: str, msg_ids: Iterable[int]) -> int:
         ids = list(msg_ids)
         self._index.mark_delivered(queue, ids)
+        if self._pending_enqueues:
+            # delivered before their enqueue records were written: those say so themselves
+            records = self._index.queues.get(queue)
+            if records is not None:
+                ids = [i for i in ids if not self._deliver_pending(records, i)]
+                if not ids:
+                    return self._seq
         return self._add(encode_ids(DELIVERED, queue, ids))
+
+    def _deliver_pending(self, records: QueueRecords, msg_id: int) -> bool:
+        """Make `msg_id`'s enqueue record, if it is in the pending batch, an
+        ENQUEUE_DELIVERED one."""
+        key = (records, msg_id)
+        entry = self._pending_enqueues.get(key)
+        if entry is None:
+            return False
+        slot = entry[0]
+        self._pending[slot] = self._unwritten[key] = as_delivered(self._pending[slot])
+        return True
 
     def removed(self, queue: str, msg_ids: Iterable[int]) -> int:
         """Messages acked (or otherwise gone). One whose enqueue record is still in the
@@ -465,9 +490,10 @@ class MessageJournal:
 
     def _cancel(self, records: QueueRecords, msg_id: int) -> bool:
         """Take `msg_id`'s enqueue record out of the pending batch, if it is there."""
-        slot = self._pending_enqueues.pop((records, msg_id), None)
-        if slot is None:
+        entry = self._pending_enqueues.pop((records, msg_id), None)
+        if entry is None:
             return False
+        slot = entry[0]
         record = self._pending[slot]
         self._pending[slot] = None
         self._pending_bytes -= HEADER_SIZE + payload_size(record)  # type: ignore[arg-type]
@@ -515,6 +541,8 @@ class MessageJournal:
         while self._durable_seq < seq:
             if self._failed is not None:
                 raise self._failed
+            if self._durable_event is None:
+                self._durable_event = trio.Event()
             await self._durable_event.wait()
 
     def call_when_durable(self, seq: int, fn: Callable[[], None]) -> None:
@@ -527,8 +555,9 @@ class MessageJournal:
 
     def _mark_durable(self, seq: int) -> None:
         self._durable_seq = seq
-        event, self._durable_event = self._durable_event, trio.Event()
-        event.set()
+        event, self._durable_event = self._durable_event, None
+        if event is not None:
+            event.set()
         callbacks = self._callbacks
         if callbacks:
             n = 0
@@ -551,13 +580,15 @@ class MessageJournal:
                     raise self._failed
                 if not self._urgent:  # nothing yet, or removals alone: wait for company
                     self._wakeup = trio.Event()
-                    removals_due = trio.current_time() + REMOVALS_DELAY if self._pending else math.inf
+                    removals_due = (self._removals_since + REMOVALS_DELAY if self._pending
+                                    else math.inf)
                     with trio.CancelScope(deadline=removals_due) as sleep:
                         self._sleep = sleep
                         await self._wakeup.wait()
                     self._sleep = self._wakeup = None
-                    if not self._pending:
-                        continue
+                    if not self._pending or (not self._urgent and trio.current_time()
+                                             < self._removals_since + REMOVALS_DELAY):
+                        continue   # written meanwhile, or not due yet (see `_add`)
                 await self._flush_once()
         except StoreFatalError as exc:
             self._fail(exc)
@@ -598,7 +629,7 @@ class MessageJournal:
         (their removal records are needed as long as an older segment is kept)."""
         seq, size, batch = self._seq, self._pending_bytes, self._pending
         self._urgent = False
-        enqueues = _batch_positions(batch, self._pending_enqueues)
+        enqueues = _batch_positions(batch, self._pending_enqueues, self._cancelled)
         if self._cancelled:
             batch = [record for record in batch if record is not None]
         self._pending, self._pending_bytes, self._pending_enqueues = [], 0, {}
@@ -724,7 +755,8 @@ class MessageJournal:
     def _fail(self, exc: StoreFatalError) -> None:
         self._failed = exc
         self._callbacks.clear()
-        self._durable_event.set()  # wake waiters so they see the failure
+        if self._durable_event is not None:
+            self._durable_event.set()  # wake waiters so they see the failure
 
     # -- worker-thread side ----------------------------------------------------------------------
     def _write_sync(self, batch: list[Payload], end: int, mark: bytes,
@@ -790,14 +822,15 @@ class MessageJournal:
         }
 
 
-def _batch_positions(batch: list[Payload | None], enqueues: dict[tuple[QueueRecords, int], int]
+def _batch_positions(batch: list[Payload | None],
+                     enqueues: dict[tuple[QueueRecords, int], tuple[int, int]], cancelled: int
                      ) -> list[tuple[QueueRecords, int, int]]:
     """(records, msg id, offset of its frame in the written batch) of each enqueue record
-    of `batch`, whose cancelled records (None) are not written."""
-    if not enqueues:
-        return []
+    of `batch`, whose `cancelled` records (None) are not written."""
+    if not cancelled:
+        return [(records, msg_id, offset) for (records, msg_id), (_, offset) in enqueues.items()]
     offsets = [0, *accumulate(0 if r is None else HEADER_SIZE + payload_size(r) for r in batch)]
-    return [(records, msg_id, offsets[slot]) for (records, msg_id), slot in enqueues.items()]
+    return [(records, msg_id, offsets[slot]) for (records, msg_id), (slot, _) in enqueues.items()]
 
 
 def _zero_tail(fd: int, start: int, end: int) -> bool:

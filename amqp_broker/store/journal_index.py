@@ -23,8 +23,8 @@ from typing import Iterator
 import msgspec
 
 from amqp_broker.queues.message import Message
-from amqp_broker.store.journal_codec import (DELIVERED, DROP_QUEUE, ENQUEUE, REMOVED,
-                                             decode_enqueue)
+from amqp_broker.store.journal_codec import (DELIVERED, DROP_QUEUE, ENQUEUE, ENQUEUE_DELIVERED,
+                                             REMOVED, decode_enqueue)
 from amqp_broker.store.records import HEADER_SIZE, scan
 
 __all__ = ["QueueRecords", "JournalIndex", "UNPLACED", "position", "segment_of", "replay"]
@@ -220,6 +220,10 @@ class JournalIndex:
         kind = r.kind
         if kind == ENQUEUE:
             self.add(r.queue, _msg_id.decode(r.arg), length, offset)
+        elif kind == ENQUEUE_DELIVERED:
+            msg_id = _msg_id.decode(r.arg)
+            self.add(r.queue, msg_id, length, offset)
+            self.mark_delivered(r.queue, (msg_id,))
         elif kind == DELIVERED:
             self.mark_delivered(r.queue, _msg_ids.decode(r.arg))
         elif kind == REMOVED:

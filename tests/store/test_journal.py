@@ -13,7 +13,9 @@ from amqp_broker.queues import ClassicQueue, Message, queue_key
 from amqp_broker.server.output_batch import OutputBatch
 from amqp_broker.store import MessageJournal, StoreFatalError
 from amqp_broker.store.journal import REMOVALS_DELAY
+from amqp_broker.store.journal_codec import ENQUEUE_DELIVERED
 from amqp_broker.store.journal_index import replay
+from amqp_broker.store.records import scan
 
 from queues.helpers import consumer, msg  # tests/queues (pytest puts tests/ on sys.path)
 from store.support import whole
@@ -220,12 +222,13 @@ async def test_compaction_keeps_live_messages_in_order(tmp_path):
         for i in range(400):
             q.publish(msg(b"%04d" % i + b"." * 50, persistent=True), 0)
             (d,) = q.dispatch(0)
+            # written before it is acked (an ack of a message whose record is still to be
+            # written cancels the record: nothing of it would reach the file)
+            await j.wait_durable(j.appended_seq)
             if i % 10 == 0:
                 kept.append(d.entry.msg_id)  # left unacked: must survive
             else:
                 q.settle([d.entry.msg_id])
-            if i % 20 == 0:
-                await j.wait_durable(j.appended_seq)
         await j.wait_durable(j.appended_seq)
         nursery.cancel_scope.cancel()
     assert j.compactions >= 1
@@ -304,6 +307,67 @@ async def test_acks_alone_wait_for_company_then_share_an_fsync(tmp_path, autojum
     j.close()
     _, recovered = opened(tmp_path)
     assert "q" not in recovered  # both acks are in the file: nothing comes back
+
+
+@pytest.mark.trio
+async def test_a_removal_waits_its_own_delay_after_an_earlier_one_went_with_a_publish(
+        tmp_path, autojump_clock):
+    """The flusher's sleep keeps the deadline of an earlier removal that a publish took along;
+    it wakes then, but a removal that came later still waits its own REMOVALS_DELAY."""
+    fsync = CountingFsync()
+    j, _ = opened(tmp_path, fsync=fsync)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        j.enqueued("q", 1, msg(b"a", persistent=True))
+        j.enqueued("q", 2, msg(b"b", persistent=True))
+        await j.wait_durable(j.appended_seq)
+        j.removed("q", [1])                     # due at t0 + REMOVALS_DELAY
+        await trio.sleep(REMOVALS_DELAY / 5)
+        j.enqueued("q", 3, msg(b"c", persistent=True))   # takes the removal along
+        await j.wait_durable(j.appended_seq)
+        base = fsync.calls
+        await trio.sleep(REMOVALS_DELAY / 2)
+        start = trio.current_time()
+        late = j.removed("q", [2])              # due REMOVALS_DELAY from now
+        await trio.sleep(REMOVALS_DELAY * 0.6)  # past the first removal's deadline
+        assert fsync.calls == base and j.durable_seq < late
+        await j.wait_durable(late)
+        assert fsync.calls == base + 1
+        assert trio.current_time() - start == pytest.approx(REMOVALS_DELAY, abs=1e-6)
+        nursery.cancel_scope.cancel()
+    j.close()
+    _, recovered = opened(tmp_path)
+    assert [i for i, _, _ in whole(recovered["q"])] == [3]
+
+
+def test_a_message_delivered_before_its_record_is_written_costs_no_delivered_record(tmp_path):
+    """Delivered while its enqueue record waits in the pending batch (a consumer that keeps
+    up): the enqueue record says so itself (ENQUEUE_DELIVERED), and recovery brings the
+    message back redelivered, as with a DELIVERED record of its own. A message delivered
+    after its record was written gets a DELIVERED record."""
+    j, _ = opened(tmp_path)
+    q = durable_queue(j)
+    q.add_consumer(consumer("c", prefetch=10), 0)
+    q.publish(msg(b"early", persistent=True), 0)
+    q.dispatch(0)
+    j.flush_sync()
+    path = os.path.join(str(tmp_path), "messages.journal")
+    with open(path, "rb") as f:
+        first = f.read()
+    (payload,), _ = scan(first)   # (the space allocated ahead reads as no record)
+    assert payload[1] == ENQUEUE_DELIVERED   # one record: no DELIVERED after it
+    q2 = durable_queue(j, "q2")
+    q2.publish(msg(b"late", persistent=True), 0)
+    j.flush_sync()
+    q2.add_consumer(consumer("c2", prefetch=10), 0)
+    q2.dispatch(0)
+    j.flush_sync()
+    j.close()
+    _, recovered = opened(tmp_path)
+    got = {q: [(m.body, redelivered) for _, m, redelivered in whole(r)]
+           for q, r in recovered.items()}
+    assert got == {queue_key("/", "q"): [(b"early", True)],
+                   queue_key("/", "q2"): [(b"late", True)]}
 
 
 @pytest.mark.trio
