@@ -148,6 +148,8 @@ class Session:
         self._open_rate = None if s.channel_open_rate is None else TokenBucket(s.channel_open_rate)
         self._declare_rate = (None if s.queue_declare_rate is None
                               else TokenBucket(s.queue_declare_rate))
+        # a bucket went into debt: the reader waits before reading more (checked per read)
+        self._rate_owed = False
         self._throttled = False  # waiting out a rate limit's debt, or a queue's flow
         self._flow_queues: list = []  # queues that asked this publisher to pause (`pause_for`)
         self._flow_ended = trio.Event()  # set by `_on_flow_ended`: the awaited queue let go
@@ -300,7 +302,8 @@ class Session:
                     await self.broker.wait_alarms_cleared()
                 finally:
                     conn.resume_monitor()
-            await self._wait_out_rate_limits()
+            if self._rate_owed:
+                await self._wait_out_rate_limits()
             if self._flow_queues:
                 await self._wait_out_flow()
             while self._in_flight + conn.output_size() >= READ_PAUSE_BOUND and not conn.closed:
@@ -357,11 +360,17 @@ class Session:
     def _on_flow_ended(self) -> None:
         self._flow_ended.set()
 
+    def _take_rate(self, bucket: TokenBucket) -> None:
+        bucket.take(trio.current_time())
+        if bucket.in_debt:
+            self._rate_owed = True
+
     async def _wait_out_rate_limits(self) -> None:
         """Before reading more: wait until this client is back under its channel-open and
         queue-declare rates (the replies to what it sent already go out meanwhile)."""
         buckets = [b for b in (self._open_rate, self._declare_rate) if b is not None and b.in_debt]
         if not buckets:
+            self._rate_owed = False
             return
         delay = max(b.wait_time(trio.current_time()) for b in buckets)
         if delay <= 0:
@@ -522,7 +531,7 @@ class Session:
                 ch = self.channels.get(ev.channel)
                 if ch is not None:
                     if self._declare_rate is not None and type(ev.method) is C.Queue.Declare:
-                        self._declare_rate.take(trio.current_time())
+                        self._take_rate(self._declare_rate)
                     ch.on_method(ev.method)
                 elif ev.channel == 0:
                     self._on_update_secret()
@@ -537,7 +546,7 @@ class Session:
             case ChannelOpened():
                 self.channels[ev.channel] = Channel(self, ev.channel)
                 if self._open_rate is not None:
-                    self._open_rate.take(trio.current_time())
+                    self._take_rate(self._open_rate)
             case ChannelCloseRequested() | ChannelClosed() | ChannelFailed():
                 ch = self.channels.pop(ev.channel, None)
                 if ch is not None:
