@@ -253,6 +253,7 @@ class MessageJournal:
         self._sleep: trio.CancelScope | None = None  # ... in this scope
         self._urgent = False  # the pending batch holds more than removals
         self._removals_since = 0.0  # trio time the pending batch's first removal came, alone
+        self._running = False       # `run()` is active (the clock above is trio's)
         self._failed: StoreFatalError | None = None
         # Set by the owner: `defer_wakeup(fn)` promises to call `fn()` at the end of the
         # synchronous batch of work running now (True), or declines (False). An urgent record
@@ -429,14 +430,14 @@ class MessageJournal:
             if self._wakeup is not None and (self.defer_wakeup is None
                                              or not self.defer_wakeup(self._end_of_batch)):
                 self._wake_flusher()
-        elif idle and self._sleep is not None:
+        elif idle and self._running:
             # Removals alone: they are due REMOVALS_DELAY from now, and the flusher's sleep ends
             # then at the latest (no wake-up now). A deadline set for earlier removals that
             # were written meanwhile is left: the flusher wakes then and sleeps on until these
             # are due. (At a low rate each ack's removal is written with the next publish:
             # moving a trio deadline twice a message cost more than the early wake-ups.)
             self._removals_since = now = trio.current_time()
-            if self._sleep.deadline == math.inf:
+            if self._sleep is not None and self._sleep.deadline == math.inf:
                 self._sleep.deadline = now + REMOVALS_DELAY
         return self._seq
 
@@ -574,6 +575,7 @@ class MessageJournal:
         if self._fd is None:
             raise RuntimeError("MessageJournal.open() was not called")
         task_status.started()
+        self._running = True
         try:
             while True:
                 if self._failed is not None:
@@ -593,6 +595,8 @@ class MessageJournal:
         except StoreFatalError as exc:
             self._fail(exc)
             raise
+        finally:
+            self._running = False
 
     async def _flush_once(self) -> None:
         seq, job, done, nbytes = self._take_batch()
