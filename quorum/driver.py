@@ -65,6 +65,7 @@ from .raft import (Append, Entry, EntryKind, HardState, NotLeader, Persisted, Ra
 from .raft.machine import StateMachine
 from .replica import (Forward, apply_entries, checkpoint_due, compaction_point, encode_forward,
                       install_snapshot, release_floor, unwrap_forward)
+from .signal import Signal
 
 __all__ = ["NodeDriver", "Sender", "GroupStatus", "LeadershipLost", "ProposalCallback",
            "FORWARD_PREFIX"]
@@ -173,9 +174,9 @@ class NodeDriver:
         # one-member group is not among them, so a pass of ticks skips it (kept up to date
         # after every pass for the groups it ran: nothing else changes a group)
         self._ticking: dict[str, None] = {}
-        # set by the ticker while it waits for a group to tick (`_ticking` empty: every group
-        # a lone leader, as on a single node), set when one does
-        self._tick_wanted: trio.Event | None = None
+        # the ticker waits on it while no group ticks (`_ticking` empty: every group a lone
+        # leader, as on a single node); fired when one does
+        self._tick_wanted = Signal()
         self._ticks = 0
         self._wake = trio.Event()
         self._read_seq = 0
@@ -209,7 +210,7 @@ class NodeDriver:
         self._groups[group] = g = _Group(group, raft, machine, state, on_effects,
                                          on_leader=on_leader)
         self._ticking[group] = None
-        self._want_ticks()
+        self._tick_wanted.fire()
         g.applied_to = applied  # the restored state's place in the log
         g.checkpoint_at = checkpoint.index if checkpoint else 0
         g.checkpoints = checkpoints
@@ -521,7 +522,6 @@ class NodeDriver:
         node woke 49 times a second, 10.6 without these (perf stat, epoll_wait)."""
         while True:
             if not self._ticking:
-                self._tick_wanted = trio.Event()
                 await self._tick_wanted.wait()
             await trio.sleep(self._tick_interval)
             self._ticks += 1
@@ -565,12 +565,7 @@ class NodeDriver:
                 else:
                     ticking.pop(name, None)
             if ticking:
-                self._want_ticks()
-
-    def _want_ticks(self) -> None:
-        wanted, self._tick_wanted = self._tick_wanted, None
-        if wanted is not None:
-            wanted.set()
+                self._tick_wanted.fire()
 
     async def _run_groups(self, names: list[str], ticks: int) -> None:
         """The pass itself, over the groups `names` (see the module docstring)."""

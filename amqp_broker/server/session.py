@@ -57,6 +57,7 @@ from amqp_broker.protocol import (
     ServerConnection,
     Tuned,
 )
+from quorum.signal import Signal
 
 from . import sockio
 from .channel import Channel
@@ -137,8 +138,7 @@ class Session:
         self._unsent: list = []  # what `flush_now` could not write: the writer sends it first
         self._writer_idle = False  # the writer waits for a wake (nothing of ours in flight)
         self._stalled = False  # a delivery was refused for output_full(): kick when drained
-        # made by the reader to wait for the client to take our output; set after a send
-        self._drained: trio.Event | None = None
+        self._drained = Signal()  # fired after each send; the reader waits on it
         self.has_published = False  # set by channels; alarms stop reading from publishers
         self.auth_mechanism = ""  # the SASL mechanism the client logged in with
         # Socket counters as RabbitMQ's connection stats: bytes and reads / writes.
@@ -197,12 +197,7 @@ class Session:
             self._in_flight = sum(map(len, rest))
             self._wake_event.set()
             return
-        self._set_drained()
-
-    def _set_drained(self) -> None:
-        drained, self._drained = self._drained, None
-        if drained is not None:
-            drained.set()
+        self._drained.fire()
 
     def _run_flush_hooks(self) -> None:
         if self._flush_hooks:
@@ -310,8 +305,6 @@ class Session:
                 # The client is not taking what we send: stop reading until it does.
                 conn.pause_monitor()
                 try:
-                    if self._drained is None:
-                        self._drained = trio.Event()
                     self.wake()
                     await self._drained.wait()
                 finally:
@@ -417,7 +410,7 @@ class Session:
                     return
                 finally:
                     self._in_flight = 0
-                self._set_drained()
+                self._drained.fire()
                 if self._stalled and not self.output_full():
                     # Back under the bound: the queues deliver again what they held back.
                     self._stalled = False

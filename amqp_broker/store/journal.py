@@ -79,6 +79,7 @@ from amqp_broker.store.journal_index import (UNPLACED, JournalIndex, QueueRecord
 from amqp_broker.store.records import HEADER_SIZE, FileFrames, Payload, frame_pieces, joined, payload_size
 from quorum.log.disk import CacheTrail, OsDisk, is_zero_tail
 from quorum.log.diskjobs import DiskJobs
+from quorum.signal import Signal
 
 __all__ = ["MessageJournal", "RecoveredMessages", "RecoveredQueues"]
 
@@ -247,7 +248,7 @@ class MessageJournal:
         self._readable = 0                    # bytes of the segment appended to written
         self._seq = 0
         self._durable_seq = 0
-        self._durable_event: trio.Event | None = None   # made by a waiter, set at the next mark
+        self._durable = Signal()   # fired at each mark (`wait_durable`)
         self._callbacks: list[tuple[int, Callable[[], None]]] = []
         self._wakeup: trio.Event | None = None  # the flusher waits on it for an urgent record
         self._sleep: trio.CancelScope | None = None  # ... in this scope
@@ -542,9 +543,7 @@ class MessageJournal:
         while self._durable_seq < seq:
             if self._failed is not None:
                 raise self._failed
-            if self._durable_event is None:
-                self._durable_event = trio.Event()
-            await self._durable_event.wait()
+            await self._durable.wait()
 
     def call_when_durable(self, seq: int, fn: Callable[[], None]) -> None:
         """Call `fn()` (from the flusher task) once `seq` is durable; at once if it already is.
@@ -556,9 +555,7 @@ class MessageJournal:
 
     def _mark_durable(self, seq: int) -> None:
         self._durable_seq = seq
-        event, self._durable_event = self._durable_event, None
-        if event is not None:
-            event.set()
+        self._durable.fire()
         callbacks = self._callbacks
         if callbacks:
             n = 0
@@ -759,8 +756,7 @@ class MessageJournal:
     def _fail(self, exc: StoreFatalError) -> None:
         self._failed = exc
         self._callbacks.clear()
-        if self._durable_event is not None:
-            self._durable_event.set()  # wake waiters so they see the failure
+        self._durable.fire()  # wake waiters so they see the failure
 
     # -- worker-thread side ----------------------------------------------------------------------
     def _write_sync(self, batch: list[Payload], end: int, mark: bytes,
