@@ -18,8 +18,18 @@ One loop iteration, for all groups with work at once (see `quorum.raft.ready`):
   7. `advance()`; compact a group whose log grew `snapshot_every` entries past its snapshot.
 Inputs that arrive while the loop waits for the disk are batched into the next iteration.
 A one-member group commits its entries at `advance()`, so they are applied (step 3) in the
-next pass, overlapped with that pass's fsync: nothing is applied, confirmed or delivered
+next pass, overlapped with that pass's fsync; when no input waits, in the same pass, right
+after `advance()` (`RaftNode.only_commits_ready`): nothing is applied, confirmed or delivered
 before the fsync that made it durable has returned.
+
+Who runs a pass: the driver's own task, or the task whose input called for it. A session's
+reader holds the wake-ups over the handling of what it read (`hold` / `release`) and then
+runs the pass itself (`run_held`), as the classic journal's write of a publish is done at
+the end of the reader's batch: a task step and a pass of trio's run loop less per message.
+Such a pass is shielded from the reader's cancellation, its failure is raised in the
+driver's task, and when its batch goes to the WAL writer task (a large one, or the writer
+was busy) the rest of it waits for the disk in the driver's nursery while the reader goes
+on reading. One pass at a time (`_passing`).
 
 Compaction: every `snapshot_every` applied entries, to the point `quorum.replica.compaction_point`
 names: the applied index, or for a machine with a `release_cursor` (a quorum queue, whose bodies
@@ -179,6 +189,16 @@ class NodeDriver:
         self._tick_wanted = Signal()
         self._ticks = 0
         self._wake = trio.Event()
+        # A pass runs in the driver's task, or in a task that held the wake-ups (`hold`) and
+        # runs the pass its batch called for (`run_held`); never two at once. While a pass
+        # runs or a holder works, `_mark` wakes nobody: the one that finishes looks at
+        # `_dirty` (see `_passes`, `release`).
+        self._passing = False
+        self._pass_done = Signal()
+        self._held = 0
+        self._in_held_pass = False
+        self._handed_off = False  # a held pass's end waits for the disk in the driver's nursery
+        self._failed: BaseException | None = None  # a held pass failed: the driver raises it
         self._read_seq = 0
         self._early: dict[str, tuple[float, list]] = {}  # see _keep_early
         self._fwd_seq = 0
@@ -499,7 +519,61 @@ class NodeDriver:
 
     def _mark(self, group: str) -> None:
         self._dirty[group] = None
-        self._wake.set()
+        if not (self._held or self._passing):
+            self._wake.set()
+
+    # -- passes run by the task whose input called for them -------------------------------------
+    # A session's reader proposes a publish, then the driver's task ran the pass: one more
+    # task step and pass of trio's run loop per message than a classic queue's publish, whose
+    # journal write the reader does at the end of its batch. The reader holds the wake-ups
+    # over its (synchronous) batch and runs the pass itself after it.
+    def hold(self) -> None:
+        """Until `release`: what is proposed wakes no task; the holder runs the pass."""
+        self._held += 1
+
+    def release(self) -> bool:
+        """End a `hold`. True: a pass is due, and the caller is to `await run_held()` now
+        (before any other await). False: none is, or it is another task's (a pass is running
+        now, whose task looks for more work when it ends). An exception leaving a hold:
+        `release()` then `wake()`."""
+        self._held -= 1
+        return not self._held and not self._passing and bool(self._dirty)
+
+    async def run_held(self) -> None:
+        """The pass `release` called for, in the caller's task; shielded from its
+        cancellation (a pass must finish). A failure is the node's: it is raised in the
+        driver's task, as one of its own passes would be."""
+        if self._passing or self._failed is not None or not self._dirty:
+            return
+        with trio.CancelScope(shield=True):
+            self._in_held_pass = True
+            try:
+                await self._passes()
+            except Exception as exc:
+                self._failed = exc
+                self._wake.set()
+            finally:
+                self._in_held_pass = False
+
+    async def _passes(self) -> None:
+        """A pass, then a second at once if it left work (most often the commit that its
+        write made known: a one-member group commits on `advance`; applied now rather than
+        a pass of the loop later). Only two, so the loop still yields between passes under
+        load: work left after them wakes the driver's task."""
+        self._passing = True
+        try:
+            await self.run_once()
+            if self._dirty and not self._handed_off:
+                await self.run_once()
+        finally:
+            if not self._handed_off:
+                self._passes_done()
+
+    def _passes_done(self) -> None:
+        self._passing = False
+        self._pass_done.fire()
+        if self._dirty and not self._held:
+            self._wake.set()
 
     # -- the loop -----------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -532,13 +606,11 @@ class NodeDriver:
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
-            await self.run_once()
-            if self._wake.is_set():
-                # Most often the commit that this pass's write made known (a one-member group
-                # commits on `advance`): apply it now rather than a pass of the loop later.
-                # Once only, so the loop still yields between passes under load.
-                self._wake = trio.Event()
-                await self.run_once()
+            while self._passing:  # a held pass, waiting for the disk: this one comes after
+                await self._pass_done.wait()
+            if self._failed is not None:
+                raise self._failed
+            await self._passes()
 
     async def run_once(self) -> None:
         """One pass over every group with work. Public for tests that step a driver by hand."""
@@ -557,15 +629,19 @@ class NodeDriver:
         try:
             await self._run_groups(names, ticks)
         finally:
-            groups, ticking = self._groups, self._ticking
-            for name in names:
-                g = groups.get(name)
-                if g is not None and (g.raft.ticks_matter or g.forwards):
-                    ticking[name] = None
-                else:
-                    ticking.pop(name, None)
-            if ticking:
-                self._tick_wanted.fire()
+            if not self._handed_off:
+                self._update_ticking(names)
+
+    def _update_ticking(self, names: list[str]) -> None:
+        groups, ticking = self._groups, self._ticking
+        for name in names:
+            g = groups.get(name)
+            if g is not None and (g.raft.ticks_matter or g.forwards):
+                ticking[name] = None
+            else:
+                ticking.pop(name, None)
+        if ticking:
+            self._tick_wanted.fire()
 
     async def _run_groups(self, names: list[str], ticks: int) -> None:
         """The pass itself, over the groups `names` (see the module docstring)."""
@@ -610,8 +686,32 @@ class NodeDriver:
                 self._apply(g, committed[:cut] if cut < len(committed) else committed)
                 committed = committed[cut:]
             rest.append(committed)
+        if token and self._in_held_pass and self.log.durable < token and self._nursery is not None:
+            # The writer task has the batch (a large one, or it was busy): the rest of the
+            # pass waits for the disk in the driver's nursery, not in the held pass's task (a
+            # publisher's reader, which goes on reading meanwhile, as with the driver's own
+            # passes). No pass starts before it ends (`_passing`).
+            self._handed_off = True
+            self._nursery.start_soon(self._end_handed_off, readies, rest, token, names)
+            return
+        await self._end_pass(readies, rest, token)
+
+    async def _end_handed_off(self, readies: list[tuple[_Group, Ready]], rest: list[list[Entry]],
+                              token: int, names: list[str]) -> None:
+        try:
+            await self._end_pass(readies, rest, token)
+        finally:
+            self._handed_off = False
+            self._update_ticking(names)
+            self._passes_done()
+
+    async def _end_pass(self, readies: list[tuple[_Group, Ready]], rest: list[list[Entry]],
+                        token: int) -> None:
+        """The pass after its batch is written: wait for the disk, then send, apply the rest
+        and advance."""
         if token:
             await self.log.wait_durable(token)
+        send = self.sender.send
         for g, rd in readies:
             for m in rd.messages:
                 send(m.to, g.id, encode_message(m))
@@ -619,7 +719,16 @@ class NodeDriver:
             if self._groups.get(g.id) is not g:
                 continue  # removed during this pass (e.g. by an effect): nothing to finish
             self._apply_ready(g, rd, committed)
-            g.raft.advance(rd)
+            raft = g.raft
+            raft.advance(rd)
+            if not self._dirty and raft.only_commits_ready():
+                # A lone leader committed what this pass wrote (at `advance`): apply it now,
+                # as the next pass would, without that pass's round over every input. Only
+                # when no input waits: that goes with the next pass, which applies these
+                # entries while the disk writes the new ones.
+                rd = raft.ready()
+                self._apply_ready(g, rd, rd.committed)
+                raft.advance(rd)
             await self._after_advance(g)
 
     def _apply_ready(self, g: _Group, rd: Ready, committed: list[Entry]) -> None:

@@ -117,6 +117,8 @@ class Session:
         self._io = sockio.for_stream(stream)  # reads and writes, with fewer scheduler passes
         self._direct = isinstance(self._io, sockio.DirectSocket)  # can write without waiting
         self._batch = broker.output_batch   # wakes inside it are written at its end
+        # the node's Raft driver (None without quorum queues): a publish's pass runs here
+        self._raft = broker.quorum.driver if broker.quorum is not None else None
         self.peer = peer
         self.name = f"{peer[0]}:{peer[1]}" if len(peer) >= 2 else str(peer)
         self.conn = ServerConnection(broker.protocol_config)
@@ -316,13 +318,24 @@ class Session:
             self.recv_oct += len(data)
             self.recv_cnt += 1
             conn.feed(data)  # b"" tells the protocol the peer went away
-            with self._batch:  # replies, and deliveries to other connections, written at its end
-                events = conn.next_events()
-                if len(data) == recv_size:
-                    recv_size = _RECV_SIZE_LARGE if len(events) < _FEW_EVENTS else _RECV_SIZE
-                self._handle_events(events)
-                if self._barrier is None and (conn.output_size() or conn.closed):
-                    self.wake()
+            raft = self._raft
+            if raft is not None:
+                raft.hold()  # the quorum queues' pass that this batch calls for runs below
+            try:
+                with self._batch:  # replies, and deliveries to other connections, written at its end
+                    events = conn.next_events()
+                    if len(data) == recv_size:
+                        recv_size = _RECV_SIZE_LARGE if len(events) < _FEW_EVENTS else _RECV_SIZE
+                    self._handle_events(events)
+                    if self._barrier is None and (conn.output_size() or conn.closed):
+                        self.wake()
+            except BaseException:
+                if raft is not None:
+                    raft.release()
+                    raft.wake()
+                raise
+            if raft is not None and raft.release():
+                await raft.run_held()
             while self._barrier is not None:
                 self.wake()  # what came before the barrier goes out meanwhile
                 await self._pass_barrier()

@@ -389,6 +389,17 @@ class RaftNode(ElectionMixin, ReplicationMixin, ReadsMixin):
             or self._prev_hs != HardState(self._term, self._vote, log.commit)
         )
 
+    def only_commits_ready(self) -> bool:
+        """Is the next Ready one that only hands out committed entries to apply (and the
+        commit index in its hard state): nothing to write, send, install or answer? So a
+        lone leader's Ready after `advance` made its own entries durable and committed."""
+        self._flush()
+        log = self._log
+        return (not (self._msgs or self._early or self._read_states)
+                and log.unstable_snapshot is None and log.handed >= log.last_index
+                and self._appliable() > log.applied
+                and self._prev_hs.term == self._term and self._prev_hs.vote == self._vote)
+
     def ready(self) -> Ready | None:
         """The next batch of work (see ready.py for the contract), or None if there is none.
         Call `advance(ready)` when done, before calling `ready()` again."""

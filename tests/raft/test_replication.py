@@ -196,3 +196,35 @@ def test_10_2_1_the_leader_sends_before_its_own_fsync_but_counts_itself_only_aft
     assert a.commit_index == 1  # a's own copy is not durable yet: only b has entry 2
     a.advance(rd)  # a's fsync finished
     assert a.commit_index == 2
+
+
+
+def test_only_commits_ready_is_a_lone_leaders_commit_after_its_write_and_nothing_else():
+    c = Cluster(["s1"])
+    node = c.elect("s1")
+    assert not node.only_commits_ready() and not node.has_ready()
+    index = c.put("s1", "a", "1")
+    assert not node.only_commits_ready()  # the entry is still to be written
+    rd = node.ready()
+    assert [e.index for e in rd.entries] == [index] and not rd.committed
+    c.stores["s1"].save(rd)
+    node.advance(rd)  # durable: a lone leader commits it at once
+    assert node.only_commits_ready()
+    rd = node.ready()
+    assert [e.index for e in rd.committed] == [index]
+    assert not rd.entries and not rd.messages and rd.hard_state.commit == index
+    node.advance(rd)
+    assert not node.only_commits_ready() and not node.has_ready()
+
+
+def test_only_commits_ready_is_false_for_a_leader_with_followers():
+    c = Cluster(["s1", "s2", "s3"])
+    leader = c.elect("s1")
+    c.put("s1", "a", "1")
+    rd = leader.ready()
+    c.stores["s1"].save(rd)
+    c.in_flight.extend(rd.early_messages + rd.messages)
+    leader.advance(rd)
+    assert not leader.only_commits_ready()  # not committed: the followers have not answered
+    c.stabilize()  # committed and applied everywhere
+    assert c.values("s2") == {"a": "1"} and not leader.only_commits_ready()

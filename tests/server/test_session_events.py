@@ -20,6 +20,7 @@ class _FakeBroker:
         self.admin = SimpleNamespace(permissions=PermissionStore([Permission("guest", "/")]))
         self.registered = []
         self.cluster_meta = None  # a lone node
+        self.quorum = None  # no quorum runtime (no Raft driver to run passes for)
         self.output_batch = OutputBatch()
 
     def login_refusal(self, user, password, peer):
