@@ -23,9 +23,11 @@ after `advance()` (`RaftNode.only_commits_ready`): nothing is applied, confirmed
 before the fsync that made it durable has returned.
 
 Who runs a pass: the driver's own task, or the task whose input called for it. A session's
-reader holds the wake-ups over the handling of what it read (`hold` / `release`) and then
-runs the pass itself (`run_held`), as the classic journal's write of a publish is done at
-the end of the reader's batch: a task step and a pass of trio's run loop less per message.
+reader holds the wake-ups over the handling of what it read (`hold` / `release`) and then,
+when no other task is ready to run, runs the pass itself (`run_held`), as the classic
+journal's write of a publish is done at the end of the reader's batch: a task step and a pass
+of trio's run loop less per message. Under load other readers are ready too, and the driver's
+task runs the pass after them, one write for what they all proposed.
 Such a pass is shielded from the reader's cancellation, its failure is raised in the
 driver's task, and when its batch goes to the WAL writer task (a large one, or the writer
 was busy) the rest of it waits for the disk in the driver's nursery while the reader goes
@@ -533,11 +535,19 @@ class NodeDriver:
 
     def release(self) -> bool:
         """End a `hold`. True: a pass is due, and the caller is to `await run_held()` now
-        (before any other await). False: none is, or it is another task's (a pass is running
-        now, whose task looks for more work when it ends). An exception leaving a hold:
-        `release()` then `wake()`."""
+        (before any other await). False: none is, or it is another task's: a pass is running
+        now, whose task looks for more work when it ends; or other tasks are ready to run (under
+        load, other connections' readers), and the driver's task runs the pass after them,
+        with what they propose (one write and fdatasync for all: a pass run by each reader
+        alone wrote more, smaller batches, and a quorum queue's consumer fell behind its
+        publisher). An exception leaving a hold: `release()` then `wake()`."""
         self._held -= 1
-        return not self._held and not self._passing and bool(self._dirty)
+        if self._held or self._passing or not self._dirty:
+            return False
+        if trio.lowlevel.current_statistics().tasks_runnable:
+            self._wake.set()
+            return False
+        return True
 
     async def run_held(self) -> None:
         """The pass `release` called for, in the caller's task; shielded from its

@@ -100,7 +100,7 @@ async def test_a_held_pass_applies_in_the_holders_task(tmp_path):
     driver.log.close()
 
 
-async def test_release_leaves_the_pass_to_the_driver_when_nothing_or_another_pass_is_due(tmp_path):
+async def test_release_leaves_the_pass_to_the_driver_when_none_is_due_or_others_are_ready(tmp_path):
     driver = _driver(tmp_path)
     async with trio.open_nursery() as nursery:
         await nursery.start(driver.run)
@@ -114,6 +114,16 @@ async def test_release_leaves_the_pass_to_the_driver_when_nothing_or_another_pas
         assert driver.release()
         await driver.run_held()
         assert driver.state("kv")["a"][0] == "1"
+        # another task is ready to run (under load: other readers): the driver's task runs
+        # the pass after it, with whatever it proposes
+        replies = []
+        driver.hold()
+        driver.propose_nowait("kv", _set("b", "2"), lambda reply, err: replies.append(err))
+        nursery.start_soon(trio.sleep, 0)
+        assert not driver.release()
+        with trio.fail_after(10):
+            await _until(lambda: replies == [None])
+        assert driver.state("kv")["b"][0] == "2"
         nursery.cancel_scope.cancel()
     driver.log.close()
 
