@@ -5,9 +5,7 @@ once it is released (`quorum.driver.NodeDriver.run_once`)."""
 
 from __future__ import annotations
 
-import os
 import random
-import threading
 
 import pytest
 import trio
@@ -16,28 +14,9 @@ from quorum.driver import NodeDriver
 from quorum.log import AsyncLog
 from quorum.log.disk import OsDisk
 from quorum.raft import KvMachine, KvSet, RaftOptions
+from tests.quorum_integration.disk_gate import FsyncGate, NoPeers
 
 pytestmark = pytest.mark.trio
-
-
-class _NoPeers:
-    def send(self, peer: str, group: str, data: bytes) -> bool:
-        return False
-
-
-class _Gate:
-    """An fdatasync that blocks (in the WAL's worker thread) while the gate is closed."""
-
-    def __init__(self) -> None:
-        self.open = threading.Event()
-        self.open.set()
-        self.waiting = threading.Event()
-
-    def __call__(self, fd: int) -> None:
-        if not self.open.is_set():
-            self.waiting.set()
-            self.open.wait(30)
-        os.fdatasync(fd)
 
 
 async def _until(pred) -> None:
@@ -46,10 +25,10 @@ async def _until(pred) -> None:
 
 
 async def test_nothing_applies_before_its_fsync_returns(tmp_path):
-    gate = _Gate()
+    gate = FsyncGate()
     log = AsyncLog.open(str(tmp_path), disk=OsDisk(fdatasync=gate))
     log.jobs.max_bytes = -1  # every batch in a worker thread, where the gate holds its fsync
-    driver = NodeDriver("solo", log, _NoPeers(), tick_interval=0.01,
+    driver = NodeDriver("solo", log, NoPeers(), tick_interval=0.01,
                         options=RaftOptions(election_tick=3, heartbeat_tick=1),
                         rng=random.Random(5))
     driver.add_group("kv", KvMachine(), ["solo"])

@@ -5,9 +5,7 @@ cancellation, and its failure is the driver's."""
 
 from __future__ import annotations
 
-import os
 import random
-import threading
 
 import pytest
 import trio
@@ -16,28 +14,9 @@ from quorum.driver import NodeDriver
 from quorum.log import AsyncLog
 from quorum.log.disk import OsDisk
 from quorum.raft import KvMachine, KvSet, RaftOptions
+from .disk_gate import FsyncGate, NoPeers
 
 pytestmark = pytest.mark.trio
-
-
-class _NoPeers:
-    def send(self, peer: str, group: str, data: bytes) -> bool:
-        return False
-
-
-class _Gate:
-    """An fdatasync that blocks (in the WAL's worker thread) while the gate is closed."""
-
-    def __init__(self) -> None:
-        self.open = threading.Event()
-        self.open.set()
-        self.waiting = threading.Event()
-
-    def __call__(self, fd: int) -> None:
-        if not self.open.is_set():
-            self.waiting.set()
-            self.open.wait(30)
-        os.fdatasync(fd)
 
 
 class _Boom(Exception):
@@ -53,11 +32,11 @@ class _FailingKv(KvMachine):
         return super().apply(meta, command, state)
 
 
-def _driver(tmp_path, *, gate: _Gate | None = None, snapshot_every: int = 4096,
+def _driver(tmp_path, *, gate: FsyncGate | None = None, snapshot_every: int = 4096,
             machine=KvMachine) -> NodeDriver:
     disk = OsDisk(fdatasync=gate) if gate is not None else OsDisk()
     log = AsyncLog.open(str(tmp_path), disk=disk)
-    driver = NodeDriver("solo", log, _NoPeers(), tick_interval=0.01,
+    driver = NodeDriver("solo", log, NoPeers(), tick_interval=0.01,
                         options=RaftOptions(election_tick=3, heartbeat_tick=1),
                         rng=random.Random(5), snapshot_every=snapshot_every)
     driver.add_group("kv", machine(), ["solo"])
@@ -129,7 +108,7 @@ async def test_release_leaves_the_pass_to_the_driver_when_none_is_due_or_others_
 
 
 async def test_a_held_pass_leaves_the_wait_for_a_batch_the_writer_took_to_the_driver(tmp_path):
-    gate = _Gate()
+    gate = FsyncGate()
     driver = _driver(tmp_path, gate=gate)
     driver.log.jobs.max_bytes = -1  # every batch to the writer task's worker thread
     replies = []
