@@ -524,11 +524,7 @@ class NodeDriver:
         if not (self._held or self._passing):
             self._wake.set()
 
-    # -- passes run by the task whose input called for them -------------------------------------
-    # A session's reader proposes a publish, then the driver's task ran the pass: one more
-    # task step and pass of trio's run loop per message than a classic queue's publish, whose
-    # journal write the reader does at the end of its batch. The reader holds the wake-ups
-    # over its (synchronous) batch and runs the pass itself after it.
+    # -- passes run by the task whose input called for them (module docstring, "Who runs") ---
     def hold(self) -> None:
         """Until `release`: what is proposed wakes no task; the holder runs the pass."""
         self._held += 1
