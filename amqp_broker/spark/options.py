@@ -140,6 +140,8 @@ class SourceOptions:
     idle_wait: float = 2.0
     queue_pattern: str | None = None  # a regex over queue names, resolved at query start
     management_url: str | None = None  # where queue_pattern lists the vhost's queues
+    row_transfer: str = "fetch"  # how rows reach the executors: "fetch" or "inline" (handoff.py)
+    row_server_host: str | None = None  # the address executors fetch rows from (fetch only)
 
     @property
     def queue(self) -> str:
@@ -178,6 +180,9 @@ def parse_source_options(options: Mapping[str, Any]) -> SourceOptions:
     ack_mode = (_text(options, "ackMode", "afterCommit") or "").strip()
     if ack_mode.lower() not in ("aftercommit", "autoack"):
         raise OptionError(f"option 'ackMode' must be afterCommit or autoAck, got {ack_mode!r}")
+    row_transfer = (_text(options, "rowTransfer", "fetch") or "").strip().lower()
+    if row_transfer not in ("fetch", "inline"):
+        raise OptionError(f"option 'rowTransfer' must be fetch or inline, got {row_transfer!r}")
     if _text(options, "walPath"):
         raise OptionError("option 'walPath' (deterministic replay) is not implemented yet")
     return SourceOptions(
@@ -196,6 +201,8 @@ def parse_source_options(options: Mapping[str, Any]) -> SourceOptions:
         idle_wait=_seconds(options, "availableNowIdleWait", 2.0),
         queue_pattern=pattern or None,
         management_url=management_url,
+        row_transfer=row_transfer,
+        row_server_host=_text(options, "rowServerHost") or None,
     )
 
 

@@ -16,6 +16,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
 
 from .arrow_rows import from_ipc, record_batch, to_ipc
+from .handoff import SliceServer, fetch
 from .consumer import ConsumerError, DriverConsumer, resolve_queues, total_message_count
 from .ledger import Ledger, offset_json, offset_seq
 from .options import SourceOptions
@@ -25,15 +26,21 @@ log = logging.getLogger(__name__)
 
 
 class AmqpPartition(InputPartition):
-    """One slice of a batch: its rows as an Arrow IPC stream (the executors cannot reach the
-    driver's channel, and a destructive queue cannot be re-read).  Arrow rather than pickled
-    tuples: a compact buffer per task, and `read()` hands Spark record batches with no per-row
-    conversion on the executors."""
+    """One slice of a batch, as an Arrow IPC stream (the executors cannot reach the driver's
+    channel, and a destructive queue cannot be re-read): fetched from the runner
+    (`rowTransfer=fetch`, `handoff.py`) or carried inline.  Arrow rather than pickled tuples: a
+    compact buffer per task, and `read()` hands Spark record batches with no per-row conversion
+    on the executors."""
 
-    def __init__(self, index: int, ipc: bytes, count: int) -> None:
+    def __init__(self, index: int, count: int, ipc: bytes | None = None,
+                 fetch_from: tuple | None = None) -> None:
         super().__init__(index)
-        self.ipc = ipc
         self.count = count
+        self.ipc = ipc
+        self.fetch_from = fetch_from  # (address, secret, slice id) at the runner's SliceServer
+
+    def arrow_ipc(self):
+        return self.ipc if self.fetch_from is None else fetch(*self.fetch_from)
 
 
 def _slices(count: int, parts: int) -> list[slice]:
@@ -57,11 +64,13 @@ def _stream_of(row: tuple) -> tuple[str, str | None]:
     return row[_QUEUE], dict(row[_HEADERS]).get("x-partition") if row[_HEADERS] else None
 
 
-def split_rows(seqs: list[int], rows: list[tuple], parts: int) -> list[AmqpPartition]:
+def split_rows(seqs: list[int], rows: list[tuple], parts: int, server: SliceServer | None = None,
+               batch_end: int = 0) -> list[AmqpPartition]:
     """Input partitions along the queues, and along the partitions of a partitioned queue: each
     stream's rows (in seq order) get a share of the `parts` in proportion to their number, at
     least one; no input partition mixes streams, so per-queue (per-partition) order holds in
-    each."""
+    each.  With a `server` the rows stay in it (until `batch_end` is acked) and the partitions
+    say where to fetch them; without one they carry the rows."""
     if not rows:
         return []
     streams = list(map(_stream_of, rows))
@@ -79,7 +88,12 @@ def split_rows(seqs: list[int], rows: list[tuple], parts: int) -> list[AmqpParti
         share = max(1, round(parts * len(group_rows) / len(rows)))
         for piece in _slices(len(group_rows), share):
             batch = record_batch(group_seqs[piece], group_rows[piece])
-            out.append(AmqpPartition(len(out), to_ipc(batch), batch.num_rows))
+            ipc = to_ipc(batch)
+            if server is None:
+                out.append(AmqpPartition(len(out), batch.num_rows, ipc=ipc))
+            else:
+                where = (server.address, server.secret, server.put(batch_end, ipc))
+                out.append(AmqpPartition(len(out), batch.num_rows, fetch_from=where))
     return out
 
 
@@ -94,6 +108,13 @@ class _Runtime:
         # basic.qos applies per consumer: the window is prefetch x queues
         self.window = opts.prefetch * len(self.queues)
         self.started = False
+        self.slices: SliceServer | None = None  # opened by the first batch (rowTransfer=fetch)
+        self._fetch_from = opts.row_server_host if opts.row_transfer == "fetch" else False
+
+    def slice_server(self) -> SliceServer | None:
+        if self.slices is None and self._fetch_from is not False:
+            self.slices = SliceServer(self._fetch_from)
+        return self.slices
 
 
 class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -199,10 +220,10 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.warning("amqp source: replaying (%s, %s] with %s of %s rows; the rest belong to a "
                         "closed channel and are redelivered by the broker",
                         start_seq, end_seq, len(rows), end_seq - start_seq)
-        return split_rows(seqs, rows, self._opts.num_partitions)
+        return split_rows(seqs, rows, self._opts.num_partitions, rt.slice_server(), end_seq)
 
     def read(self, partition: AmqpPartition):
-        return iter(from_ipc(partition.ipc))
+        return iter(from_ipc(partition.arrow_ipc()))
 
     def commit(self, end: dict) -> None:
         self._ack_upto(offset_seq(end))
@@ -210,6 +231,8 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         if self._rt is not None:
             self._rt.consumer.stop()
+            if self._rt.slices is not None:
+                self._rt.slices.close()
 
     def _ack_upto(self, seq: int) -> None:
         rt = self._runtime()
@@ -217,5 +240,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rt.ledger.resume_from(seq)
             tag = rt.ledger.ack_upto(seq)
             session = rt.ledger.session
+        if rt.slices is not None:
+            rt.slices.release_upto(seq)
         if tag is not None:
             rt.consumer.ack(session, tag)
