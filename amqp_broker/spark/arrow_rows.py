@@ -120,13 +120,14 @@ def record_batch(seqs: list[int], rows: list[tuple]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
-def to_ipc(batch: pa.RecordBatch) -> bytes:
+def to_ipc(batch: pa.RecordBatch) -> pa.Buffer:
+    """The batch as an Arrow IPC stream, in one buffer (bytes-like; pickles as bytes)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
+    return sink.getvalue()
 
 
-def from_ipc(data: bytes) -> list[pa.RecordBatch]:
+def from_ipc(data) -> list[pa.RecordBatch]:
     with pa.ipc.open_stream(pa.py_buffer(data)) as reader:
         return list(reader)

@@ -28,9 +28,9 @@ import threading
 log = logging.getLogger(__name__)
 
 _REQUEST = struct.Struct(">16sQ")  # secret, slice id
-_LENGTH = struct.Struct(">Q")
-_MISSING = 2**64 - 1  # the answer for a slice the server does not hold
-_TIMEOUT = 60.0
+_ANSWER = struct.Struct(">BQ")  # status, length of what follows
+_OK, _MISSING, _FAILED = 0, 1, 2
+_TIMEOUT = 60.0  # also how long a request waits for its slice to be built
 
 
 class HandoffError(RuntimeError):
@@ -50,8 +50,10 @@ def advertised_host() -> str:
 
 
 class SliceServer:
-    """The runner's side: `put` a slice under the batch end it belongs to, `release_upto` once
-    Spark committed that batch.  Serves each connection on its own short-lived thread."""
+    """The runner's side.  `reserve` a slice for a batch, then `fill` it with the slice's IPC
+    buffer (or the error that stopped building it): a request that comes first waits for it, so
+    Spark can launch the tasks while the rows are still being built.  `release_upto` once Spark
+    committed the batch.  Serves each connection on its own short-lived thread."""
 
     def __init__(self, host: str | None = None) -> None:
         host = host or advertised_host()
@@ -59,25 +61,40 @@ class SliceServer:
         self.address = (host, self._sock.getsockname()[1])
         self.secret = secrets.token_bytes(16)
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-        self._slices: dict[int, tuple[int, bytes]] = {}  # id -> (batch end seq, IPC buffer)
+        self._cond = threading.Condition()
+        # id -> [batch end seq, IPC buffer | error text | None while being built]
+        self._slices: dict[int, list] = {}
         self._closed = False
         threading.Thread(target=self._accept, name="amqp-source-handoff", daemon=True).start()
 
-    def put(self, batch_end: int, data: bytes) -> int:
-        with self._lock:
+    def reserve(self, batch_end: int) -> int:
+        with self._cond:
             slice_id = next(self._ids)
-            self._slices[slice_id] = (batch_end, data)
+            self._slices[slice_id] = [batch_end, None]
+        return slice_id
+
+    def fill(self, slice_id: int, data) -> None:
+        """The slice's IPC buffer (any bytes-like object), or a `str` saying why there is none."""
+        with self._cond:
+            held = self._slices.get(slice_id)
+            if held is not None:
+                held[1] = data
+            self._cond.notify_all()
+
+    def put(self, batch_end: int, data) -> int:
+        slice_id = self.reserve(batch_end)
+        self.fill(slice_id, data)
         return slice_id
 
     def release_upto(self, seq: int) -> None:
         """Forget the slices of batches ending at or before `seq` (committed and acked)."""
-        with self._lock:
+        with self._cond:
             for slice_id in [k for k, (end, _) in self._slices.items() if end <= seq]:
                 del self._slices[slice_id]
+            self._cond.notify_all()
 
     def held(self) -> int:
-        with self._lock:
+        with self._cond:
             return len(self._slices)
 
     def close(self) -> None:
@@ -87,8 +104,9 @@ class SliceServer:
         except OSError:
             pass
         self._sock.close()
-        with self._lock:
+        with self._cond:
             self._slices.clear()
+            self._cond.notify_all()
 
     def _accept(self) -> None:
         while not self._closed:
@@ -98,22 +116,30 @@ class SliceServer:
                 return
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
+    def _wait_for(self, slice_id: int):
+        """The slice's contents once built; None if it is not (or no longer) held."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._slices.get(slice_id, (0, b""))[1] is not None,
+                                timeout=_TIMEOUT)
+            held = self._slices.get(slice_id)
+            return None if held is None else held[1]
+
     def _serve(self, conn: socket.socket) -> None:
         with conn:
             try:
                 conn.settimeout(_TIMEOUT)
-                request = _recv_exact(conn, _REQUEST.size)
-                secret, slice_id = _REQUEST.unpack(request)
+                secret, slice_id = _REQUEST.unpack(_recv_exact(conn, _REQUEST.size))
                 if not hmac.compare_digest(secret, self.secret):
                     return  # not ours: close without an answer
-                with self._lock:
-                    held = self._slices.get(slice_id)
-                if held is None:
-                    conn.sendall(_LENGTH.pack(_MISSING))
-                    return
-                data = held[1]
-                conn.sendall(_LENGTH.pack(len(data)))
-                conn.sendall(data)
+                data = self._wait_for(slice_id)
+                if data is None:
+                    conn.sendall(_ANSWER.pack(_MISSING, 0))
+                elif isinstance(data, str):
+                    text = data.encode()
+                    conn.sendall(_ANSWER.pack(_FAILED, len(text)) + text)
+                else:
+                    conn.sendall(_ANSWER.pack(_OK, len(data)))
+                    conn.sendall(data)
             except OSError as exc:
                 log.debug("amqp source: a slice request failed: %s", exc)
 
@@ -123,17 +149,20 @@ def fetch(address: tuple[str, int], secret: bytes, slice_id: int) -> bytearray:
     try:
         with socket.create_connection(address, timeout=_TIMEOUT) as conn:
             conn.sendall(_REQUEST.pack(secret, slice_id))
-            (length,) = _LENGTH.unpack(_recv_exact(conn, _LENGTH.size))
-            if length == _MISSING:
-                raise HandoffError(
-                    f"the source's runner at {address[0]}:{address[1]} no longer holds slice "
-                    f"{slice_id} (its batch was already committed)")
-            return _recv_exact(conn, length)
+            status, length = _ANSWER.unpack(_recv_exact(conn, _ANSWER.size))
+            data = _recv_exact(conn, length)
     except OSError as exc:
         raise HandoffError(
             f"cannot fetch this task's rows from the source's runner at {address[0]}:{address[1]}: "
             f"{exc}. Executors must reach the driver host on that port; otherwise set the "
             "source option rowTransfer=inline") from exc
+    if status == _MISSING:
+        raise HandoffError(f"the source's runner at {address[0]}:{address[1]} does not hold slice "
+                           f"{slice_id} (its batch was committed, or it timed out building it)")
+    if status == _FAILED:
+        raise HandoffError(f"the source's runner could not build slice {slice_id}: "
+                           f"{data.decode(errors='replace')}")
+    return data
 
 
 def _recv_exact(conn: socket.socket, size: int) -> bytearray:

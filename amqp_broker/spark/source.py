@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from operator import itemgetter
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
 
 from .arrow_rows import from_ipc, record_batch, to_ipc
-from .handoff import SliceServer, fetch
 from .consumer import ConsumerError, DriverConsumer, resolve_queues, total_message_count
+from .handoff import SliceServer, fetch
 from .ledger import Ledger, offset_json, offset_seq
 from .options import SourceOptions
 from .rows import COLUMNS
@@ -64,37 +65,81 @@ def _stream_of(row: tuple) -> tuple[str, str | None]:
     return row[_QUEUE], dict(row[_HEADERS]).get("x-partition") if row[_HEADERS] else None
 
 
-def split_rows(seqs: list[int], rows: list[tuple], parts: int, server: SliceServer | None = None,
-               batch_end: int = 0) -> list[AmqpPartition]:
-    """Input partitions along the queues, and along the partitions of a partitioned queue: each
-    stream's rows (in seq order) get a share of the `parts` in proportion to their number, at
-    least one; no input partition mixes streams, so per-queue (per-partition) order holds in
-    each.  With a `server` the rows stay in it (until `batch_end` is acked) and the partitions
-    say where to fetch them; without one they carry the rows."""
+def plan_slices(seqs: list[int], rows: list[tuple], parts: int) -> list[tuple[list[int], list[tuple]]]:
+    """A batch's input partitions, as (seqs, rows) each, along the queues and along the
+    partitions of a partitioned queue: each stream's rows (in seq order) get a share of the
+    `parts` in proportion to their number, at least one; no input partition mixes streams, so
+    per-queue (per-partition) order holds in each."""
     if not rows:
         return []
-    streams = list(map(_stream_of, rows))
-    if len(set(streams)) == 1:  # one queue: no grouping needed
+    one_queue = len(set(map(itemgetter(_QUEUE), rows))) == 1
+    if one_queue and not any(map(itemgetter(_HEADERS), rows)):  # the usual case: no grouping
         groups = [(seqs, rows)]
     else:
         by_stream: dict[tuple[str, str | None], tuple[list[int], list[tuple]]] = {}
-        for seq, row, stream in zip(seqs, rows, streams):
-            group = by_stream.setdefault(stream, ([], []))
+        for seq, row in zip(seqs, rows):
+            group = by_stream.setdefault(_stream_of(row), ([], []))
             group[0].append(seq)
             group[1].append(row)
         groups = list(by_stream.values())
-    out: list[AmqpPartition] = []
+    out = []
     for group_seqs, group_rows in groups:
         share = max(1, round(parts * len(group_rows) / len(rows)))
-        for piece in _slices(len(group_rows), share):
-            batch = record_batch(group_seqs[piece], group_rows[piece])
-            ipc = to_ipc(batch)
-            if server is None:
-                out.append(AmqpPartition(len(out), batch.num_rows, ipc=ipc))
-            else:
-                where = (server.address, server.secret, server.put(batch_end, ipc))
-                out.append(AmqpPartition(len(out), batch.num_rows, fetch_from=where))
+        out += [(group_seqs[piece], group_rows[piece]) for piece in _slices(len(group_rows), share)]
     return out
+
+
+def split_rows(seqs: list[int], rows: list[tuple], parts: int) -> list[AmqpPartition]:
+    """The input partitions of `plan_slices`, each carrying its rows (rowTransfer=inline)."""
+    return [AmqpPartition(i, len(piece_seqs), ipc=to_ipc(record_batch(piece_seqs, piece_rows)))
+            for i, (piece_seqs, piece_rows) in enumerate(plan_slices(seqs, rows, parts))]
+
+
+class _BatchJob:
+    """One batch's input partitions, planned and built on a thread of their own.  Started by
+    `latestOffset` as soon as it has fixed the batch, the work overlaps Spark's own between
+    the two calls (the offset log write, planning); `partitions` then waits for the plan only
+    (rowTransfer=fetch: the tasks' fetches wait for their slice) or for the rows too (inline)."""
+
+    def __init__(self, start: int, end: int) -> None:
+        self.start, self.end = start, end
+        self.found = 0  # rows still in the ledger (a replay after a reconnect has fewer)
+        self.partitions: list[AmqpPartition] = []
+        self.error: BaseException | None = None
+        self.planned = threading.Event()
+        self.built = threading.Event()
+
+    def run(self, rt: "_Runtime", parts: int) -> None:
+        try:
+            with rt.cond:
+                seqs, rows = rt.ledger.rows_between(self.start, self.end)
+            self.found = len(rows)
+            server = rt.slice_server()
+            if server is None:  # inline: the partitions carry the rows
+                self.partitions = split_rows(seqs, rows, parts)
+                return
+            pieces = plan_slices(seqs, rows, parts)
+            ids = [server.reserve(self.end) for _ in pieces]
+            self.partitions = [AmqpPartition(i, len(ps), fetch_from=(server.address, server.secret, sid))
+                               for i, (sid, (ps, _)) in enumerate(zip(ids, pieces))]
+            self.planned.set()
+            for sid, (piece_seqs, piece_rows) in zip(ids, pieces):
+                try:
+                    server.fill(sid, to_ipc(record_batch(piece_seqs, piece_rows)))
+                except Exception as exc:  # noqa: BLE001 - the task that fetches it reports it
+                    log.exception("amqp source: building rows (%s, %s] failed", self.start, self.end)
+                    server.fill(sid, f"{type(exc).__name__}: {exc}")
+        except BaseException as exc:  # noqa: BLE001 - raised in Spark's thread by `result`
+            self.error = exc
+        finally:
+            self.planned.set()
+            self.built.set()
+
+    def result(self, wait_for_rows: bool) -> list[AmqpPartition]:
+        (self.built if wait_for_rows else self.planned).wait()
+        if self.error is not None:
+            raise self.error
+        return self.partitions
 
 
 class _Runtime:
@@ -108,6 +153,7 @@ class _Runtime:
         # basic.qos applies per consumer: the window is prefetch x queues
         self.window = opts.prefetch * len(self.queues)
         self.started = False
+        self.job: _BatchJob | None = None  # the batch latestOffset fixed last
         self.slices: SliceServer | None = None  # opened by the first batch (rowTransfer=fetch)
         self._fetch_from = opts.row_server_host if opts.row_transfer == "fetch" else False
 
@@ -192,7 +238,15 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     # to refill after the ack above instead of ending early.
                     rt.consumer.wait_for_pending(want, self._opts.idle_wait)
             end = rt.ledger.admit(max_rows, self._opts.max_bytes_per_batch)
+        if end > start_seq:
+            self._start_job(rt, start_seq, end)
         return offset_json(end)
+
+    def _start_job(self, rt: _Runtime, start: int, end: int) -> _BatchJob:
+        job = rt.job = _BatchJob(start, end)
+        threading.Thread(target=job.run, args=(rt, self._opts.num_partitions),
+                         name="amqp-source-batch", daemon=True).start()
+        return job
 
     def _recount_after_reconnect(self, rt: _Runtime) -> None:
         """AvailableNow after a reconnect: the broker requeued what the old channel held, so the
@@ -214,13 +268,15 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[AmqpPartition]:
         rt = self._runtime()
         start_seq, end_seq = offset_seq(start), offset_seq(end)
-        with rt.cond:
-            seqs, rows = rt.ledger.rows_between(start_seq, end_seq)
-        if len(rows) < end_seq - start_seq:
+        job = rt.job
+        if job is None or (job.start, job.end) != (start_seq, end_seq):  # a replay
+            job = self._start_job(rt, start_seq, end_seq)
+        parts = job.result(wait_for_rows=self._opts.row_transfer == "inline")
+        if job.found < end_seq - start_seq:
             log.warning("amqp source: replaying (%s, %s] with %s of %s rows; the rest belong to a "
                         "closed channel and are redelivered by the broker",
-                        start_seq, end_seq, len(rows), end_seq - start_seq)
-        return split_rows(seqs, rows, self._opts.num_partitions, rt.slice_server(), end_seq)
+                        start_seq, end_seq, job.found, end_seq - start_seq)
+        return parts
 
     def read(self, partition: AmqpPartition):
         return iter(from_ipc(partition.arrow_ipc()))

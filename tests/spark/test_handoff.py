@@ -25,7 +25,7 @@ def test_a_slice_comes_back_whole_as_often_as_asked_until_its_batch_is_released(
     for _ in range(2):  # a retried task fetches the same rows again
         assert fetch(server.address, server.secret, first) == data
     server.release_upto(100)
-    with pytest.raises(HandoffError, match="no longer holds"):
+    with pytest.raises(HandoffError, match="does not hold"):
         fetch(server.address, server.secret, first)
     assert fetch(server.address, server.secret, second) == b"later batch"
     assert server.held() == 1
@@ -50,23 +50,68 @@ def test_a_server_that_is_gone_names_the_address_and_the_inline_option():
         fetch(address, secret, 1)
 
 
-def test_a_partition_pickles_without_its_rows_and_reads_them_back(server):
-    pytest.importorskip("pyspark")
-    from amqp_broker.spark.arrow_rows import from_ipc
-    from amqp_broker.spark.source import split_rows
+def _runtime_with_a_batch(transfer: str, count: int):
+    """A source runtime (as in Spark's runner, nothing started) whose ledger holds one admitted
+    batch of `count` 1 KiB deliveries."""
+    from amqp_broker.spark import options as O
+    from amqp_broker.spark.ledger import delivery
+    from amqp_broker.spark.rows import ledger_columns, property_columns, row_bytes
+    from amqp_broker.spark.source import AmqpStreamReader
 
-    from amqp_broker.spark.rows import ledger_columns, property_columns
-
+    reader = AmqpStreamReader(O.parse_source_options(
+        {"url": "amqp://h", "queue": "q", "rowTransfer": transfer, "rowServerHost": "127.0.0.1",
+         "numPartitions": "2"}))
+    rt = reader._runtime()
     now = dt.datetime.now(dt.timezone.utc)
     columns = ledger_columns(property_columns(None))
-    rows = [("q", b"x" * 1000 + bytes([i]), "", "q", False, i, *columns, now) for i in range(1, 7)]
-    seqs = list(range(1, 7))
-    parts = split_rows(seqs, rows, 2, server, batch_end=6)
-    assert [p.count for p in parts] == [3, 3] and all(p.ipc is None for p in parts)
-    shipped = [pickle.loads(pickle.dumps(p)) for p in parts]
-    assert all(len(pickle.dumps(p)) < 1000 for p in parts)  # the bodies stay in the runner
-    got = [r for p in shipped for b in from_ipc(p.arrow_ipc()) for r in b.to_pylist()]
-    assert [r["seq"] for r in got] == seqs and [r["body"] for r in got] == [r[1] for r in rows]
-    server.release_upto(6)
-    assert server.held() == 0
+    rows = [("q", b"x" * 1000 + i.to_bytes(2, "big"), "", "q", False, i, *columns, now)
+            for i in range(1, count + 1)]
+    session = rt.ledger.new_session()
+    for i, row in enumerate(rows, 1):
+        rt.ledger.receive(delivery(session, i, row, row_bytes(row[1])))
+    assert rt.ledger.admit(None, None) == count
+    return reader, rt, rows
 
+
+@pytest.mark.parametrize("transfer", ["fetch", "inline"])
+def test_a_batchs_partitions_carry_or_fetch_its_rows_in_order(transfer):
+    pytest.importorskip("pyspark")
+    from amqp_broker.spark.arrow_rows import from_ipc
+
+    reader, rt, rows = _runtime_with_a_batch(transfer, 6)
+    try:
+        parts = reader.partitions({"seq": 0}, {"seq": 6})  # a replay: no job from latestOffset
+        assert [p.count for p in parts] == [3, 3]
+        if transfer == "fetch":
+            assert all(p.ipc is None for p in parts)
+            assert all(len(pickle.dumps(p)) < 1000 for p in parts)  # the bodies stay in the runner
+        else:
+            assert all(len(pickle.dumps(p)) > 3000 for p in parts)  # ...or travel with the task
+        shipped = [pickle.loads(pickle.dumps(p)) for p in parts]
+        got = [r for p in shipped for b in reader.read(p) for r in b.to_pylist()]
+        assert [r["seq"] for r in got] == list(range(1, 7))
+        assert [r["body"] for r in got] == [r[1] for r in rows]
+        reader.commit({"seq": 6})
+        if transfer == "fetch":
+            assert rt.slices.held() == 0  # committed: the runner lets the rows go
+            with pytest.raises(HandoffError, match="does not hold"):
+                shipped[0].arrow_ipc()
+        else:
+            assert rt.slices is None  # no server is opened for inline partitions
+            assert [r["seq"] for r in from_ipc(shipped[1].ipc)[0].to_pylist()] == [4, 5, 6]
+    finally:
+        reader.stop()
+
+
+def test_a_fetch_waits_for_a_slice_that_is_still_being_built(server):
+    import threading
+    slice_id = server.reserve(10)
+    threading.Timer(0.3, server.fill, args=(slice_id, b"built late")).start()
+    assert fetch(server.address, server.secret, slice_id) == b"built late"
+
+
+def test_a_slice_that_could_not_be_built_fails_its_task_with_the_reason(server):
+    slice_id = server.reserve(10)
+    server.fill(slice_id, "ArrowInvalid: bad column")
+    with pytest.raises(HandoffError, match="could not build slice .*ArrowInvalid: bad column"):
+        fetch(server.address, server.secret, slice_id)
