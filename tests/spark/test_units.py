@@ -462,7 +462,7 @@ def test_u1_a_new_session_asks_for_the_available_now_target_to_be_recounted():
     assert led.ack_upto(1) == 1                    # seq 1 acked: gone for good
     assert led.remaining == 2
     led.new_session()                              # connection lost: seq 2-3 and tags 4-5 come back
-    assert led.needs_recount and not led.buffer and not led.pending
+    assert led.needs_recount and led.unacked() == 0 and not led.pending
 
 
 @given(props=st.fixed_dictionaries({}, optional={
@@ -572,3 +572,77 @@ def test_publish_frames_carry_bodies_of_every_size_around_frame_max(size):
     assert header.body_size == size and header.properties.delivery_mode == 2
     assert b"".join(b.value for b in bodies) == body
     assert len(bodies) == -(-size // 4088) and all(len(b.value) <= 4088 for b in bodies)
+
+
+class _NaiveLedger:
+    """The protocol of SPARK.md 3.3 written as plainly as possible: a dict seq -> delivery."""
+
+    def __init__(self) -> None:
+        self.session, self.admitted_upto, self.buffer, self.pending = 0, 0, {}, []
+
+    def new_session(self):
+        self.session += 1
+        self.buffer, self.pending = {}, []
+
+    def admit(self, max_rows, max_bytes):
+        size = taken = 0
+        while self.pending and (max_rows is None or max_rows > 0):
+            nxt = self.pending[0]
+            if max_bytes is not None and taken and size + nxt[L.SIZE] > max_bytes:
+                break
+            self.pending.pop(0)
+            self.admitted_upto += 1
+            self.buffer[self.admitted_upto] = nxt
+            size += nxt[L.SIZE]
+            taken += 1
+            max_rows = None if max_rows is None else max_rows - 1
+        return self.admitted_upto
+
+    def ack_upto(self, seq):
+        gone = sorted(k for k in self.buffer if k <= seq)
+        tags = [self.buffer.pop(k)[L.TAG] for k in gone]
+        return max(tags) if tags else None
+
+    def rows_between(self, start, end):
+        self.admitted_upto = max(self.admitted_upto, end)
+        seqs = [k for k in range(start + 1, end + 1) if k in self.buffer]
+        return seqs, [self.buffer[k][L.ROW] for k in seqs]
+
+
+_ops = st.lists(st.one_of(
+    st.tuples(st.just("receive"), st.integers(1, 5), st.sampled_from([0, 100, 250])),
+    st.tuples(st.just("admit"), st.none() | st.integers(0, 6),
+              st.none() | st.sampled_from([1, 100, 200, 250, 350, 500])),  # sums land on the cap
+    st.tuples(st.just("ack"), st.integers(-2, 3)),
+    st.tuples(st.just("rows"), st.integers(-3, 3), st.integers(0, 4)),
+    st.tuples(st.just("new_session"))), max_size=40)
+
+
+@given(ops=_ops)
+def test_u1_the_ledger_keeps_the_protocol_of_a_plain_dict(ops):
+    """Admitting, acking and slicing with list operations give what the plain protocol gives:
+    the same seqs, rows, acked tags and byte caps, across sessions and empty replays."""
+    led, model = L.Ledger(), _NaiveLedger()
+    tags = 0
+    for op in ops:
+        if op[0] == "receive":
+            for _ in range(op[1]):
+                tags += 1
+                d = L.delivery(led.session, tags, ("q", tags), op[2])
+                led.receive(d)
+                if d[L.SESSION] == model.session:
+                    model.pending.append(d)
+        elif op[0] == "admit":
+            assert led.admit(op[1], op[2]) == model.admit(op[1], op[2])
+        elif op[0] == "ack":
+            seq = max(0, led.admitted_upto + op[1])
+            assert led.ack_upto(seq) == model.ack_upto(seq)
+        elif op[0] == "rows":
+            start = max(0, led.admitted_upto + op[1])
+            assert led.rows_between(start, start + op[2]) == model.rows_between(start, start + op[2])
+        else:
+            led.new_session()
+            model.new_session()
+            tags = 0
+        assert led.admitted_upto == model.admitted_upto and led.unacked() == len(model.buffer)
+        assert list(led.pending) == model.pending
