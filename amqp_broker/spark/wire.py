@@ -150,6 +150,8 @@ class WireConnection:
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
         self._vhost = urllib.parse.unquote(path) if path else "/"
         self._buf = bytearray()
+        self._scratch = bytearray(1 << 20)
+        self._scratch_view = memoryview(self._scratch)
         self._send_lock = threading.Lock()
         self.frame_max = 131072
         self.heartbeat = heartbeat
@@ -179,12 +181,15 @@ class WireConnection:
     def recv(self, block: bool) -> bool:
         """Read what the socket has (waiting up to its timeout if `block`); False if nothing."""
         try:
-            chunk = self.sock.recv(1 << 20) if block else self.sock.recv(1 << 20, socket.MSG_DONTWAIT)
+            # into one reused buffer: recv(n) allocates n bytes each call, and at 1 MiB that is an
+            # mmap, page faults and a munmap per read
+            n = self.sock.recv_into(self._scratch) if block else \
+                self.sock.recv_into(self._scratch, 0, socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError, socket.timeout):
             return False
-        if not chunk:
+        if not n:
             raise WireError("connection closed by broker")
-        self._buf += chunk
+        self._buf += self._scratch_view[:n]
         return True
 
     def next_frame(self) -> tuple[int, bytes]:
