@@ -57,7 +57,13 @@ class SliceServer:
 
     def __init__(self, host: str | None = None) -> None:
         host = host or advertised_host()
-        self._sock = socket.create_server((host, 0))
+        try:
+            self._sock = socket.create_server((host, 0))
+        except OSError as exc:
+            raise HandoffError(
+                f"the source cannot listen on {host!r} to hand rows to the executors ({exc}): set "
+                "the source option rowServerHost (or SPARK_LOCAL_IP) to an address of the driver "
+                "host that executors reach, or rowTransfer=inline") from exc
         self.address = (host, self._sock.getsockname()[1])
         self.secret = secrets.token_bytes(16)
         self._ids = itertools.count(1)

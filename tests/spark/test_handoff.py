@@ -115,3 +115,8 @@ def test_a_slice_that_could_not_be_built_fails_its_task_with_the_reason(server):
     server.fill(slice_id, "ArrowInvalid: bad column")
     with pytest.raises(HandoffError, match="could not build slice .*ArrowInvalid: bad column"):
         fetch(server.address, server.secret, slice_id)
+
+
+def test_an_address_the_runner_cannot_listen_on_names_the_options_that_fix_it():
+    with pytest.raises(HandoffError, match="192.0.2.1.*rowServerHost.*rowTransfer=inline"):
+        SliceServer("192.0.2.1")  # TEST-NET-1: never an address of this host

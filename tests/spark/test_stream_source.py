@@ -27,11 +27,15 @@ def _drain_to_parquet(spark, url, queue, tmp_path, **options):
     return query, spark.read.parquet(out)
 
 
-def test_s1_available_now_drains_queue_to_parquet(spark, broker_url, amqp, tmp_path):
+@pytest.mark.parametrize("transfer", ["fetch", "inline"])
+def test_s1_available_now_drains_queue_to_parquet(spark, broker_url, amqp, tmp_path, transfer):
+    """Both ways rows reach the executors: fetched from the runner (the default) and carried
+    inside the tasks."""
     queue = unique("s1")
     amqp.declare(queue)
     ids = amqp.publish(queue, 500)
-    query, df = _drain_to_parquet(spark, broker_url, queue, tmp_path, maxMessagesPerBatch=200)
+    query, df = _drain_to_parquet(spark, broker_url, queue, tmp_path, maxMessagesPerBatch=200,
+                                  rowTransfer=transfer)
     got = sorted(r.message_id for r in df.select("properties.message_id").collect())
     assert got == sorted(ids)
     assert df.filter("queue != '%s'" % queue).count() == 0
