@@ -155,11 +155,12 @@ class _Runtime:
         self.started = False
         self.job: _BatchJob | None = None  # the batch latestOffset fixed last
         self.slices: SliceServer | None = None  # opened by the first batch (rowTransfer=fetch)
-        self._fetch_from = opts.row_server_host if opts.row_transfer == "fetch" else False
+        self._opts = opts
 
     def slice_server(self) -> SliceServer | None:
-        if self.slices is None and self._fetch_from is not False:
-            self.slices = SliceServer(self._fetch_from)
+        """The runner's slice server, or None when the partitions carry their rows (inline)."""
+        if self.slices is None and self._opts.row_transfer == "fetch":
+            self.slices = SliceServer(self._opts.row_server_host)
         return self.slices
 
 
