@@ -58,7 +58,8 @@ class SliceServer:
     def __init__(self, host: str | None = None) -> None:
         host = host or advertised_host()
         try:
-            self._sock = socket.create_server((host, 0))
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            self._sock = socket.create_server((host, 0), family=family)
         except OSError as exc:
             raise HandoffError(
                 f"the source cannot listen on {host!r} to hand rows to the executors ({exc}): set "

@@ -120,3 +120,15 @@ def test_a_slice_that_could_not_be_built_fails_its_task_with_the_reason(server):
 def test_an_address_the_runner_cannot_listen_on_names_the_options_that_fix_it():
     with pytest.raises(HandoffError, match="192.0.2.1.*rowServerHost.*rowTransfer=inline"):
         SliceServer("192.0.2.1")  # TEST-NET-1: never an address of this host
+
+
+def test_an_ipv6_driver_address_serves_too():
+    try:
+        s = SliceServer("::1")
+    except HandoffError as exc:
+        pytest.skip(f"no IPv6 loopback on this machine: {exc}")
+    try:
+        assert s.address[0] == "::1"
+        assert fetch(s.address, s.secret, s.put(1, b"over v6")) == b"over v6"
+    finally:
+        s.close()
