@@ -166,6 +166,21 @@ def _listening(url: str) -> bool:
         return False
 
 
+def local_session(master: str, name: str):
+    """The SparkSession every Spark benchmark here measures with: loopback, no UI, 2 shuffle
+    partitions (`spark_ceiling.py` must run its query in the same one to be comparable)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master(master).appName(name)
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ours", help="URL of this broker (default: start one)")
@@ -183,10 +198,6 @@ def main() -> None:
                         help="print the CPU time of the busiest processes during each source query")
     args = parser.parse_args()
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
     from amqp_broker.spark import register
 
     work = Path(tempfile.mkdtemp(prefix="spark-bench-"))
@@ -202,11 +213,7 @@ def main() -> None:
             targets.append(("rabbitmq", args.rabbit))
         else:
             print(f"(no RabbitMQ at {args.rabbit}: measuring this broker only)", file=sys.stderr)
-    spark = (SparkSession.builder.master(args.master).appName("amqp-spark-bench")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session(args.master, "amqp-spark-bench")
     register(spark)
     rows = []
     curve = []

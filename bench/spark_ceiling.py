@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from spark_bench import local_session  # noqa: E402  the same session as the real source's query
 
 _built: dict[int, object] = {}
 
@@ -52,9 +54,6 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
     from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
 
@@ -101,11 +100,7 @@ def main() -> None:
         def streamReader(self, schema):
             return Reader()
 
-    spark = (SparkSession.builder.master(args.master).appName("amqp-spark-ceiling")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session(args.master, "amqp-spark-ceiling")
     spark.dataSource.register(Ceiling)
     work = Path(tempfile.mkdtemp(prefix="spark-ceiling-"))
     try:

@@ -88,11 +88,6 @@ class SliceServer:
                 held[1] = data
             self._cond.notify_all()
 
-    def put(self, batch_end: int, data) -> int:
-        slice_id = self.reserve(batch_end)
-        self.fill(slice_id, data)
-        return slice_id
-
     def release_upto(self, seq: int) -> None:
         """Forget the slices of batches ending at or before `seq` (committed and acked)."""
         with self._cond:
@@ -125,9 +120,12 @@ class SliceServer:
 
     def _wait_for(self, slice_id: int):
         """The slice's contents once built; None if it is not (or no longer) held."""
+        def settled() -> bool:  # built, failed, or released
+            held = self._slices.get(slice_id)
+            return held is None or held[1] is not None
+
         with self._cond:
-            self._cond.wait_for(lambda: self._slices.get(slice_id, (0, b""))[1] is not None,
-                                timeout=_TIMEOUT)
+            self._cond.wait_for(settled, timeout=_TIMEOUT)
             held = self._slices.get(slice_id)
             return None if held is None else held[1]
 

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import bisect
 import collections
-import itertools
 import json
-from itertools import accumulate
+from itertools import accumulate, islice
 from operator import itemgetter
 
 
@@ -112,7 +111,7 @@ class Ledger:
         cap = self.wanted(max_rows)
         taken = len(self.pending) if cap is None else min(cap, len(self.pending))
         if max_bytes is not None and taken > 1:
-            sizes = accumulate(map(itemgetter(SIZE), itertools.islice(self.pending, taken)))
+            sizes = accumulate(map(itemgetter(SIZE), islice(self.pending, taken)))
             taken = max(1, bisect.bisect_right(list(sizes), max_bytes))
         if taken:
             popleft = self.pending.popleft

@@ -98,8 +98,9 @@ def split_rows(seqs: list[int], rows: list[tuple], parts: int) -> list[AmqpParti
 class _BatchJob:
     """One batch's input partitions, planned and built on a thread of their own.  Started by
     `latestOffset` as soon as it has fixed the batch, the work overlaps Spark's own between
-    the two calls (the offset log write, planning); `partitions` then waits for the plan only
-    (rowTransfer=fetch: the tasks' fetches wait for their slice) or for the rows too (inline)."""
+    the two calls (the offset log write, planning); `partitions` then waits until they are
+    `planned`: with rowTransfer=fetch that is before their rows are built (the tasks' fetches
+    wait for their slice), inline partitions are planned with their rows in them."""
 
     def __init__(self, start: int, end: int) -> None:
         self.start, self.end = start, end
@@ -107,7 +108,6 @@ class _BatchJob:
         self.partitions: list[AmqpPartition] = []
         self.error: BaseException | None = None
         self.planned = threading.Event()
-        self.built = threading.Event()
 
     def run(self, rt: "_Runtime", parts: int) -> None:
         try:
@@ -133,10 +133,9 @@ class _BatchJob:
             self.error = exc
         finally:
             self.planned.set()
-            self.built.set()
 
-    def result(self, wait_for_rows: bool) -> list[AmqpPartition]:
-        (self.built if wait_for_rows else self.planned).wait()
+    def result(self) -> list[AmqpPartition]:
+        self.planned.wait()
         if self.error is not None:
             raise self.error
         return self.partitions
@@ -272,7 +271,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         job = rt.job
         if job is None or (job.start, job.end) != (start_seq, end_seq):  # a replay
             job = self._start_job(rt, start_seq, end_seq)
-        parts = job.result(wait_for_rows=self._opts.row_transfer == "inline")
+        parts = job.result()
         if job.found < end_seq - start_seq:
             log.warning("amqp source: replaying (%s, %s] with %s of %s rows; the rest belong to a "
                         "closed channel and are redelivered by the broker",

@@ -11,6 +11,12 @@ import pytest
 from amqp_broker.spark.handoff import HandoffError, SliceServer, fetch
 
 
+def _put(server: SliceServer, batch_end: int, data) -> int:
+    slice_id = server.reserve(batch_end)
+    server.fill(slice_id, data)
+    return slice_id
+
+
 @pytest.fixture
 def server():
     s = SliceServer("127.0.0.1")
@@ -20,8 +26,8 @@ def server():
 
 def test_a_slice_comes_back_whole_as_often_as_asked_until_its_batch_is_released(server):
     data = bytes(range(256)) * 40_000  # 10 MB: many recv calls
-    first = server.put(100, data)
-    second = server.put(200, b"later batch")
+    first = _put(server, 100, data)
+    second = _put(server, 200, b"later batch")
     for _ in range(2):  # a retried task fetches the same rows again
         assert fetch(server.address, server.secret, first) == data
     server.release_upto(100)
@@ -32,11 +38,11 @@ def test_a_slice_comes_back_whole_as_often_as_asked_until_its_batch_is_released(
 
 
 def test_an_empty_slice_is_served(server):
-    assert fetch(server.address, server.secret, server.put(1, b"")) == b""
+    assert fetch(server.address, server.secret, _put(server, 1, b"")) == b""
 
 
 def test_a_request_without_the_secret_gets_no_rows(server):
-    slice_id = server.put(1, b"private rows")
+    slice_id = _put(server, 1, b"private rows")
     with pytest.raises(HandoffError, match="connection closed"):
         fetch(server.address, b"\0" * 16, slice_id)
     assert fetch(server.address, server.secret, slice_id) == b"private rows"
@@ -129,6 +135,6 @@ def test_an_ipv6_driver_address_serves_too():
         pytest.skip(f"no IPv6 loopback on this machine: {exc}")
     try:
         assert s.address[0] == "::1"
-        assert fetch(s.address, s.secret, s.put(1, b"over v6")) == b"over v6"
+        assert fetch(s.address, s.secret, _put(s, 1, b"over v6")) == b"over v6"
     finally:
         s.close()
